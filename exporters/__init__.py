@@ -7,14 +7,20 @@ model reads its text, and anyone can use it on their own ONNX files.
 from exporters._builder import PARAM_DOMAIN, PARAM_OP, ModelBuilder
 from exporters._materialize import count_parameters, materialize
 from exporters._text import canonicalize, from_text, to_text
+from exporters.latency import DeviceProfile, LatencyResult, default_profile, measure_latency, with_batch
 
 __all__ = [
+    "DeviceProfile",
+    "LatencyResult",
     "PARAM_DOMAIN",
     "PARAM_OP",
     "ModelBuilder",
     "canonicalize",
+    "default_profile",
     "count_parameters",
     "from_text",
     "materialize",
+    "measure_latency",
     "to_text",
+    "with_batch",
 ]

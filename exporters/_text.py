@@ -17,9 +17,12 @@ from onnx import helper
 
 from exporters._builder import PARAM_DOMAIN, PARAM_OP
 
-# "kernel_shape: ints = [3, 3]" -> "kernel_shape = [3, 3]": the parser infers these types back.
-_ATTR_TYPE = re.compile(r"(\w+): (?:ints|int|floats|float|string|strings) = ")
+# "kernel_shape: ints = [3, 3]" -> "kernel_shape = [3, 3]": the parser reads integer literals back as
+# ints. Float and string annotations stay ("value_float: float = 0" would come back as an int).
+_ATTR_TYPE = re.compile(r"(\w+): (?:ints|int) = ")
 _INDENT = re.compile(r"^\s+", re.MULTILINE)
+# ", " -> "," except inside string literals.
+_COMMA_SPACE = re.compile(r'"[^"]*"|, ')
 
 
 def to_text(model: onnx.ModelProto) -> str:
@@ -28,12 +31,22 @@ def to_text(model: onnx.ModelProto) -> str:
     text = onnx.printer.to_text(model)
     text = _ATTR_TYPE.sub(r"\1 = ", text)
     text = _INDENT.sub("", text)
-    return text.replace("<\n", "<").replace("\n>", ">").replace(",\n", ", ").replace(")\n{", ") {")
+    text = text.replace("<\n", "<").replace("\n>", ">").replace(",\n", ",").replace(")\n{", ") {")
+    text = text.replace(",opset_import: []>", ">")
+    return _COMMA_SPACE.sub(lambda m: m.group(0) if m.group(0)[0] == '"' else ",", text)
 
 
 def from_text(text: str) -> onnx.ModelProto:
-    """Parse canonical text back into a structural model (``materialize`` makes it executable)."""
-    return onnx.parser.parse_model(text)
+    """Parse canonical text back into a structural model (``materialize`` makes it executable).
+
+    Functions printed without their own opset imports share the model's, as :func:`canonicalize`
+    left them.
+    """
+    model = onnx.parser.parse_model(text)
+    for function in model.functions:
+        if not function.opset_import:
+            function.opset_import.extend(model.opset_import)
+    return model
 
 
 def canonicalize(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -54,6 +67,8 @@ def canonicalize(model: onnx.ModelProto) -> onnx.ModelProto:
         f = out.functions.add()
         f.CopyFrom(function)
         f.ClearField("doc_string")
+        if sorted(map(_opset_key, f.opset_import)) == sorted(map(_opset_key, out.opset_import)):
+            del f.opset_import[:]  # printed once, in the model header
         del f.value_info[:]
         inputs, outputs = list(f.input), list(f.output)
         mapping = _rename(f.node, inputs, outputs)
@@ -61,6 +76,10 @@ def canonicalize(model: onnx.ModelProto) -> onnx.ModelProto:
         f.input.extend(mapping[n] for n in inputs)
         f.output.extend(mapping[n] for n in outputs)
     return out
+
+
+def _opset_key(opset: onnx.OperatorSetIdProto) -> tuple[str, int]:
+    return opset.domain, opset.version
 
 
 def _initializers_to_placeholders(graph: onnx.GraphProto) -> None:

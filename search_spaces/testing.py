@@ -1,0 +1,154 @@
+"""A conformance suite that every search space — built-in or yours — passes with one line.
+
+Like ``optuna.testing``: subclass :class:`SearchSpaceTests` in a pytest module and set ``space``::
+
+    from search_spaces.testing import SearchSpaceTests
+
+    class TestMySpace(SearchSpaceTests):
+        space = MySpace()
+
+The suite checks the contract the rest of nasrlm relies on: ids round-trip and malformed ids fail
+with ``ValueError``; sampling is reproducible; Optuna can drive ``suggest``; ``to_onnx`` is a valid,
+executable, deterministic model; the canonical text is deterministic and parses back into the same
+structure. ``n_archs`` (default 4) sets how many architectures each check draws.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, ClassVar
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import optuna
+import pytest
+
+from exporters import count_parameters, from_text, materialize, to_text
+from search_spaces._base import SearchSpace
+
+__all__ = ["SearchSpaceTests"]
+
+#: Enumerate finite spaces fully in the suite only up to this size.
+_ENUMERATE_LIMIT = 20_000
+
+
+class SearchSpaceTests:
+    """Mix-in test class: set ``space`` (an instance) in the subclass."""
+
+    space: ClassVar[SearchSpace[Any]]
+    n_archs: ClassVar[int] = 4
+
+    def _archs(self, seed: int = 0) -> list[Any]:
+        rng = np.random.default_rng(seed)
+        return [self.space.sample(rng) for _ in range(self.n_archs)]
+
+    # --- identity -------------------------------------------------------------------------
+    def test_name_is_a_plain_identifier(self) -> None:
+        assert isinstance(self.space.name, str)
+        assert re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", self.space.name), self.space.name
+
+    def test_ids_round_trip(self) -> None:
+        for arch in self._archs():
+            arch_id = self.space.arch_id(arch)
+            assert isinstance(arch_id, str) and arch_id.strip() == arch_id and arch_id
+            assert self.space.arch_id(self.space.parse(arch_id)) == arch_id
+
+    @pytest.mark.parametrize("bad", ["", "not an architecture id", "\n", "|||"])
+    def test_parse_rejects_malformed_ids(self, bad: str) -> None:
+        with pytest.raises(ValueError) as info:
+            self.space.parse(bad)
+        assert str(info.value), "the error must say what is wrong"
+
+    def test_parse_rejects_trailing_garbage(self) -> None:
+        arch_id = self.space.arch_id(self._archs()[0])
+        with pytest.raises(ValueError):
+            self.space.parse(arch_id + "#garbage")
+
+    # --- drawing ------------------------------------------------------------------------
+    def test_sample_is_reproducible(self) -> None:
+        first = [self.space.arch_id(a) for a in self._archs(seed=7)]
+        again = [self.space.arch_id(a) for a in self._archs(seed=7)]
+        assert first == again
+
+    def test_sample_varies(self) -> None:
+        rng = np.random.default_rng(0)
+        ids = {self.space.arch_id(self.space.sample(rng)) for _ in range(20)}
+        if self.space.size is None or self.space.size > 1:
+            assert len(ids) > 1, "20 samples gave one architecture"
+
+    def test_suggest_drives_optuna(self) -> None:
+        seen: list[str] = []
+
+        def objective(trial: optuna.Trial) -> float:
+            arch_id = self.space.arch_id(self.space.suggest(trial))
+            assert self.space.arch_id(self.space.parse(arch_id)) == arch_id
+            seen.append(arch_id)
+            return float(len(seen))
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+        study.optimize(objective, n_trials=self.n_archs)
+        # Replaying a trial's parameters gives the same architecture: the space is a pure function
+        # of what the sampler suggested.
+        fixed = optuna.trial.FixedTrial(study.trials[0].params)
+        assert self.space.arch_id(self.space.suggest(fixed)) == seen[0]
+
+    def test_size_and_enumerate_agree(self) -> None:
+        size = self.space.size
+        if size is None:
+            pytest.skip(f"{self.space.name} does not state a size")
+        assert isinstance(size, int) and size > 0
+        if size > _ENUMERATE_LIMIT:
+            pytest.skip(f"{self.space.name} has {size} architectures: too many to enumerate here")
+        ids = [self.space.arch_id(a) for a in self.space.enumerate()]
+        assert len(ids) == size == len(set(ids))
+
+    # --- ONNX ------------------------------------------------------------------------------
+    def test_onnx_is_valid_and_runs(self) -> None:
+        for arch in self._archs()[:2]:
+            model = self.space.to_onnx(arch)
+            onnx.checker.check_model(model, full_check=True)
+            declared = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+            assert tuple(declared) == tuple(self.space.input_shape)
+            session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+            x = np.random.default_rng(0).standard_normal(self.space.input_shape).astype(np.float32)
+            outputs = session.run(None, {session.get_inputs()[0].name: x})
+            assert all(np.all(np.isfinite(o)) for o in outputs)
+            assert count_parameters(model) > 0
+
+    def test_onnx_is_deterministic(self) -> None:
+        arch = self._archs()[0]
+        first = self.space.to_onnx(arch).SerializeToString(deterministic=True)
+        assert first == self.space.to_onnx(arch).SerializeToString(deterministic=True)
+
+    def test_text_is_deterministic_and_has_no_weights(self) -> None:
+        for arch in self._archs():
+            text = self.space.to_text(arch)
+            assert text == self.space.to_text(arch)
+            assert "raw_data" not in text and not re.search(r"\{\s*-?\d+\.\d+", text)
+
+    def test_text_parses_back_to_the_same_structure(self) -> None:
+        for arch in self._archs()[:2]:
+            text = self.space.to_text(arch)
+            structural = from_text(text)
+            assert to_text(structural) == text
+            rebuilt, original = materialize(structural), self.space.to_onnx(arch)
+            assert to_text(rebuilt) == to_text(original)
+            assert _inferred_shapes(rebuilt) == _inferred_shapes(original)
+            assert count_parameters(rebuilt) == count_parameters(original)
+
+
+def _inferred_shapes(model: onnx.ModelProto) -> list[tuple[int, ...]]:
+    """Every intermediate and output shape (a sorted multiset: names differ between the two models).
+
+    Strict shape inference must succeed with fully known dimensions — the text leaves intermediate
+    shapes out on the promise that they can be recovered.
+    """
+    inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    shapes = []
+    for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
+        dims = tuple(d.dim_value for d in vi.type.tensor_type.shape.dim)
+        assert all(d > 0 for d in dims), f"shape of {vi.name} not fully inferred: {dims}"
+        shapes.append(dims)
+    return sorted(shapes)
