@@ -23,6 +23,10 @@ import pickle
 from pathlib import Path
 from typing import Any
 
+from search_spaces.nasbench201 import EDGES, NasBench201, NB201Arch
+
+_NB201 = NasBench201()
+
 # --- tuple -> arch string ------------------------------------------------------------------------
 # The package's tuples use neither NB201's op order nor its edge order. The mapping below was derived
 # empirically (tests/nasrlm/data/test_analog.py::test_mapping_is_the_best_of_all_permutations redoes it):
@@ -42,10 +46,8 @@ from typing import Any
 ANALOG_OPS: tuple[str, ...] = ("skip_connect", "none", "nor_conv_3x3", "nor_conv_1x1", "avg_pool_3x3")
 #: (source, target) edge of each analog-nasbench tuple position.
 ANALOG_EDGES: tuple[tuple[int, int], ...] = ((0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3))
-#: NB201 arch-string edge order.
-_STRING_EDGES: tuple[tuple[int, int], ...] = ((0, 1), (0, 2), (1, 2), (0, 3), (1, 3), (2, 3))
 #: for each arch-string edge, the tuple position that holds its op.
-_POSITION_OF_STRING_EDGE: tuple[int, ...] = tuple(ANALOG_EDGES.index(e) for e in _STRING_EDGES)
+_POSITION_OF_STRING_EDGE: tuple[int, ...] = tuple(ANALOG_EDGES.index(e) for e in EDGES)
 
 #: float metrics of a record that :func:`load_analog_nasbench` can return (all CIFAR-10 accuracy, %).
 ANALOG_METRICS: tuple[str, ...] = ("baseline_accuracy", "ptq_accuracy", "qat_accuracy", "noisy_accuracy",
@@ -127,10 +129,7 @@ def _records() -> dict[tuple[int, ...], _Architecture]:
 
 def analog_tuple_to_arch_str(codes: tuple[int, ...]) -> str:
     """Canonical NB201 arch string of an analog-nasbench op-code tuple (see the mapping above)."""
-    ops = [ANALOG_OPS[codes[p]] for p in _POSITION_OF_STRING_EDGE]
-    pairs = list(zip(ops, _STRING_EDGES, strict=True))
-    nodes = ["|".join(f"{op}~{src}" for op, (src, t) in pairs if t == target) for target in (1, 2, 3)]
-    return "|" + "|+|".join(nodes) + "|"
+    return _NB201.arch_id(NB201Arch(tuple(ANALOG_OPS[codes[p]] for p in _POSITION_OF_STRING_EDGE)))
 
 
 @functools.cache

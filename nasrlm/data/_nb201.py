@@ -17,7 +17,6 @@ from __future__ import annotations
 import csv
 import difflib
 import functools
-import itertools
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -30,11 +29,9 @@ import numpy as np
 from nasrlm.data._analog import load_analog_nasbench
 from nasrlm.data._datadir import data_file, resolve_data_dir
 from nasrlm.data._table import BenchmarkTable, Objective
+from search_spaces.nasbench201 import NasBench201
 
-SPACE = "nb201"
-OPS: tuple[str, ...] = ("none", "skip_connect", "nor_conv_1x1", "nor_conv_3x3", "avg_pool_3x3")
-#: (source, target) of each edge in arch-string order.
-EDGES: tuple[tuple[int, int], ...] = ((0, 1), (0, 2), (1, 2), (0, 3), (1, 3), (2, 3))
+SPACE = NasBench201.name
 
 ARCHS_CSV = "nb201/archs.csv"
 C10_200_CSV = "nb201/cifar10_200ep.csv"
@@ -51,17 +48,11 @@ class UnknownObjectiveError(KeyError, ValueError):
         return str(self.args[0]) if self.args else ""
 
 
-def ops_to_arch_str(ops: Sequence[str]) -> str:
-    """Canonical arch string of six ops given in arch-string edge order."""
-    pairs = list(zip(ops, EDGES, strict=True))
-    nodes = ["|".join(f"{op}~{src}" for op, (src, t) in pairs if t == target) for target in (1, 2, 3)]
-    return "|" + "|+|".join(nodes) + "|"
-
-
 @functools.cache
 def all_arch_strings() -> frozenset[str]:
     """The 15,625 canonical NB201 arch strings."""
-    return frozenset(ops_to_arch_str(ops) for ops in itertools.product(OPS, repeat=len(EDGES)))
+    space = NasBench201()
+    return frozenset(space.arch_id(arch) for arch in space.enumerate())
 
 
 # --- objective catalogue ------------------------------------------------------------------------------

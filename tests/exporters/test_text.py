@@ -49,7 +49,8 @@ def test_text_parses_back_into_the_same_graph() -> None:
     onnx.checker.check_model(rebuilt, full_check=True)
     assert to_text(rebuilt) == text
     assert [n.op_type for n in rebuilt.graph.node] == [n.op_type for n in model.graph.node]
-    assert [tuple(i.dims) for i in rebuilt.graph.initializer] == [tuple(i.dims) for i in model.graph.initializer]
+    shapes = [tuple(i.dims) for i in model.graph.initializer]
+    assert [tuple(i.dims) for i in rebuilt.graph.initializer] == shapes
     conv = next(n for n in rebuilt.graph.node if n.op_type == "Conv")
     assert helper.get_attribute_value(conv.attribute[0]) == [3, 3]
 
