@@ -22,8 +22,9 @@ import onnx
 from tqdm.auto import tqdm
 
 from exporters.latency import DeviceProfile, LatencyResult, measure_latency
+from nasrlm.data import Objective
 
-__all__ = ["LatencyStore", "measure_archs"]
+__all__ = ["LatencyStore", "measure_archs", "measured_objective"]
 
 _RESULT_FIELDS = [f.name for f in fields(LatencyResult)]
 _SELECT_RESULT = f"SELECT {', '.join(_RESULT_FIELDS)} FROM latency"
@@ -226,3 +227,25 @@ def measure_archs(
             bar.update()
     stored = store.get_many(space.name, profile)
     return {arch_id: stored[arch_id] for arch_id in dict.fromkeys(arch_ids)}
+
+
+def measured_objective(
+    store: LatencyStore, space: str, profile: DeviceProfile | str
+) -> tuple[Objective, dict[str, float]]:
+    """A measured profile as a table column: its :class:`~nasrlm.data.Objective` and id -> median ms.
+
+    This is what makes ``cpu-1t-b1`` usable as an objective exactly like a published device column.
+    """
+    profile = DeviceProfile.parse(profile) if isinstance(profile, str) else profile
+    if profile.provider == "cuda":
+        where = f"onnxruntime CUDA, batch {profile.batch}"
+    else:
+        where = f"onnxruntime CPU, {profile.threads} thread(s), batch {profile.batch}"
+    objective = Objective(
+        name=profile.name,
+        unit="ms",
+        description=f"median latency of one batch measured by nasrlm measure ({where})",
+        source=f"{store.path} (nasrlm measure)",
+        higher_is_better=False,
+    )
+    return objective, store.values(space, profile)

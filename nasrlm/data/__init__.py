@@ -12,16 +12,20 @@ from nasrlm.data._nb201 import (
     load_nb201,
 )
 from nasrlm.data._table import BenchmarkTable, Objective
+from nasrlm.data._tables import TABLE_LOADERS, available_objectives, load_table
 
 __all__ = [
     "NB201_OBJECTIVES",
+    "TABLE_LOADERS",
     "BenchmarkTable",
     "DataFileNotFoundError",
     "Objective",
     "UnknownObjectiveError",
     "available_nb201_objectives",
+    "available_objectives",
     "data_file",
     "load_analog_nasbench",
     "load_nb201",
+    "load_table",
     "resolve_data_dir",
 ]

@@ -1,0 +1,5 @@
+"""``python -m nasrlm`` is the ``nasrlm`` command."""
+
+from nasrlm.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,251 @@
+"""The ``nasrlm`` command line: ``spaces``, ``export``, ``measure`` and ``data``.
+
+Bad input (unknown space, malformed id, unknown objective, missing data file) prints one line on
+stderr and exits with status 2; anything else that goes wrong is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+import search_spaces
+from exporters.latency import DeviceProfile
+from nasrlm import __version__
+from nasrlm.data import DataFileNotFoundError, available_objectives, load_table
+
+#: Exit status for bad input, as argparse uses.
+USAGE_ERROR = 2
+#: Latency store used when ``--db`` is not given.
+DEFAULT_DB = "latency.db"
+
+
+class CliError(Exception):
+    """A problem with what the user asked for; printed as one line."""
+
+
+# --- helpers ---------------------------------------------------------------------------------------
+def _space(name: str) -> search_spaces.SearchSpace:
+    return search_spaces.get_space(name)
+
+
+def _arch_ids(space: search_spaces.SearchSpace, args: argparse.Namespace) -> list[str]:
+    """The ids named by ``--arch``, ``--random N --seed S`` or ``--all``, validated and canonical."""
+    if args.arch:
+        return [space.arch_id(space.parse(a)) for a in args.arch]
+    if getattr(args, "all", False):
+        if space.size is None:
+            raise CliError(f"search space {space.name!r} is not enumerable; use --random N")
+        return [space.arch_id(a) for a in space.enumerate()]
+    if args.random < 1:
+        raise CliError(f"--random needs a positive count, got {args.random}")
+    return space.sample_ids(args.random, seed=args.seed)
+
+
+def _add_selection(p: argparse.ArgumentParser, allow_all: bool = False) -> None:
+    group = p.add_mutually_exclusive_group(required=True)
+    group.add_argument("--arch", action="append", metavar="ID",
+                       help="architecture id (repeat for several); quote it, ids contain '|'")
+    group.add_argument("--random", type=int, metavar="N", help="N distinct random architectures")
+    if allow_all:
+        group.add_argument("--all", action="store_true", help="every architecture of a finite space")
+    p.add_argument("--seed", type=int, default=0, help="seed for --random (default 0)")
+
+
+def _db_default() -> str:
+    return os.environ.get("NASRLM_DB", DEFAULT_DB)
+
+
+# --- commands -------------------------------------------------------------------------------------
+def cmd_spaces(args: argparse.Namespace) -> int:
+    rows = [_space(name).describe() for name in search_spaces.available_spaces()]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    for row in rows:
+        size = f"{row['size']:,}" if row["size"] is not None else "unbounded"
+        shape = "x".join(map(str, row["input_shape"]))
+        print(f"{row['name']:<12} {size:>12} archs  input {shape:<12} {row['doc']}")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    space = _space(args.space)
+    ids = _arch_ids(space, args)
+    bar = tqdm(ids, desc=f"export {space.name}", unit="arch", disable=len(ids) < 50 or args.quiet)
+    if args.format == "onnx":
+        if args.output is None:
+            raise CliError("--format onnx writes binary files: give -o FILE (one arch) or -o DIR (several)")
+        import onnx
+
+        if len(ids) == 1:
+            onnx.save_model(space.to_onnx(space.parse(ids[0])), args.output)
+            print(f"wrote {args.output}", file=sys.stderr)
+            return 0
+        out = Path(args.output)
+        out.mkdir(parents=True, exist_ok=True)
+        with open(out / "index.csv", "w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(["file", "arch_id"])
+            for k, arch_id in enumerate(bar):
+                name = f"{space.name}_{k:05d}.onnx"
+                onnx.save_model(space.to_onnx(space.parse(arch_id)), out / name)
+                writer.writerow([name, arch_id])
+        print(f"wrote {len(ids)} models and index.csv to {out}", file=sys.stderr)
+        return 0
+    stream = open(args.output, "w") if args.output else sys.stdout  # noqa: SIM115 - stdout is not ours to close
+    try:
+        for arch_id in bar:
+            text = space.to_text(space.parse(arch_id))
+            if args.format == "jsonl":
+                stream.write(json.dumps({"space": space.name, "arch_id": arch_id, "text": text}) + "\n")
+            elif len(ids) == 1:
+                stream.write(text)
+            else:
+                stream.write(f"# {arch_id}\n{text}\n")
+    finally:
+        if stream is not sys.stdout:
+            stream.close()
+    return 0
+
+
+def cmd_measure(args: argparse.Namespace) -> int:
+    from nasrlm.measure import LatencyStore, measure_archs
+
+    space = _space(args.space)
+    profile = DeviceProfile.parse(args.device)
+    ids = _arch_ids(space, args)
+    with LatencyStore(args.db) as store:
+        before = len(store.missing(space.name, ids, profile))
+        results = measure_archs(space, ids, profile, store, warmup=args.warmup, runs=args.runs,
+                                progress=not args.quiet)
+    if args.json:
+        for arch_id, r in results.items():
+            print(json.dumps({"arch_id": arch_id, "profile": r.profile, "median_ms": r.median_ms,
+                              "p10_ms": r.p10_ms, "p90_ms": r.p90_ms, "batch": r.batch,
+                              "threads": r.threads, "provider": r.provider}))
+    elif len(results) <= 20:
+        for arch_id, r in results.items():
+            print(f"{r.median_ms:9.3f} ms  [{r.p10_ms:.3f}, {r.p90_ms:.3f}]  {arch_id}")
+    medians = sorted(r.median_ms for r in results.values())
+    print(f"{profile.name}: {before} measured now, {len(ids) - before} already in {args.db}; "
+          f"median latency {medians[len(medians) // 2]:.3f} ms (batch {profile.batch}, "
+          f"range {medians[0]:.3f}-{medians[-1]:.3f} ms)", file=sys.stderr)
+    return 0
+
+
+def _is_profile(name: str) -> bool:
+    return name.startswith(("cpu-", "cuda-"))
+
+
+def cmd_data(args: argparse.Namespace) -> int:
+    space = _space(args.space)
+    names = [n.strip() for n in args.objectives.split(",") if n.strip()]
+    if not names:
+        raise CliError("--objectives needs at least one name, e.g. --objectives acc,pixel3")
+    extra = {}
+    measured = [n for n in names if _is_profile(n)]
+    if measured:
+        from nasrlm.measure import LatencyStore, measured_objective
+
+        if not Path(args.db).exists():
+            raise CliError(f"objective {measured[0]!r} is a measured profile but latency store {args.db} "
+                           f"does not exist; run 'nasrlm measure {space.name} --device {measured[0]} ...'")
+        with LatencyStore(args.db) as store:
+            for name in measured:
+                DeviceProfile.parse(name)  # a clear error for a malformed profile name
+                extra[name] = measured_objective(store, space.name, name)
+    table = load_table(space.name, names, args.data_dir, extra=extra)
+    if args.output == "-":
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            path = table.to_csv(Path(tmp) / "table.csv")
+            sys.stdout.write(path.read_text())
+    else:
+        table.to_csv(args.output)
+        print(f"wrote {len(table.ids):,} rows x {len(names)} objectives to {args.output} "
+              f"(+ {args.output}.meta.json)", file=sys.stderr)
+    for objective in table.objectives:
+        present = int((~_isnan(table.column(objective.name))).sum())
+        print(f"  {objective.header:<24} {present:>6,} values  source: {objective.source}", file=sys.stderr)
+    return 0
+
+
+def _isnan(values):
+    import numpy as np
+
+    return np.isnan(values)
+
+
+def cmd_objectives(args: argparse.Namespace) -> int:
+    for objective in available_objectives(args.space, args.data_dir):
+        print(f"{objective.header:<28} {objective.description}")
+    print("cpu-<T>t-b<B>, cuda-b<B>      latency measured by 'nasrlm measure' (read from --db)")
+    return 0
+
+
+# --- parser ---------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="nasrlm", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"nasrlm {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("spaces", help="list the search spaces")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_spaces)
+
+    p = sub.add_parser("export", help="architecture -> canonical ONNX text or ONNX model")
+    p.add_argument("space")
+    _add_selection(p)
+    p.add_argument("--format", choices=["text", "jsonl", "onnx"], default="text",
+                   help="text (default; '# id' headers between several), jsonl, or onnx files")
+    p.add_argument("-o", "--output", help="file (or directory for several onnx models); default stdout")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("measure", help="time architectures with onnxruntime on this machine (resumable)")
+    p.add_argument("space")
+    p.add_argument("--device", default="cpu-1t-b1",
+                   help="profile 'cpu-<threads>t-b<batch>' or 'cuda-b<batch>' (default cpu-1t-b1)")
+    _add_selection(p, allow_all=True)
+    p.add_argument("--db", default=_db_default(),
+                   help=f"SQLite latency store (default $NASRLM_DB or {DEFAULT_DB})")
+    p.add_argument("--warmup", type=int, default=10, help="untimed runs per architecture (default 10)")
+    p.add_argument("--runs", type=int, default=50, help="timed runs per architecture (default 50)")
+    p.add_argument("--json", action="store_true", help="print one JSON line per architecture")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_measure)
+
+    p = sub.add_parser("data", help="a table of objectives (published or measured), one row per architecture")
+    p.add_argument("space")
+    p.add_argument("--objectives", required=True, help="comma-separated names, e.g. acc,pixel3,cpu-1t-b1")
+    p.add_argument("--data-dir", help="benchmark data directory (default $NASRLM_DATA)")
+    p.add_argument("--db", default=_db_default(), help="latency store for measured profiles")
+    p.add_argument("-o", "--output", required=True, help="CSV file to write ('-' for stdout)")
+    p.set_defaults(func=cmd_data)
+
+    p = sub.add_parser("objectives", help="list the objectives 'nasrlm data' knows for a space")
+    p.add_argument("space")
+    p.add_argument("--data-dir", help="benchmark data directory (default $NASRLM_DATA)")
+    p.set_defaults(func=cmd_objectives)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (CliError, ValueError, KeyError, DataFileNotFoundError, RuntimeError) as error:
+        message = str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)
+        print(f"nasrlm: error: {message}", file=sys.stderr)
+        return USAGE_ERROR
+    except BrokenPipeError:  # e.g. `nasrlm export ... | head`
+        return 0

@@ -1,0 +1,106 @@
+"""The command line: every command on the happy path, and one clear line for bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import onnx
+import pytest
+
+from nasrlm.cli import main
+from nasrlm.data import BenchmarkTable
+
+REPO = Path(__file__).resolve().parents[2]
+ARCH = "|nor_conv_3x3~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|skip_connect~0|nor_conv_3x3~1|skip_connect~2|"
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_spaces_lists_nb201(capsys) -> None:
+    code, out, _ = run(capsys, "spaces", "--json")
+    assert code == 0
+    assert {"name": "nb201", "size": 15625}.items() <= json.loads(out)[0].items()
+
+
+def test_export_text_to_stdout_is_the_canonical_text(capsys) -> None:
+    from search_spaces import get_space
+
+    space = get_space("nb201")
+    code, out, _ = run(capsys, "export", "nb201", "--arch", ARCH)
+    assert code == 0 and out == space.to_text(space.parse(ARCH))
+
+
+def test_export_random_jsonl_is_reproducible(capsys) -> None:
+    _, first, _ = run(capsys, "export", "nb201", "--random", "3", "--seed", "5", "--format", "jsonl")
+    _, again, _ = run(capsys, "export", "nb201", "--random", "3", "--seed", "5", "--format", "jsonl")
+    rows = [json.loads(line) for line in first.splitlines()]
+    assert first == again and len({r["arch_id"] for r in rows}) == 3
+
+
+def test_export_onnx_files_with_index(capsys, tmp_path: Path) -> None:
+    code, _, _ = run(capsys, "export", "nb201", "--random", "2", "--format", "onnx", "-o", str(tmp_path))
+    assert code == 0
+    index = (tmp_path / "index.csv").read_text().splitlines()
+    assert index[0] == "file,arch_id" and len(index) == 3
+    onnx.checker.check_model(onnx.load(tmp_path / index[1].split(",")[0]), full_check=True)
+
+
+def test_measure_then_data_uses_the_profile_as_an_objective(capsys, tmp_path: Path) -> None:
+    db = str(tmp_path / "lat.db")
+    code, _, err = run(capsys, "measure", "nb201", "--device", "cpu-1t-b1", "--arch", ARCH, "--db", db,
+                       "--warmup", "1", "--runs", "3", "--quiet")
+    assert code == 0 and "1 measured now" in err
+    code, _, err = run(capsys, "measure", "nb201", "--arch", ARCH, "--db", db, "--quiet")
+    assert code == 0 and "0 measured now, 1 already" in err
+    out = tmp_path / "table.csv"
+    code, _, err = run(capsys, "data", "nb201", "--objectives", "acc,cpu-1t-b1", "--db", db, "-o", str(out))
+    assert code == 0
+    table = BenchmarkTable.read_csv(out)
+    assert [o.name for o in table.objectives] == ["acc", "cpu-1t-b1"]
+    assert [o.unit for o in table.objectives] == ["%", "ms"]
+    latency = table.column("cpu-1t-b1")
+    assert (latency > 0).sum() == 1 and table.ids[int((latency > 0).argmax())] == ARCH
+
+
+def test_data_records_which_accuracy_source_was_used(capsys, tmp_path: Path, data_dir: Path,
+                                                     monkeypatch) -> None:
+    monkeypatch.delenv("NASRLM_DATA", raising=False)
+    out = tmp_path / "t.csv"
+    run(capsys, "data", "nb201", "--objectives", "acc", "-o", str(out))
+    assert "analog-nasbench" in BenchmarkTable.read_csv(out).objectives[0].source
+    run(capsys, "data", "nb201", "--objectives", "acc,pixel3", "--data-dir", str(data_dir), "-o", str(out))
+    table = BenchmarkTable.read_csv(out)
+    assert "cifar10_200ep.csv" in table.objectives[0].source and len(table.ids) == 15625
+    assert table.column("pixel3")[table.ids.index(ARCH)] == pytest.approx(17.2381, abs=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["export", "nb999", "--random", "1"], "unknown search space 'nb999'"),
+        (["export", "nb201", "--arch", "|nor_conv_3x3~0|+|bogus~0|none~1|+|none~0|none~1|none~2|"], "bogus"),
+        (["data", "nb201", "--objectives", "acc,pixle3", "-o", "x.csv"], "did you mean 'pixel3'"),
+        (["measure", "nb201", "--device", "gpu-b1", "--random", "1"], "provider 'gpu'"),
+        (["data", "nb201", "--objectives", "pixel3", "--data-dir", "/nonexistent/dir", "-o", "x.csv"],
+         "/nonexistent/dir"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path: Path, monkeypatch, argv, says) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("nasrlm: error:") and says in err
+    assert "Traceback" not in err
+
+
+def test_python_dash_m_works() -> None:
+    done = subprocess.run([sys.executable, "-m", "nasrlm", "spaces"], cwd=REPO, capture_output=True,
+                          text=True, check=True)
+    assert "nb201" in done.stdout
