@@ -7,6 +7,7 @@ model reads its text, and anyone can use it on their own ONNX files.
 from exporters._builder import PARAM_DOMAIN, PARAM_OP, ModelBuilder
 from exporters._materialize import count_parameters, materialize
 from exporters._text import canonicalize, from_text, to_text
+from exporters._torch import torch_to_onnx
 from exporters.latency import DeviceProfile, LatencyResult, default_profile, measure_latency, with_batch
 
 __all__ = [
@@ -22,5 +23,6 @@ __all__ = [
     "materialize",
     "measure_latency",
     "to_text",
+    "torch_to_onnx",
     "with_batch",
 ]

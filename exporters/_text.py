@@ -60,7 +60,7 @@ def canonicalize(model: onnx.ModelProto) -> onnx.ModelProto:
         _initializers_to_placeholders(graph)
         if not any(o.domain == PARAM_DOMAIN for o in out.opset_import):
             out.opset_import.append(helper.make_opsetid(PARAM_DOMAIN, 1))
-    del graph.value_info[:]
+    del graph.value_info[:], graph.metadata_props[:]
     graph.ClearField("doc_string")
     _rename(graph.node, graph.input, graph.output)
     for function in model.functions:
@@ -122,6 +122,7 @@ def _rename(nodes, inputs, outputs) -> dict[str, str]:
     for node in nodes:
         node.ClearField("name")
         node.ClearField("doc_string")
+        node.ClearField("metadata_props")
         is_param = node.domain == PARAM_DOMAIN and node.op_type == PARAM_OP
         for name in node.output:
             if name not in mapping:

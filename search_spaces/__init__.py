@@ -12,6 +12,7 @@ from search_spaces._registry import (
     get_space,
     register_space,
 )
+from search_spaces._torch_space import TorchSearchSpace
 from search_spaces.nasbench201 import NasBench201, NB201Arch
 
 register_space("nb201", NasBench201)
@@ -21,6 +22,7 @@ __all__ = [
     "NB201Arch",
     "NasBench201",
     "SearchSpace",
+    "TorchSearchSpace",
     "UnknownSpaceError",
     "available_spaces",
     "get_space",
