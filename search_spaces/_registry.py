@@ -55,5 +55,5 @@ def get_space(name: str) -> SearchSpace:
         return space
     names = available_spaces()
     close = difflib.get_close_matches(name, names, n=1)
-    hint = f" Did you mean {close[0]!r}?" if close else ""
-    raise UnknownSpaceError(f"unknown search space {name!r}.{hint} Available: {', '.join(names)}")
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise UnknownSpaceError(f"unknown search space {name!r}{hint}. Available: {', '.join(names)}")
