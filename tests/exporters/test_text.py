@@ -106,3 +106,14 @@ def test_canonicalize_leaves_its_input_alone() -> None:
     before = model.SerializeToString()
     canonicalize(model)
     assert model.SerializeToString() == before
+
+
+def test_count_macs_counts_conv_and_gemm() -> None:
+    from exporters import count_macs
+
+    b = ModelBuilder("toy", domain="toy")
+    y = b.main.op("Conv", "x", b.main.param(8, 3, 3, 3), kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    y = b.main.op("Flatten", b.main.op("GlobalAveragePool", y), axis=1)
+    y = b.main.op("Gemm", y, b.main.param(10, 8), b.main.param(10), transB=1)
+    model = materialize(b.build((1, 3, 16, 16), y, (1, 10)))
+    assert count_macs(model) == 16 * 16 * 8 * 27 + 8 * 10
