@@ -1,0 +1,138 @@
+"""The regression language model: a small T5 encoder–decoder that reads ONNX text and writes numbers.
+
+Input: the canonical ONNX text of one architecture, tokenized by :class:`~nasrlm.tokenizers.OnnxTokenizer`.
+Output: for each objective in a fixed order, an objective tag followed by one number in the fixed-length
+digit format of :class:`~nasrlm.tokenizers.NumberTokenizer`::
+
+    <start> <obj:acc> + E0 8 7 1 2  <obj:pixel3> + E0 3 1 4 1  ...
+
+Tags are given (teacher-forced at training and at inference), digits are predicted, each conditioned
+on everything before it — so latency is predicted knowing the predicted accuracy. Only digit tokens
+can be sampled at digit positions (a positional mask), so every decoded sequence is a valid number.
+
+One vocabulary serves both sides: the text pieces first, then the decoder block ``<start>``,
+``<missing>`` (stands in for an unknown label so later objectives still train), one tag per objective,
+and the number tokens. The model is randomly initialised from a ``transformers.T5Config``; nothing is
+downloaded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import torch
+from torch import nn
+from transformers import T5Config, T5Model
+
+from nasrlm.tokenizers._numbers import NumberTokenizer
+
+
+@dataclass
+class RLMConfig:
+    """Everything needed to rebuild the network (saved as JSON in every checkpoint)."""
+
+    text_vocab_size: int  # pieces of the ONNX tokenizer; text ids live in [0, text_vocab_size)
+    text_pad_id: int  # padding id of the ONNX tokenizer
+    objectives: tuple[str, ...]  # every objective the decoder has a tag for (decode order is per call)
+    number: dict = field(default_factory=lambda: NumberTokenizer().to_dict())  # digit format
+    d_model: int = 128  # width of every layer
+    num_heads: int = 4  # attention heads (d_model / num_heads = 32 per head)
+    d_ff: int = 512  # hidden size of the gated feed-forward blocks
+    encoder_layers: int = 3  # reading ~150-token ONNX texts needs little depth
+    decoder_layers: int = 2  # the decoder only writes a few dozen digits
+    dropout: float = 0.1
+    max_input_tokens: int = 1024  # longer texts are an error, never silently truncated
+
+    def __post_init__(self) -> None:
+        self.objectives = tuple(self.objectives)
+        if len(set(self.objectives)) != len(self.objectives):
+            raise ValueError(f"objectives must be distinct, got {self.objectives}")
+        if self.d_model % self.num_heads:
+            raise ValueError(f"d_model {self.d_model} is not divisible by num_heads {self.num_heads}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class DecoderVocab:
+    """Ids of the decoder block inside the shared vocabulary (see the module docstring)."""
+
+    def __init__(self, config: RLMConfig) -> None:
+        self.numbers = NumberTokenizer.from_dict(config.number)
+        self.start = config.text_vocab_size
+        self.missing = self.start + 1
+        self.first_tag = self.start + 2
+        self.tags = {name: self.first_tag + k for k, name in enumerate(config.objectives)}
+        self.first_number = self.first_tag + len(config.objectives)
+        self.size = self.first_number + self.numbers.vocab_size  # of the whole shared vocabulary
+        self.span = 1 + self.numbers.length  # tag + digits, per objective
+
+    def number_ids(self, number_tokens: torch.Tensor) -> torch.Tensor:
+        return number_tokens + self.first_number
+
+
+class RegressionLM(nn.Module):
+    """T5 encoder–decoder plus a head over the number tokens only (never over text pieces)."""
+
+    def __init__(self, config: RLMConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.vocab = DecoderVocab(config)
+        t5 = T5Config(
+            vocab_size=self.vocab.size,
+            d_model=config.d_model,
+            d_kv=config.d_model // config.num_heads,
+            d_ff=config.d_ff,
+            num_layers=config.encoder_layers,
+            num_decoder_layers=config.decoder_layers,
+            num_heads=config.num_heads,
+            dropout_rate=config.dropout,
+            feed_forward_proj="gated-gelu",
+            pad_token_id=config.text_pad_id,
+            decoder_start_token_id=self.vocab.start,
+            tie_word_embeddings=False,
+        )
+        self.t5 = T5Model(t5)
+        self.head = nn.Linear(config.d_model, self.vocab.numbers.vocab_size, bias=False)
+        # positional constraint: allowed number tokens at each digit position
+        self.register_buffer("position_mask", torch.from_numpy(self.vocab.numbers.position_mask()),
+                             persistent=False)
+
+    # --- pieces used by training and inference -------------------------------------------------
+    def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        if input_ids.shape[1] > self.config.max_input_tokens:
+            raise ValueError(f"input of {input_ids.shape[1]} tokens exceeds max_input_tokens="
+                             f"{self.config.max_input_tokens}")
+        return self.t5.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+    def digit_logits(self, hidden: torch.Tensor, digit_position: torch.Tensor | int) -> torch.Tensor:
+        """Logits over number tokens, with tokens invalid at ``digit_position`` set to -inf."""
+        logits = self.head(hidden)
+        allowed = self.position_mask[digit_position]
+        return logits.masked_fill(~allowed, float("-inf"))
+
+    def decoder_inputs(self, objectives: tuple[str, ...], targets: torch.Tensor) -> torch.Tensor:
+        """Teacher-forcing sequence ``<start> <tag> d d d … <tag> d d d …`` minus its last token.
+
+        ``targets`` holds number-token ids (batch, objectives, length), -1 where the label is missing.
+        """
+        batch = targets.shape[0]
+        digits = torch.where(targets >= 0, self.vocab.number_ids(targets.clamp(min=0)),
+                             torch.full_like(targets, self.vocab.missing))
+        tags = torch.tensor([self.vocab.tags[o] for o in objectives], device=targets.device)
+        seq = torch.cat([tags.expand(batch, -1).unsqueeze(-1), digits], dim=-1).reshape(batch, -1)
+        start = torch.full((batch, 1), self.vocab.start, dtype=seq.dtype, device=seq.device)
+        return torch.cat([start, seq], dim=1)[:, :-1]
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, objectives: tuple[str, ...],
+                targets: torch.Tensor) -> torch.Tensor:
+        """Mean cross-entropy of the known digits (missing labels are masked out)."""
+        memory = self.encode(input_ids, attention_mask)
+        decoded = self.t5.decoder(input_ids=self.decoder_inputs(objectives, targets),
+                                  encoder_hidden_states=memory, encoder_attention_mask=attention_mask)
+        hidden = decoded.last_hidden_state  # (batch, K * span, d) — position k*span predicts tag k's first digit
+        batch, length = targets.shape[0], self.vocab.numbers.length
+        hidden = hidden.reshape(batch, len(objectives), self.vocab.span, -1)[:, :, 1:, :]
+        logits = self.digit_logits(hidden, torch.arange(length, device=hidden.device))
+        known = targets >= 0
+        return nn.functional.cross_entropy(logits[known], targets[known])
