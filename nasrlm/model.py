@@ -24,7 +24,7 @@ import torch
 from torch import nn
 from transformers import T5Config, T5Model
 
-from nasrlm.tokenizers._numbers import NumberTokenizer
+from nasrlm.tokenizers import NumberTokenizer
 
 
 @dataclass
