@@ -1,6 +1,6 @@
 """The ``nasrlm`` command line: ``spaces``, ``export``, ``measure`` and ``data``.
 
-Bad input (unknown space, malformed id, unknown objective, missing data file) prints one line on
+Bad input (unknown space, malformed id, unknown objective, missing file) prints one line on
 stderr and exits with status 2; anything else that goes wrong is a bug and keeps its traceback.
 """
 
@@ -19,7 +19,7 @@ from tqdm.auto import tqdm
 import search_spaces
 from exporters.latency import DeviceProfile
 from nasrlm import __version__
-from nasrlm.data import DataFileNotFoundError, available_objectives, load_table
+from nasrlm.data import available_objectives, load_table
 
 #: Exit status for bad input, as argparse uses.
 USAGE_ERROR = 2
@@ -192,6 +192,102 @@ def cmd_objectives(args: argparse.Namespace) -> int:
     return 0
 
 
+#: Model sizes for ``nasrlm train --size``: overrides of :class:`~nasrlm.model.RLMConfig`.
+MODEL_SIZES = {
+    "tiny": {"d_model": 32, "num_heads": 2, "d_ff": 64, "encoder_layers": 1, "decoder_layers": 1},
+    "small": {},  # RLMConfig's defaults
+    "base": {"d_model": 256, "num_heads": 8, "d_ff": 1024, "encoder_layers": 4, "decoder_layers": 2},
+}
+
+
+def _texts(space: search_spaces.SearchSpace, ids: Sequence[str]) -> list[str]:
+    return [space.to_text(space.parse(i)) for i in ids]
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from nasrlm.data import BenchmarkTable
+    from nasrlm.free_labels import FREE_OBJECTIVES, free_labels
+    from nasrlm.predictor import RLMPredictor
+    from nasrlm.tokenizers import OnnxTokenizer
+    from nasrlm.training import TrainConfig
+
+    table = BenchmarkTable.read_csv(args.data)
+    space = _space(args.space or table.space)
+    names = [n.strip() for n in args.objectives.split(",")] if args.objectives else table.names
+    objectives = [table.objective(n) for n in names]
+    values = np.stack([table.column(n) for n in names], axis=1)
+    keep = ~np.isnan(values).all(axis=1)
+    ids = [i for i, k in zip(table.ids, keep, strict=True) if k]
+    if len(ids) < 2:
+        raise CliError(f"{args.data} has fewer than two rows with a value for {', '.join(names)}")
+    torch_threads(args.threads)
+    print(f"training on {len(ids):,} architectures of {space.name}: {', '.join(names)}", file=sys.stderr)
+    tokenizer = OnnxTokenizer.train_on_spaces(seed=args.seed)
+    predictor = RLMPredictor.create(tokenizer, [*FREE_OBJECTIVES, *objectives], **MODEL_SIZES[args.size])
+    config = TrainConfig(max_epochs=args.epochs, batch_size=args.batch_size, learning_rate=args.lr,
+                         seed=args.seed, max_minutes=args.max_minutes, progress=not args.quiet)
+    if args.pretrain:
+        pre_ids = space.sample_ids(args.pretrain, seed=args.seed + 1)
+        labels = free_labels(space, pre_ids, progress=not args.quiet)
+        print(f"pre-training on free labels of {len(pre_ids):,} architectures", file=sys.stderr)
+        predictor.fit(_texts(space, pre_ids), labels, [o.name for o in FREE_OBJECTIVES], config)
+    report = predictor.fit(_texts(space, ids), values[keep], names, config)
+    predictor.save(args.output)
+    print(f"saved {args.output}: best epoch {report.best_epoch + 1} of {len(report.train_loss)} "
+          f"({report.stopped_by}), {report.seconds:.0f} s", file=sys.stderr)
+    return 0
+
+
+def torch_threads(threads: int | None) -> None:
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    from nasrlm.predictor import RLMPredictor
+
+    predictor = RLMPredictor.load(args.model)
+    space = _space(args.space)
+    ids = _arch_ids(space, args)
+    predictions = predictor.predict(_texts(space, ids), num_samples=args.samples, seed=args.seed)
+    out = {i: {k: v.to_dict() for k, v in p.items()} for i, p in zip(ids, predictions, strict=True)}
+    print(json.dumps(out, indent=2))
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    import numpy as np
+    from scipy import stats
+
+    from nasrlm.data import BenchmarkTable
+    from nasrlm.predictor import RLMPredictor
+
+    predictor = RLMPredictor.load(args.model)
+    table = BenchmarkTable.read_csv(args.data)
+    space = _space(args.space or table.space)
+    names = ([n.strip() for n in args.objectives.split(",")] if args.objectives
+             else [n for n in table.names if n in predictor.trained_objectives])
+    if not names:
+        raise CliError(f"none of {args.data}'s columns ({', '.join(table.names)}) is predicted by "
+                       f"{args.model}")
+    truth = np.stack([table.column(n) for n in names], axis=1)
+    samples = predictor.sample(_texts(space, table.ids), names, num_samples=args.samples, seed=args.seed,
+                               progress=not args.quiet)
+    median = np.median(samples, axis=1)
+    result = {}
+    for k, name in enumerate(names):
+        known = ~np.isnan(truth[:, k])
+        result[name] = {"kendall": float(stats.kendalltau(median[known, k], truth[known, k]).statistic),
+                        "spearman": float(stats.spearmanr(median[known, k], truth[known, k]).statistic),
+                        "n": int(known.sum())}
+    print(json.dumps(result, indent=2))
+    return 0
+
+
 # --- parser ---------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nasrlm", description=__doc__.splitlines()[0])
@@ -232,6 +328,40 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True, help="CSV file to write ('-' for stdout)")
     p.set_defaults(func=cmd_data)
 
+    p = sub.add_parser("train", help="train a regression language model on a 'nasrlm data' table")
+    p.add_argument("--data", required=True, help="CSV written by 'nasrlm data'")
+    p.add_argument("-o", "--output", required=True, help="model directory to write")
+    p.add_argument("--objectives", help="columns to learn, in decode order (default: all, as in the table)")
+    p.add_argument("--space", help="search space (default: the one recorded with the table)")
+    p.add_argument("--size", choices=list(MODEL_SIZES), default="small", help="model size (default small)")
+    p.add_argument("--pretrain", type=int, default=0, metavar="N",
+                   help="first pre-train on free labels (params, MACs) of N random architectures")
+    p.add_argument("--epochs", type=int, default=60, help="maximum epochs (early stopping picks the best)")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--lr", type=float, default=2e-3, help="peak learning rate (AdamW)")
+    p.add_argument("--max-minutes", type=float, help="time budget per training phase")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("predict", help="predicted distribution of every objective, as JSON")
+    p.add_argument("model", help="model directory written by 'nasrlm train'")
+    p.add_argument("--space", required=True)
+    _add_selection(p)
+    p.add_argument("--samples", type=int, default=64, help="decoder samples per architecture")
+    p.set_defaults(func=cmd_predict)
+
+    p = sub.add_parser("eval", help="rank correlation of predictions with a 'nasrlm data' table, as JSON")
+    p.add_argument("model")
+    p.add_argument("--data", required=True)
+    p.add_argument("--space", help="search space (default: the one recorded with the table)")
+    p.add_argument("--objectives", help="columns to evaluate (default: every one the model predicts)")
+    p.add_argument("--samples", type=int, default=64)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("-q", "--quiet", action="store_true")
+    p.set_defaults(func=cmd_eval)
+
     p = sub.add_parser("objectives", help="list the objectives 'nasrlm data' knows for a space")
     p.add_argument("space")
     p.add_argument("--data-dir", help="benchmark data directory (default $NASRLM_DATA)")
@@ -243,7 +373,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (CliError, ValueError, KeyError, DataFileNotFoundError, RuntimeError) as error:
+    except (CliError, ValueError, KeyError, FileNotFoundError, RuntimeError) as error:
         message = str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)
         print(f"nasrlm: error: {message}", file=sys.stderr)
         return USAGE_ERROR

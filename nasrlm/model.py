@@ -130,7 +130,8 @@ class RegressionLM(nn.Module):
         memory = self.encode(input_ids, attention_mask)
         decoded = self.t5.decoder(input_ids=self.decoder_inputs(objectives, targets),
                                   encoder_hidden_states=memory, encoder_attention_mask=attention_mask)
-        hidden = decoded.last_hidden_state  # (batch, K * span, d) — position k*span predicts tag k's first digit
+        # (batch, K * span, d); within each objective's span, position 1 + j predicts digit j
+        hidden = decoded.last_hidden_state
         batch, length = targets.shape[0], self.vocab.numbers.length
         hidden = hidden.reshape(batch, len(objectives), self.vocab.span, -1)[:, :, 1:, :]
         logits = self.digit_logits(hidden, torch.arange(length, device=hidden.device))

@@ -104,3 +104,31 @@ def test_python_dash_m_works() -> None:
     done = subprocess.run([sys.executable, "-m", "nasrlm", "spaces"], cwd=REPO, capture_output=True,
                           text=True, check=True)
     assert "nb201" in done.stdout
+
+
+@pytest.mark.slow
+def test_train_predict_eval_end_to_end(capsys, tmp_path: Path) -> None:
+    import numpy as np
+
+    from nasrlm.data import Objective
+    from search_spaces import NasBench201
+
+    space = NasBench201()
+    ids = space.sample_ids(40, seed=2)
+    convs = np.array([[sum(op.startswith("nor_conv") for op in space.parse(i).ops)] for i in ids], float)
+    table = BenchmarkTable("nb201", ids, [Objective("acc", "%", "toy accuracy", "test", True),
+                                          Objective("lat", "ms", "toy latency", "test", False)],
+                           np.hstack([80 + 2 * convs, 1 + convs]))
+    data = table.to_csv(tmp_path / "train.csv")
+    model = tmp_path / "model"
+    code, _, err = run(capsys, "train", "--data", str(data), "-o", str(model), "--size", "tiny",
+                       "--epochs", "2", "--pretrain", "8", "--quiet")
+    assert code == 0 and "saved" in err and (model / "model.safetensors").is_file()
+    code, out, _ = run(capsys, "predict", str(model), "--space", "nb201", "--arch", ids[0], "--samples", "8")
+    prediction = json.loads(out)[ids[0]]
+    assert code == 0 and set(prediction) == {"acc", "lat"} and prediction["lat"]["unit"] == "ms"
+    code, out, _ = run(capsys, "eval", str(model), "--data", str(data), "--samples", "4", "--quiet")
+    scores = json.loads(out)
+    assert code == 0 and scores["acc"]["n"] == 40 and -1 <= scores["acc"]["kendall"] <= 1
+    code, _, err = run(capsys, "eval", str(tmp_path), "--data", str(data))
+    assert code == 2 and "not a nasrlm model directory" in err

@@ -1,0 +1,240 @@
+"""Predictor quality on NAS-Bench-201: the RLM against its ablation and the usual baselines.
+
+    python experiments/predictor_benchmark.py --data-dir ../shared/data --train-sizes 100,1000 --seeds 0,1,2
+
+In one process, on the same random splits (train on N, test on 5,000 others, per seed):
+- ``rlm``: the regression language model (digit decoder, all objectives in one model);
+- ``rlm+pre``: the same, pre-trained on free labels (params, MACs) of ``--pretrain`` architectures;
+- ``mse-head``: the same encoder, mean-pooled, with an MSE regression head (the paper's ablation);
+- ``gbdt``: gradient-boosted trees on one-hot edge operations, one model per objective;
+- zero-cost proxies (``nb201/zero_cost_725.csv``, no training), against accuracy on their 725 cells.
+Prints a markdown table (mean ± std over seeds) for experiments/README.md. ``--smoke`` runs a tiny
+configuration in about a minute (what CI runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import platform
+import statistics
+import time
+from collections import defaultdict
+from datetime import date
+
+import numpy as np
+import torch
+from scipy import stats
+
+from nasrlm.data import load_nb201
+from nasrlm.free_labels import FREE_OBJECTIVES, free_labels
+from nasrlm.model import RegressionLM, RLMConfig
+from nasrlm.normalize import Normalizer
+from nasrlm.predictor import RLMPredictor
+from nasrlm.tokenizers import OnnxTokenizer
+from nasrlm.training import TrainConfig, pad_batch
+from search_spaces import NasBench201
+
+OBJECTIVES = ("acc", "pixel3", "eyeriss", "gold_6226", "1080ti_1")
+SIZES = {
+    "tiny": {"d_model": 32, "num_heads": 2, "d_ff": 64, "encoder_layers": 1, "decoder_layers": 1},
+    "small": {},
+}
+
+
+def rank_scores(pred: np.ndarray, truth: np.ndarray) -> tuple[float, float]:
+    known = ~np.isnan(truth)
+    return (float(stats.kendalltau(pred[known], truth[known]).statistic),
+            float(stats.spearmanr(pred[known], truth[known]).statistic))
+
+
+# --- baselines -------------------------------------------------------------------------------------
+def one_hot(space: NasBench201, ids: list[str]) -> np.ndarray:
+    from search_spaces.nasbench201 import OPS
+
+    rows = []
+    for arch_id in ids:
+        ops = space.parse(arch_id).ops
+        rows.append([float(op == o) for op in ops for o in OPS])
+    return np.array(rows)
+
+
+def gbdt(space, train_ids, y_train, test_ids, seed) -> np.ndarray:
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    x_train, x_test = one_hot(space, train_ids), one_hot(space, test_ids)
+    out = np.empty((len(test_ids), y_train.shape[1]))
+    for k in range(y_train.shape[1]):
+        known = ~np.isnan(y_train[:, k])
+        model = HistGradientBoostingRegressor(max_iter=300, learning_rate=0.05, random_state=seed)
+        model.fit(x_train[known], y_train[known, k])
+        out[:, k] = model.predict(x_test)
+    return out
+
+
+class MseHead(torch.nn.Module):
+    """The RLM's encoder, mean-pooled, with a linear head trained by MSE on normalised labels."""
+
+    def __init__(self, encoder_model: RegressionLM, outputs: int) -> None:
+        super().__init__()
+        self.body = encoder_model
+        self.head = torch.nn.Linear(encoder_model.config.d_model, outputs)
+
+    def forward(self, ids, mask):
+        hidden = self.body.encode(ids, mask)
+        pooled = (hidden * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
+        return self.head(pooled)
+
+
+def mse_head(tokenizer, size, train_texts, y_train, test_texts, config: TrainConfig) -> np.ndarray:
+    torch.manual_seed(config.seed)
+    body = RegressionLM(RLMConfig(text_vocab_size=tokenizer.vocab_size, text_pad_id=tokenizer.pad_id,
+                                  objectives=(), **SIZES[size]))
+    model = MseHead(body, y_train.shape[1])
+    norms = [Normalizer.fit(y_train[:, k]) for k in range(y_train.shape[1])]
+    y = np.stack([n.forward(y_train[:, k]) for k, n in enumerate(norms)], axis=1)
+    y = torch.tensor(y, dtype=torch.float32)
+    ids_train = tokenizer.encode_batch(train_texts)
+    rng = np.random.default_rng(config.seed)
+    order = rng.permutation(len(ids_train))
+    n_val = max(1, round(config.validation_fraction * len(order)))
+    val, tr = order[:n_val], order[n_val:]
+    opt = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
+    best, best_state, stale = math.inf, None, 0
+
+    def loss_of(index):
+        ids, mask = pad_batch([ids_train[i] for i in index], tokenizer.pad_id)
+        target = y[index]
+        known = ~torch.isnan(target)
+        return ((model(ids, mask) - torch.nan_to_num(target)) ** 2)[known].mean()
+
+    for _ in range(config.max_epochs):
+        model.train()
+        for start in range(0, len(tr), config.batch_size):
+            loss = loss_of(tr[start : start + config.batch_size])
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), config.clip_norm)
+            opt.step()
+        rng.shuffle(tr)
+        model.eval()
+        with torch.no_grad():
+            v = loss_of(val).item()
+        if v < best - 1e-5:
+            best, stale = v, 0
+            best_state = {k: t.clone() for k, t in model.state_dict().items()}
+        else:
+            stale += 1
+            if stale >= config.patience:
+                break
+    model.load_state_dict(best_state)
+    model.eval()
+    ids_test = tokenizer.encode_batch(test_texts)
+    preds = []
+    with torch.no_grad():
+        for start in range(0, len(ids_test), 256):
+            ids, mask = pad_batch(ids_test[start : start + 256], tokenizer.pad_id)
+            preds.append(model(ids, mask).numpy())
+    scaled = np.concatenate(preds)
+    return np.stack([n.inverse(scaled[:, k]) for k, n in enumerate(norms)], axis=1)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", required=True)
+    parser.add_argument("--train-sizes", default="100,1000")
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--test-size", type=int, default=5000)
+    parser.add_argument("--methods", default="rlm,rlm+pre,mse-head,gbdt")
+    parser.add_argument("--pretrain", type=int, default=3000, help="architectures with free labels")
+    parser.add_argument("--size", choices=list(SIZES), default="small")
+    parser.add_argument("--epochs", type=int, default=60)
+    parser.add_argument("--max-minutes", type=float, default=None, help="per training phase")
+    parser.add_argument("--samples", type=int, default=64)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--smoke", action="store_true", help="tiny configuration for CI")
+    args = parser.parse_args()
+    if args.smoke:
+        args.train_sizes, args.seeds, args.test_size, args.size = "40", "0", 100, "tiny"
+        args.epochs, args.pretrain, args.samples = 2, 60, 8
+    torch.set_num_threads(args.threads)
+    sizes = [int(s) for s in args.train_sizes.split(",")]
+    seeds = [int(s) for s in args.seeds.split(",")]
+    methods = args.methods.split(",")
+
+    space = NasBench201()
+    table = load_nb201(OBJECTIVES, args.data_dir)
+    ids, values = table.ids, table.values
+    texts = {i: space.to_text(space.parse(i)) for i in ids}
+    tokenizer = OnnxTokenizer.train_on_spaces(seed=0)
+
+    scores: dict[tuple[str, int, str], list[tuple[float, float]]] = defaultdict(list)
+    seconds: dict[tuple[str, int], list[float]] = defaultdict(list)
+    for seed in seeds:
+        order = np.random.default_rng(seed).permutation(len(ids))
+        test = order[: args.test_size]
+        test_ids = [ids[i] for i in test]
+        pre_ids = free = None
+        if "rlm+pre" in methods:
+            pre_ids = space.sample_ids(args.pretrain, seed=1000 + seed)
+            free = free_labels(space, pre_ids, progress=True)
+        for n in sizes:
+            train = order[args.test_size : args.test_size + n]
+            train_ids = [ids[i] for i in train]
+            y_train, y_test = values[train], values[test]
+            config = TrainConfig(max_epochs=args.epochs, seed=seed, max_minutes=args.max_minutes)
+            for method in methods:
+                start = time.perf_counter()
+                if method in ("rlm", "rlm+pre"):
+                    predictor = RLMPredictor.create(tokenizer, [*FREE_OBJECTIVES, *table.objectives],
+                                                    **SIZES[args.size])
+                    torch.manual_seed(seed)
+                    if method == "rlm+pre":
+                        predictor.fit([texts[i] for i in pre_ids], free,
+                                      [o.name for o in FREE_OBJECTIVES], config)
+                    predictor.fit([texts[i] for i in train_ids], y_train, OBJECTIVES, config)
+                    train_s = time.perf_counter() - start
+                    samples = predictor.sample([texts[i] for i in test_ids], OBJECTIVES,
+                                               num_samples=args.samples, seed=seed, progress=True)
+                    pred = np.median(samples, axis=1)
+                elif method == "mse-head":
+                    pred = mse_head(tokenizer, args.size, [texts[i] for i in train_ids], y_train,
+                                    [texts[i] for i in test_ids], config)
+                    train_s = time.perf_counter() - start
+                else:
+                    pred = gbdt(space, train_ids, y_train, test_ids, seed)
+                    train_s = time.perf_counter() - start
+                seconds[(method, n)].append(train_s)
+                for k, name in enumerate(OBJECTIVES):
+                    scores[(method, n, name)].append(rank_scores(pred[:, k], y_test[:, k]))
+                acc_tau = scores[(method, n, "acc")][-1][0]
+                print(f"seed {seed} N={n} {method}: acc tau {acc_tau:.3f} "
+                      f"({train_s:.0f} s incl. prediction)", flush=True)
+
+    def fmt(values: list[float]) -> str:
+        mean = statistics.mean(values)
+        return f"{mean:.3f} ± {statistics.stdev(values):.3f}" if len(values) > 1 else f"{mean:.3f}"
+
+    print(f"\n{date.today()}, {platform.machine()}, {args.threads} threads, size {args.size}, "
+          f"seeds {seeds}, test {args.test_size}, samples {args.samples}\n")
+    header = ["method", "N", "acc Kendall τ", "acc Spearman"] + [f"{o} Spearman" for o in OBJECTIVES[1:]]
+    print("| " + " | ".join(header + ["train+predict s"]) + " |")
+    print("|" + "---|" * (len(header) + 1))
+    for n in sizes:
+        for method in methods:
+            acc = scores[(method, n, "acc")]
+            cells = [method, str(n), fmt([a for a, _ in acc]), fmt([b for _, b in acc])]
+            cells += [fmt([b for _, b in scores[(method, n, o)]]) for o in OBJECTIVES[1:]]
+            print("| " + " | ".join(cells + [fmt(seconds[(method, n)])]) + " |")
+    zc = load_nb201(["acc"] + [f"zc_{p}" for p in ("synflow", "nwot", "jacov", "snip", "grad_norm")],
+                    args.data_dir)
+    print("\n| zero-cost proxy (725 cells) | acc Kendall τ | acc Spearman |\n|---|---|---|")
+    for obj in zc.objectives[1:]:
+        col = zc.column(obj.name)
+        known = ~np.isnan(col) & np.isfinite(col)
+        tau, rho = rank_scores(col[known], zc.column("acc")[known])
+        print(f"| {obj.name} | {tau:.3f} | {rho:.3f} |")
+
+
+if __name__ == "__main__":
+    main()

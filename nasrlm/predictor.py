@@ -1,0 +1,188 @@
+"""``RLMPredictor``: ONNX text in, a distribution over every objective out — and its checkpoints.
+
+It owns the three learned pieces — the ONNX tokenizer, the regression model and one label normaliser
+per objective — plus the objectives' names and units, and saves them as a directory of plain files
+(``config.json``, ``model.safetensors``, ``tokenizer.model``) that loads without unpickling anything.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors.torch import load_model, save_model
+from tqdm.auto import tqdm
+
+from nasrlm import __version__
+from nasrlm.data import Objective
+from nasrlm.inference import sample_scaled
+from nasrlm.model import RegressionLM, RLMConfig
+from nasrlm.normalize import Normalizer
+from nasrlm.tokenizers import NumberTokenizer, OnnxTokenizer
+from nasrlm.training import TrainConfig, TrainReport, pad_batch, train
+
+#: Quantiles reported with every prediction.
+QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
+#: The digit format the decoder writes: d.ddd × 10^0, since labels are normalised into [1, 10).
+NUMBER_FORMAT = NumberTokenizer(mantissa_digits=4, min_exponent=-1, max_exponent=1)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One objective's predicted distribution, in the objective's own unit."""
+
+    median: float
+    mean: float
+    quantiles: dict[str, float]  # "q05" → value, …
+    unit: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class RLMPredictor:
+    """Tokenizer + regression model + per-objective normalisers, fitted and used together."""
+
+    def __init__(self, tokenizer: OnnxTokenizer, model: RegressionLM, objectives: Sequence[Objective],
+                 normalizers: dict[str, Normalizer] | None = None, decode_order: Sequence[str] = ()) -> None:
+        self.tokenizer = tokenizer
+        self.model = model
+        self.objectives = {o.name: o for o in objectives}
+        missing = [o for o in model.config.objectives if o not in self.objectives]
+        if missing:
+            raise ValueError(f"model has tags for objectives without metadata: {missing}")
+        self.normalizers = dict(normalizers or {})
+        #: objectives predicted by default, in decode order: those of the latest :meth:`fit`
+        self.decode_order = tuple(decode_order)
+
+    @classmethod
+    def create(cls, tokenizer: OnnxTokenizer, objectives: Sequence[Objective],
+               **model_options) -> RLMPredictor:
+        """A fresh, randomly initialised predictor with a tag for each of ``objectives``."""
+        config = RLMConfig(text_vocab_size=tokenizer.vocab_size, text_pad_id=tokenizer.pad_id,
+                           objectives=tuple(o.name for o in objectives), number=NUMBER_FORMAT.to_dict(),
+                           **model_options)
+        return cls(tokenizer, RegressionLM(config), objectives)
+
+    # --- training ------------------------------------------------------------------------------
+    def encode_texts(self, texts: Sequence[str]) -> list[list[int]]:
+        ids = self.tokenizer.encode_batch(list(texts))
+        limit = self.model.config.max_input_tokens
+        too_long = [len(s) for s in ids if len(s) > limit]
+        if too_long:
+            raise ValueError(f"{len(too_long)} text(s) exceed max_input_tokens={limit} "
+                             f"(longest {max(too_long)} tokens); raise it in the model config")
+        return ids
+
+    def fit(self, texts: Sequence[str], values: np.ndarray, objectives: Sequence[str],
+            config: TrainConfig | None = None, *, refit_normalizers: bool = True) -> TrainReport:
+        """Train on ``values`` (n, len(objectives); NaN = unknown), decoding ``objectives`` in this order.
+
+        Call it twice to pre-train on free labels and then fine-tune on the expensive ones; each
+        call fits the normalisers of the objectives it trains (unless ``refit_normalizers=False``).
+        """
+        objectives = tuple(objectives)
+        values = np.asarray(values, dtype=np.float64).reshape(len(texts), len(objectives))
+        unknown = [o for o in objectives if o not in self.objectives]
+        if unknown:
+            raise ValueError(f"objective(s) {unknown} are not among this model's {list(self.objectives)}")
+        for k, name in enumerate(objectives):
+            if refit_normalizers or name not in self.normalizers:
+                self.normalizers[name] = Normalizer.fit(values[:, k])
+        targets = self._targets(values, objectives)
+        report = train(self.model, self.encode_texts(texts), targets, objectives, config)
+        self.decode_order = objectives
+        return report
+
+    def _targets(self, values: np.ndarray, objectives: tuple[str, ...]) -> np.ndarray:
+        numbers = self.model.vocab.numbers
+        out = np.full((len(values), len(objectives), numbers.length), -1, dtype=np.int64)
+        for k, name in enumerate(objectives):
+            known = ~np.isnan(values[:, k])
+            scaled = self.normalizers[name].forward(values[known, k])
+            out[known, k] = numbers.encode_many(scaled)
+        return out
+
+    # --- inference ------------------------------------------------------------------------------
+    def sample(self, texts: Sequence[str], objectives: Sequence[str] | None = None, *, num_samples: int = 64,
+               batch_size: int = 16, temperature: float = 1.0, seed: int = 0,
+               progress: bool = False) -> np.ndarray:
+        """Samples in the objectives' units, shape (len(texts), num_samples, len(objectives)).
+
+        ``objectives`` defaults to :attr:`decode_order`, the objectives of the latest fit.
+        """
+        objectives = tuple(objectives or self.decode_order)
+        missing = [o for o in objectives if o not in self.normalizers]
+        if missing:
+            raise ValueError(f"objective(s) {missing} were never trained; trained: {self.trained_objectives}")
+        generator = torch.Generator().manual_seed(seed)
+        ids = self.encode_texts(texts)
+        out = np.empty((len(texts), num_samples, len(objectives)))
+        starts = range(0, len(texts), batch_size)
+        for start in tqdm(starts, desc="predicting", unit="batch", disable=not progress):
+            input_ids, mask = pad_batch(ids[start : start + batch_size], self.model.config.text_pad_id)
+            scaled = sample_scaled(self.model, input_ids, mask, objectives, num_samples,
+                                   temperature=temperature, generator=generator)
+            for k, name in enumerate(objectives):
+                out[start : start + len(input_ids), :, k] = self.normalizers[name].inverse(scaled[..., k])
+        return out
+
+    def predict(self, texts: Sequence[str], objectives: Sequence[str] | None = None, **options
+                ) -> list[dict[str, Prediction]]:
+        """Median, mean and quantiles per objective for each text (see :meth:`sample` for options)."""
+        objectives = tuple(objectives or self.decode_order)
+        samples = self.sample(texts, objectives, **options)
+        qs = np.quantile(samples, QUANTILES, axis=1)  # (q, n, k)
+        return [
+            {name: Prediction(float(np.median(samples[i, :, k])), float(samples[i, :, k].mean()),
+                              {f"q{round(q * 100):02d}": float(qs[j, i, k]) for j, q in enumerate(QUANTILES)},
+                              self.objectives[name].unit)
+             for k, name in enumerate(objectives)}
+            for i in range(len(texts))
+        ]
+
+    @property
+    def trained_objectives(self) -> tuple[str, ...]:
+        """Objectives with a fitted normaliser, in the model's tag order."""
+        return tuple(o for o in self.model.config.objectives if o in self.normalizers)
+
+    # --- checkpoints ----------------------------------------------------------------------------
+    def save(self, path: str | Path) -> Path:
+        """Write ``config.json``, ``model.safetensors`` and ``tokenizer.model`` into directory ``path``."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        save_model(self.model, path / "model.safetensors")  # de-duplicates the tied embeddings
+        (path / "tokenizer.model").write_bytes(self.tokenizer.to_bytes())
+        meta = {
+            "format": "nasrlm-rlm",
+            "nasrlm_version": __version__,
+            "model": self.model.config.to_dict(),
+            "objectives": [asdict(o) for o in self.objectives.values()],
+            "normalizers": {k: v.to_dict() for k, v in self.normalizers.items()},
+            "decode_order": list(self.decode_order),
+        }
+        (path / "config.json").write_text(json.dumps(meta, indent=2) + "\n")
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> RLMPredictor:
+        """Inverse of :meth:`save` (plain JSON and safetensors: nothing is unpickled)."""
+        path = Path(path)
+        files = [path / n for n in ("config.json", "model.safetensors", "tokenizer.model")]
+        absent = [f.name for f in files if not f.is_file()]
+        if absent:
+            raise FileNotFoundError(f"{path} is not a nasrlm model directory: missing {', '.join(absent)}")
+        meta = json.loads(files[0].read_text())
+        if meta.get("format") != "nasrlm-rlm":
+            raise ValueError(f"{files[0]} is not a nasrlm model config (format={meta.get('format')!r})")
+        model = RegressionLM(RLMConfig(**meta["model"]))
+        load_model(model, files[1])
+        model.eval()
+        tokenizer = OnnxTokenizer.from_bytes(files[2].read_bytes())
+        normalizers = {k: Normalizer.from_dict(v) for k, v in meta["normalizers"].items()}
+        return cls(tokenizer, model, [Objective(**o) for o in meta["objectives"]], normalizers,
+                   meta["decode_order"])

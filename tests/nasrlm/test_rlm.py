@@ -1,0 +1,119 @@
+"""The regression language model: masking, constrained decoding, determinism, checkpoints."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from nasrlm.data import Objective
+from nasrlm.inference import sample_digits
+from nasrlm.model import RegressionLM, RLMConfig
+from nasrlm.normalize import HIGH, LOW, Normalizer
+from nasrlm.predictor import NUMBER_FORMAT, RLMPredictor
+from nasrlm.tokenizers import OnnxTokenizer
+from nasrlm.training import TrainConfig, pad_batch
+from search_spaces import NasBench201
+
+TINY = {"d_model": 32, "num_heads": 2, "d_ff": 64, "encoder_layers": 1, "decoder_layers": 1,
+        "dropout": 0.0}
+OBJECTIVES = (Objective("acc", "%", "accuracy", "test", True),
+              Objective("lat", "ms", "latency", "test", False))
+
+
+@pytest.fixture(scope="module")
+def corpus() -> tuple[OnnxTokenizer, list[str], np.ndarray]:
+    space = NasBench201()
+    ids = space.sample_ids(48, seed=1)
+    texts = [space.to_text(space.parse(i)) for i in ids]
+    convs = np.array([sum(op.startswith("nor_conv") for op in space.parse(i).ops) for i in ids], float)
+    values = np.stack([80 + 2 * convs, 1 + convs**2], axis=1)  # a learnable toy target
+    return OnnxTokenizer.train(texts), texts, values
+
+
+def tiny_model(vocab: int = 50) -> RegressionLM:
+    torch.manual_seed(0)
+    return RegressionLM(RLMConfig(text_vocab_size=vocab, text_pad_id=0, objectives=("a", "b"),
+                                  number=NUMBER_FORMAT.to_dict(), **TINY))
+
+
+def test_normalizer_is_monotone_and_invertible() -> None:
+    values = np.random.default_rng(0).lognormal(size=500)
+    norm = Normalizer.fit(values)
+    scaled = norm.forward(np.sort(values))
+    assert norm.log and np.all(np.diff(scaled) >= 0) and scaled.min() >= LOW and scaled.max() <= HIGH
+    np.testing.assert_allclose(norm.inverse(norm.forward(values)), values, rtol=1e-6)
+    assert np.isnan(norm.forward(np.array([np.nan])))[0]
+    assert Normalizer.from_dict(norm.to_dict()) == norm
+
+
+def test_missing_labels_do_not_contribute_to_the_loss() -> None:
+    model = tiny_model().eval()
+    ids, mask = pad_batch([[3, 4, 5], [6, 7]], pad_id=0)
+    numbers = model.vocab.numbers
+    targets = torch.tensor(np.stack([numbers.encode_many(np.array([2.5, 7.25])),
+                                     numbers.encode_many(np.array([3.0, 4.0]))]))
+    masked = targets.clone()
+    masked[0, 1] = -1
+    other = masked.clone()
+    other[1, 1] = torch.tensor(numbers.encode(9.0))  # a known value changes the loss ...
+    with torch.no_grad():
+        base = model(ids, mask, ("a", "b"), masked)
+        assert model(ids, mask, ("a", "b"), other) != base
+        # ... but the digits hidden behind a missing label never do, whatever they would be
+        swapped = masked.clone()
+        swapped[0, 1] = -1
+        assert model(ids, mask, ("a", "b"), swapped) == base
+
+
+def test_sampling_only_yields_valid_numbers_and_matches_teacher_forcing() -> None:
+    model = tiny_model().eval()
+    ids, mask = pad_batch([[3, 4, 5, 9], [6, 7]], pad_id=0)
+    digits = sample_digits(model, ids, mask, ("a", "b"), 32, generator=torch.Generator().manual_seed(0))
+    allowed = torch.from_numpy(model.vocab.numbers.position_mask())
+    positions = torch.arange(digits.shape[-1]).expand_as(digits)
+    assert bool(allowed[positions, digits].all())
+    assert np.isfinite(model.vocab.numbers.decode_many(digits.numpy())).all()
+    greedy = sample_digits(model, ids, mask, ("a", "b"), 1, temperature=0)[:, 0]
+    with torch.no_grad():
+        memory = model.encode(ids, mask)
+        inputs = model.decoder_inputs(("a", "b"), greedy)
+        hidden = model.t5.decoder(input_ids=inputs, encoder_hidden_states=memory,
+                                  encoder_attention_mask=mask).last_hidden_state
+        hidden = hidden.reshape(2, 2, model.vocab.span, -1)[:, :, 1:]
+        logits = model.digit_logits(hidden, torch.arange(greedy.shape[-1]))
+    assert torch.equal(logits.argmax(-1), greedy), "cached decoding must equal the full forward pass"
+
+
+def test_training_learns_is_deterministic_and_survives_a_checkpoint(corpus, tmp_path) -> None:
+    tokenizer, texts, values = corpus
+    config = TrainConfig(max_epochs=25, batch_size=16, learning_rate=3e-3, patience=25, progress=False)
+
+    def fitted() -> RLMPredictor:
+        torch.manual_seed(0)
+        predictor = RLMPredictor.create(tokenizer, OBJECTIVES, **TINY)
+        partial = values.copy()
+        partial[::3, 1] = np.nan  # missing labels still train
+        report = predictor.fit(texts, partial, ("acc", "lat"), config)
+        assert report.validation_loss[report.best_epoch] < report.validation_loss[0]
+        return predictor
+
+    first, second = fitted(), fitted()
+    weights = second.model.state_dict()
+    for name, a in first.model.state_dict().items():
+        assert torch.equal(a, weights[name]), f"weights differ at {name}"
+    predictions = first.predict(texts[:4], num_samples=16, seed=3)
+    assert set(predictions[0]) == {"acc", "lat"} and predictions[0]["lat"].unit == "ms"
+    p = predictions[0]["acc"]
+    assert p.quantiles["q05"] <= p.median <= p.quantiles["q95"]
+
+    first.save(tmp_path / "model")
+    loaded = RLMPredictor.load(tmp_path / "model")
+    assert loaded.trained_objectives == ("acc", "lat")
+    np.testing.assert_array_equal(loaded.sample(texts[:4], num_samples=16, seed=3),
+                                  first.sample(texts[:4], num_samples=16, seed=3))
+
+
+def test_loading_something_else_fails_clearly(tmp_path) -> None:
+    with pytest.raises(FileNotFoundError, match="not a nasrlm model directory"):
+        RLMPredictor.load(tmp_path)
