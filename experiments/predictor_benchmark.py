@@ -66,7 +66,9 @@ def gbdt(space, train_ids, y_train, test_ids, seed) -> np.ndarray:
     out = np.empty((len(test_ids), y_train.shape[1]))
     for k in range(y_train.shape[1]):
         known = ~np.isnan(y_train[:, k])
-        model = HistGradientBoostingRegressor(max_iter=300, learning_rate=0.05, random_state=seed)
+        leaf = max(2, min(20, int(known.sum()) // 20))  # sklearn's default of 20 starves small N
+        model = HistGradientBoostingRegressor(max_iter=300, learning_rate=0.05, min_samples_leaf=leaf,
+                                              random_state=seed)
         model.fit(x_train[known], y_train[known, k])
         out[:, k] = model.predict(x_test)
     return out
