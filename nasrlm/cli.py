@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 from tqdm.auto import tqdm
 
 import search_spaces
@@ -174,15 +175,9 @@ def cmd_data(args: argparse.Namespace) -> int:
         print(f"wrote {len(table.ids):,} rows x {len(names)} objectives to {args.output} "
               f"(+ {args.output}.meta.json)", file=sys.stderr)
     for objective in table.objectives:
-        present = int((~_isnan(table.column(objective.name))).sum())
+        present = int((~np.isnan(table.column(objective.name))).sum())
         print(f"  {objective.header:<24} {present:>6,} values  source: {objective.source}", file=sys.stderr)
     return 0
-
-
-def _isnan(values):
-    import numpy as np
-
-    return np.isnan(values)
 
 
 def cmd_objectives(args: argparse.Namespace) -> int:
@@ -205,8 +200,6 @@ def _texts(space: search_spaces.SearchSpace, ids: Sequence[str]) -> list[str]:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    import numpy as np
-
     from nasrlm.data import BenchmarkTable
     from nasrlm.free_labels import FREE_OBJECTIVES, free_labels
     from nasrlm.predictor import RLMPredictor
@@ -260,7 +253,6 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    import numpy as np
     from scipy import stats
 
     from nasrlm.data import BenchmarkTable
