@@ -161,7 +161,6 @@ def cmd_data(args: argparse.Namespace) -> int:
                            f"does not exist; run 'nasrlm measure {space.name} --device {measured[0]} ...'")
         with LatencyStore(args.db) as store:
             for name in measured:
-                DeviceProfile.parse(name)  # a clear error for a malformed profile name
                 extra[name] = measured_objective(store, space.name, name)
     table = load_table(space.name, names, args.data_dir, extra=extra)
     if args.output == "-":
