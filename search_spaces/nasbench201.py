@@ -161,7 +161,9 @@ def _cell(b: ModelBuilder, arch: NB201Arch, c: int) -> str:
             for t in terms[1:]:
                 node = f.op("Add", node, t)
             nodes.append(node)
-        return nodes[3]
+        # A cell that is one skip edge 0→3 would return its own input, which a function cannot
+        # (inlining then leaves the cell's output untyped): give the output its own name.
+        return nodes[3] if nodes[3] != x else f.op("Identity", x)
     return b.function(f"cell_{c}", 1, body)
 
 
