@@ -13,12 +13,16 @@ from search_spaces._registry import (
     register_space,
 )
 from search_spaces._torch_space import TorchSearchSpace
+from search_spaces.fbnet import FBNet, FBNetArch
 from search_spaces.nasbench201 import NasBench201, NB201Arch
 
 register_space("nb201", NasBench201)
+register_space("fbnet", FBNet)
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "FBNet",
+    "FBNetArch",
     "NB201Arch",
     "NasBench201",
     "SearchSpace",
