@@ -14,8 +14,10 @@ from search_spaces._registry import (
 )
 from search_spaces._torch_space import TorchSearchSpace
 from search_spaces.fbnet import FBNet, FBNetArch
+from search_spaces.nasbench101 import NasBench101, NB101Cell
 from search_spaces.nasbench201 import NasBench201, NB201Arch
 
+register_space("nb101", NasBench101)
 register_space("nb201", NasBench201)
 register_space("fbnet", FBNet)
 
@@ -23,7 +25,9 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "FBNet",
     "FBNetArch",
+    "NB101Cell",
     "NB201Arch",
+    "NasBench101",
     "NasBench201",
     "SearchSpace",
     "TorchSearchSpace",
