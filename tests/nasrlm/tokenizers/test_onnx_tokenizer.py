@@ -176,8 +176,8 @@ def test_training_is_deterministic(nb201_texts):
 
 def test_train_on_spaces_is_deterministic():
     first = OnnxTokenizer.train_on_spaces(["nb201"], samples_per_space=20, vocab_size=400, seed=3)
-    second = OnnxTokenizer.train_on_spaces(None, samples_per_space=20, vocab_size=400, seed=3)
-    assert first.to_bytes() == second.to_bytes()  # None = every registered space (only nb201 today)
+    second = OnnxTokenizer.train_on_spaces(["nb201"], samples_per_space=20, vocab_size=400, seed=3)
+    assert first.to_bytes() == second.to_bytes()
     assert first.vocab_size == 400
     other = OnnxTokenizer.train_on_spaces(["nb201"], samples_per_space=20, vocab_size=400, seed=4)
     assert other.to_bytes() != first.to_bytes()
@@ -253,3 +253,11 @@ def test_nb201_sequences_are_short(tokenizer, nb201_texts):
     # whitespace-split pieces ~500, split digits ~1,150.
     assert median <= 80, median
     assert max(lengths) <= 160, max(lengths)
+
+
+def test_train_on_spaces_defaults_to_every_registered_space():
+    from search_spaces import available_spaces
+
+    everything = OnnxTokenizer.train_on_spaces(None, samples_per_space=5, vocab_size=600, seed=0)
+    named = OnnxTokenizer.train_on_spaces(available_spaces(), samples_per_space=5, vocab_size=600, seed=0)
+    assert everything.to_bytes() == named.to_bytes()
