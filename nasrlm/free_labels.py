@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
-from exporters import count_macs, count_parameters
+from exporters import count_macs, count_parameters, materialize
 from nasrlm.data import Objective
 from search_spaces import SearchSpace
 
@@ -27,6 +27,6 @@ def free_labels(space: SearchSpace, arch_ids: Sequence[str], *, progress: bool =
     """``(len(arch_ids), 2)`` array of millions of parameters and of multiply–accumulates."""
     out = np.empty((len(arch_ids), len(FREE_OBJECTIVES)), dtype=np.float64)
     for row, arch_id in enumerate(tqdm(arch_ids, desc="free labels", unit="arch", disable=not progress)):
-        model = space.to_onnx(space.parse(arch_id))
+        model = materialize(space.build_onnx(space.parse(arch_id)), weights=False)  # shapes suffice
         out[row] = count_parameters(model) / 1e6, count_macs(model) / 1e6
     return out

@@ -117,3 +117,16 @@ def test_count_macs_counts_conv_and_gemm() -> None:
     y = b.main.op("Gemm", y, b.main.param(10, 8), b.main.param(10), transB=1)
     model = materialize(b.build((1, 3, 16, 16), y, (1, 10)))
     assert count_macs(model) == 16 * 16 * 8 * 27 + 8 * 10
+
+
+def test_materialize_without_weights_counts_the_same() -> None:
+    from exporters import count_macs, count_parameters, materialize
+    from search_spaces import get_space
+
+    space = get_space("nb201")
+    for arch_id in space.sample_ids(3, seed=5):
+        structural = space.build_onnx(space.parse(arch_id))
+        shapes_only, executable = materialize(structural, weights=False), materialize(structural)
+        assert all(not init.raw_data and not init.float_data for init in shapes_only.graph.initializer)
+        assert count_parameters(shapes_only) == count_parameters(executable) > 0
+        assert count_macs(shapes_only) == count_macs(executable) > 0
