@@ -17,21 +17,29 @@ from nasrlm.model import RegressionLM
 
 def sample_scaled(model: RegressionLM, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                   objectives: tuple[str, ...], num_samples: int, *, temperature: float = 1.0,
-                  generator: torch.Generator | None = None) -> np.ndarray:
+                  generator: torch.Generator | None = None,
+                  given: tuple[tuple[str, ...], torch.Tensor] | None = None) -> np.ndarray:
     """Decoded numbers in the model's scaled space, shape (batch, num_samples, len(objectives)).
 
-    ``temperature=0`` decodes greedily (then all samples of an input are equal).
+    ``temperature=0`` decodes greedily (then all samples of an input are equal). ``given`` is passed
+    on to :func:`sample_digits`.
     """
     digits = sample_digits(model, input_ids, attention_mask, objectives, num_samples,
-                           temperature=temperature, generator=generator)
+                           temperature=temperature, generator=generator, given=given)
     return model.vocab.numbers.decode_many(digits.numpy())
 
 
 @torch.no_grad()
 def sample_digits(model: RegressionLM, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                   objectives: tuple[str, ...], num_samples: int, *, temperature: float = 1.0,
-                  generator: torch.Generator | None = None) -> torch.Tensor:
-    """Number-token ids, shape (batch, num_samples, len(objectives), digits per number)."""
+                  generator: torch.Generator | None = None,
+                  given: tuple[tuple[str, ...], torch.Tensor] | None = None) -> torch.Tensor:
+    """Number-token ids, shape (batch, num_samples, len(objectives), digits per number).
+
+    ``given = (names, tokens)`` decodes conditioned on known values: their tags and number tokens
+    (batch, len(names), digits) are fed first, as in training, and ``objectives`` are sampled after
+    them — e.g. accuracy given the parameter count, which is free for every architecture.
+    """
     model.eval()
     vocab = model.vocab
     batch, length = input_ids.shape[0], vocab.numbers.length
@@ -42,6 +50,14 @@ def sample_digits(model: RegressionLM, input_ids: torch.Tensor, attention_mask: 
     memory = memory[:1].expand(rows, -1, -1)  # only marks cross-attention: its keys/values are cached
     digits = torch.empty(rows, len(objectives), length, dtype=torch.long)
     pending = torch.full((rows, 1), vocab.start, dtype=torch.long)  # tokens not yet fed
+    if given is not None:
+        names, tokens = given
+        if tokens.shape != (batch, len(names), length):
+            raise ValueError(f"given tokens have shape {tuple(tokens.shape)}, expected "
+                             f"{(batch, len(names), length)}")
+        tags = torch.tensor([vocab.tags[n] for n in names], dtype=torch.long)
+        prefix = torch.cat([tags.expand(batch, -1)[..., None], vocab.number_ids(tokens)], dim=-1)
+        pending = torch.cat([pending, prefix.reshape(batch, -1).repeat_interleave(num_samples, dim=0)], dim=1)
     for k, name in enumerate(objectives):
         tag = torch.full((rows, 1), vocab.tags[name], dtype=torch.long)
         pending = torch.cat([pending, tag], dim=1)

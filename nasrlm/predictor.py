@@ -109,24 +109,35 @@ class RLMPredictor:
 
     # --- inference ------------------------------------------------------------------------------
     def sample(self, texts: Sequence[str], objectives: Sequence[str] | None = None, *, num_samples: int = 64,
-               batch_size: int = 16, temperature: float = 1.0, seed: int = 0,
-               progress: bool = False) -> np.ndarray:
+               batch_size: int = 16, temperature: float = 1.0, seed: int = 0, progress: bool = False,
+               given: dict[str, np.ndarray] | None = None) -> np.ndarray:
         """Samples in the objectives' units, shape (len(texts), num_samples, len(objectives)).
 
         ``objectives`` defaults to :attr:`decode_order`, the objectives of the latest fit.
+        ``given`` maps objectives known for every text (e.g. free labels) to their values; they are
+        fed to the decoder before ``objectives``, which are then sampled conditioned on them (train
+        with them first in the decode order).
         """
         objectives = tuple(objectives or self.decode_order)
-        missing = [o for o in objectives if o not in self.normalizers]
+        given = dict(given or {})
+        missing = [o for o in (*given, *objectives) if o not in self.normalizers]
         if missing:
             raise ValueError(f"objective(s) {missing} were never trained; trained: {self.trained_objectives}")
+        given_tokens = None
+        if given:
+            known = np.stack([np.asarray(given[n], dtype=np.float64).reshape(len(texts)) for n in given], axis=1)
+            if not np.isfinite(known).all():
+                raise ValueError("given values must all be known (finite)")
+            given_tokens = torch.as_tensor(self._targets(known, tuple(given)))
         generator = torch.Generator().manual_seed(seed)
         ids = self.encode_texts(texts)
         out = np.empty((len(texts), num_samples, len(objectives)))
         starts = range(0, len(texts), batch_size)
         for start in tqdm(starts, desc="predicting", unit="batch", disable=not progress):
             input_ids, mask = pad_batch(ids[start : start + batch_size], self.model.config.text_pad_id)
+            prefix = None if given_tokens is None else (tuple(given), given_tokens[start : start + batch_size])
             scaled = sample_scaled(self.model, input_ids, mask, objectives, num_samples,
-                                   temperature=temperature, generator=generator)
+                                   temperature=temperature, generator=generator, given=prefix)
             for k, name in enumerate(objectives):
                 out[start : start + len(input_ids), :, k] = self.normalizers[name].inverse(scaled[..., k])
         return out

@@ -30,7 +30,7 @@ class TrainConfig:
     weight_decay: float = 0.01
     warmup_fraction: float = 0.05  # of all steps
     clip_norm: float = 1.0
-    validation_fraction: float = 0.1  # held out from the training examples for early stopping
+    validation_fraction: float = 0.1  # held out for early stopping; 0 trains on all, keeps the last epoch
     patience: int = 10  # epochs without a better validation loss before stopping
     max_minutes: float | None = None  # stop (keeping the best epoch) when this budget is spent
     seed: int = 0
@@ -77,7 +77,9 @@ def train(model: RegressionLM, inputs: Sequence[Sequence[int]], targets: np.ndar
     torch.manual_seed(config.seed)
     rng = np.random.default_rng(config.seed)
     order = rng.permutation(len(inputs))
-    n_val = min(len(inputs) - 1, max(1, round(config.validation_fraction * len(inputs))))
+    n_val = 0
+    if config.validation_fraction > 0:
+        n_val = min(len(inputs) - 1, max(1, round(config.validation_fraction * len(inputs))))
     val_idx, train_idx = order[:n_val], order[n_val:]
     targets_t = torch.as_tensor(targets, dtype=torch.long)
     pad = model.config.text_pad_id
@@ -115,16 +117,20 @@ def train(model: RegressionLM, inputs: Sequence[Sequence[int]], targets: np.ndar
             scheduler.step()
             running += loss.item() * len(index)
         report.train_loss.append(running / len(train_idx))
-        model.eval()
-        with torch.no_grad():
-            val = sum(loss_on(b).item() * len(b) for b in _batches(val_idx, 4 * config.batch_size)) / n_val
-        report.validation_loss.append(val)
-        bar.set_postfix(train=f"{report.train_loss[-1]:.3f}", val=f"{val:.3f}", best=report.best_epoch + 1)
-        if val < best_loss - 1e-4:
-            best_loss, stale, report.best_epoch = val, 0, epoch
-            best_state = copy.deepcopy(model.state_dict())
+        if n_val == 0:  # nothing held out: the latest epoch is the one kept
+            report.best_epoch = epoch
+            bar.set_postfix(train=f"{report.train_loss[-1]:.3f}")
         else:
-            stale += 1
+            model.eval()
+            with torch.no_grad():
+                val = sum(loss_on(b).item() * len(b) for b in _batches(val_idx, 4 * config.batch_size)) / n_val
+            report.validation_loss.append(val)
+            bar.set_postfix(train=f"{report.train_loss[-1]:.3f}", val=f"{val:.3f}", best=report.best_epoch + 1)
+            if val < best_loss - 1e-4:
+                best_loss, stale, report.best_epoch = val, 0, epoch
+                best_state = copy.deepcopy(model.state_dict())
+            else:
+                stale += 1
         elapsed = time.perf_counter() - start
         if stale >= config.patience:
             report.stopped_by = "early_stopping"

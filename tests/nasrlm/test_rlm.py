@@ -85,6 +85,26 @@ def test_sampling_only_yields_valid_numbers_and_matches_teacher_forcing() -> Non
     assert torch.equal(logits.argmax(-1), greedy), "cached decoding must equal the full forward pass"
 
 
+def test_decoding_given_known_values_matches_teacher_forcing() -> None:
+    model = tiny_model().eval()
+    ids, mask = pad_batch([[3, 4, 5, 9], [6, 7]], pad_id=0)
+    known = torch.as_tensor(NUMBER_FORMAT.encode_many(np.array([2.5, 7.25])))[:, None]  # (batch, 1, digits)
+    greedy = sample_digits(model, ids, mask, ("b",), 3, temperature=0, given=(("a",), known))
+    assert greedy.shape == (2, 3, 1, known.shape[-1])
+    with torch.no_grad():
+        targets = torch.cat([known, greedy[:, 0]], dim=1)  # "a" fed, "b" decoded after it
+        hidden = model.t5.decoder(input_ids=model.decoder_inputs(("a", "b"), targets),
+                                  encoder_hidden_states=model.encode(ids, mask),
+                                  encoder_attention_mask=mask).last_hidden_state
+        hidden = hidden.reshape(2, 2, model.vocab.span, -1)[:, 1, 1:]
+        logits = model.digit_logits(hidden, torch.arange(known.shape[-1]))
+    assert torch.equal(logits.argmax(-1), greedy[:, 0, 0])
+    unconditioned = sample_digits(model, ids, mask, ("b",), 1, temperature=0)
+    assert unconditioned.shape == greedy[:, :1].shape
+    with pytest.raises(ValueError, match="given tokens have shape"):
+        sample_digits(model, ids, mask, ("b",), 1, given=(("a",), known[:1]))
+
+
 def test_training_learns_is_deterministic_and_survives_a_checkpoint(corpus, tmp_path) -> None:
     tokenizer, texts, values = corpus
     config = TrainConfig(max_epochs=25, batch_size=16, learning_rate=3e-3, patience=25, progress=False)
