@@ -6,3 +6,11 @@ this machine (:mod:`nasrlm.measure`). Importing this package does not import tor
 """
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):  # lazy, so that ``import nasrlm`` stays light
+    if name == "RLMSampler":
+        from nasrlm.search import RLMSampler
+
+        return RLMSampler
+    raise AttributeError(f"module 'nasrlm' has no attribute {name!r}")

@@ -1,4 +1,4 @@
-"""The ``nasrlm`` command line: ``spaces``, ``export``, ``measure`` and ``data``.
+"""The ``nasrlm`` command line: spaces, objectives, export, measure, data, train, predict, eval, search, demo.
 
 Bad input (unknown space, malformed id, unknown objective, missing file) prints one line on
 stderr and exits with status 2; anything else that goes wrong is a bug and keeps its traceback.
@@ -24,6 +24,8 @@ from nasrlm.data import available_objectives, load_table
 
 #: Exit status for bad input, as argparse uses.
 USAGE_ERROR = 2
+#: ``nasrlm search --sampler`` choices (kept in step with :data:`nasrlm.search.SAMPLERS` by a test).
+SAMPLER_NAMES = ("rlm", "random", "nsga2", "nsga3", "tpe")
 #: Latency store used when ``--db`` is not given.
 DEFAULT_DB = "latency.db"
 
@@ -143,7 +145,9 @@ def cmd_measure(args: argparse.Namespace) -> int:
 
 
 def _is_profile(name: str) -> bool:
-    return name.startswith(("cpu-", "cuda-"))
+    from nasrlm.search import is_profile
+
+    return is_profile(name)
 
 
 def cmd_data(args: argparse.Namespace) -> int:
@@ -279,6 +283,50 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_search(args: argparse.Namespace) -> int:
+    from nasrlm.search import search_job, summary
+
+    space = _space(args.space)
+    names = [n.strip() for n in args.objectives.split(",") if n.strip()]
+    compare = [n.strip() for n in (args.compare or "").split(",") if n.strip()]
+    unknown = [n for n in compare if n not in SAMPLER_NAMES]
+    if unknown:
+        raise CliError(f"--compare: unknown sampler {unknown[0]!r}; choose from {', '.join(SAMPLER_NAMES)}")
+    torch_threads(args.threads)
+    out = Path(args.out or f"runs/{space.name}-{args.sampler}-seed{args.seed}")
+    job = search_job(space, names, budget=args.budget, out_dir=out, sampler=args.sampler, seed=args.seed,
+                     storage=args.storage, study_name=args.study_name, data_dir=args.data_dir, db=args.db,
+                     compare=compare, progress=not args.quiet, command=" ".join(["nasrlm", *sys.argv[1:]]))
+    for line in summary(job):
+        print(line)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    import time
+
+    from nasrlm.data import resolve_data_dir
+    from nasrlm.search import search_job, summary
+
+    start = time.perf_counter()
+    data_dir = resolve_data_dir(args.data_dir)
+    space = _space("nb201")
+    names = ["acc", "pixel3"] if data_dir is not None else ["acc", "cpu-1t-b1"]
+    where = (f"published tables in {data_dir}" if data_dir is not None else
+             "accuracy from analog-nasbench, latency measured live on this CPU")
+    print(f"nasrlm demo: NAS-Bench-201, maximise {names[0]} and minimise {names[1]} ({where}); "
+          f"{args.budget} evaluations with the RLM sampler, random search for comparison", file=sys.stderr)
+    torch_threads(args.threads)
+    job = search_job(space, names, budget=args.budget, out_dir=args.out, sampler="rlm", seed=args.seed,
+                     data_dir=data_dir, compare=["random"], progress=not args.quiet,
+                     command=" ".join(["nasrlm", *sys.argv[1:]]))
+    for line in summary(job):
+        print(line)
+    seconds = time.perf_counter() - start
+    print(f"done in {seconds:.0f} s; open {job.files['pareto']} and {job.files['report']}")
+    return 0
+
+
 # --- parser ---------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nasrlm", description=__doc__.splitlines()[0])
@@ -357,6 +405,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("space")
     p.add_argument("--data-dir", help="benchmark data directory (default $NASRLM_DATA)")
     p.set_defaults(func=cmd_objectives)
+
+    p = sub.add_parser("search", help="multi-objective architecture search; writes plots and a report")
+    p.add_argument("space")
+    p.add_argument("--objectives", required=True,
+                   help="comma-separated, e.g. acc,pixel3 (tables) or acc,cpu-1t-b1 (measured live)")
+    p.add_argument("--budget", type=int, required=True, help="objective evaluations (completed trials)")
+    p.add_argument("--sampler", choices=list(SAMPLER_NAMES), default="rlm", help="default rlm")
+    p.add_argument("--compare", metavar="NAMES", help="also run these samplers, e.g. random,nsga2,tpe")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--storage", help="Optuna storage URL, e.g. sqlite:///study.db (resumes); default memory")
+    p.add_argument("--study-name", help="default <space>-<sampler>-seed<seed>")
+    p.add_argument("--out", help="output directory (default runs/<space>-<sampler>-seed<seed>)")
+    p.add_argument("--data-dir", help="benchmark data directory (default $NASRLM_DATA)")
+    p.add_argument("--db", help="latency store for measured objectives (default <out>/latency.db)")
+    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=cmd_search)
+
+    p = sub.add_parser("demo", help="the main job: NB201 accuracy vs latency search, plots in runs/demo")
+    p.add_argument("--budget", type=int, default=100, help="evaluations (default 100)")
+    p.add_argument("--out", default="runs/demo", help="output directory (default runs/demo)")
+    p.add_argument("--data-dir", help="use published tables (acc, pixel3) instead of live measurement")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=cmd_demo)
     return parser
 
 

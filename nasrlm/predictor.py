@@ -125,7 +125,7 @@ class RLMPredictor:
             raise ValueError(f"objective(s) {missing} were never trained; trained: {self.trained_objectives}")
         given_tokens = None
         if given:
-            known = np.stack([np.asarray(given[n], dtype=np.float64).reshape(len(texts)) for n in given], axis=1)
+            known = np.stack([np.asarray(v, dtype=np.float64).reshape(len(texts)) for v in given.values()], 1)
             if not np.isfinite(known).all():
                 raise ValueError("given values must all be known (finite)")
             given_tokens = torch.as_tensor(self._targets(known, tuple(given)))
@@ -135,7 +135,9 @@ class RLMPredictor:
         starts = range(0, len(texts), batch_size)
         for start in tqdm(starts, desc="predicting", unit="batch", disable=not progress):
             input_ids, mask = pad_batch(ids[start : start + batch_size], self.model.config.text_pad_id)
-            prefix = None if given_tokens is None else (tuple(given), given_tokens[start : start + batch_size])
+            prefix = None
+            if given_tokens is not None:
+                prefix = (tuple(given), given_tokens[start : start + len(input_ids)])
             scaled = sample_scaled(self.model, input_ids, mask, objectives, num_samples,
                                    temperature=temperature, generator=generator, given=prefix)
             for k, name in enumerate(objectives):

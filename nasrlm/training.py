@@ -123,9 +123,11 @@ def train(model: RegressionLM, inputs: Sequence[Sequence[int]], targets: np.ndar
         else:
             model.eval()
             with torch.no_grad():
-                val = sum(loss_on(b).item() * len(b) for b in _batches(val_idx, 4 * config.batch_size)) / n_val
+                batches = _batches(val_idx, 4 * config.batch_size)
+                val = sum(loss_on(b).item() * len(b) for b in batches) / n_val
             report.validation_loss.append(val)
-            bar.set_postfix(train=f"{report.train_loss[-1]:.3f}", val=f"{val:.3f}", best=report.best_epoch + 1)
+            bar.set_postfix(train=f"{report.train_loss[-1]:.3f}", val=f"{val:.3f}",
+                            best=report.best_epoch + 1)
             if val < best_loss - 1e-4:
                 best_loss, stale, report.best_epoch = val, 0, epoch
                 best_state = copy.deepcopy(model.state_dict())

@@ -26,7 +26,9 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 def test_spaces_lists_nb201(capsys) -> None:
     code, out, _ = run(capsys, "spaces", "--json")
     assert code == 0
-    assert {"name": "nb201", "size": 15625}.items() <= json.loads(out)[0].items()
+    rows = {row["name"]: row for row in json.loads(out)}
+    assert {"name": "nb201", "size": 15625}.items() <= rows["nb201"].items()
+    assert {"nb101", "fbnet"} <= rows.keys()
 
 
 def test_export_text_to_stdout_is_the_canonical_text(capsys) -> None:

@@ -1,0 +1,123 @@
+"""One search job from names to files: what ``nasrlm search`` and ``nasrlm demo`` run.
+
+It resolves the objectives (tables or live measurement), builds the sampler, runs the study and any
+baselines on the same evaluator, asks the RLM for its predicted front, and writes the report.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import optuna
+
+from nasrlm.measure import LatencyStore
+from nasrlm.search._evaluate import ArchEvaluator, is_profile
+from nasrlm.search._report import PredictedFront, Truth, predicted_front, score, write_report
+from nasrlm.search._run import SearchResult, run_search
+from nasrlm.search._sampler import RLMSampler
+from search_spaces import SearchSpace
+
+SamplerFactory = Callable[[SearchSpace, int, bool], optuna.samplers.BaseSampler]
+
+#: Samplers by name: ours and Optuna's usual multi-objective baselines (default settings).
+SAMPLERS: dict[str, SamplerFactory] = {
+    "rlm": lambda space, seed, progress: RLMSampler(space, seed=seed, progress=progress),
+    "random": lambda space, seed, progress: optuna.samplers.RandomSampler(seed=seed),
+    "nsga2": lambda space, seed, progress: optuna.samplers.NSGAIISampler(seed=seed),
+    "nsga3": lambda space, seed, progress: optuna.samplers.NSGAIIISampler(seed=seed),
+    "tpe": lambda space, seed, progress: optuna.samplers.TPESampler(seed=seed),
+}
+
+
+def make_sampler(name: str, space: SearchSpace, seed: int, *, progress: bool = False
+                 ) -> optuna.samplers.BaseSampler:
+    if name not in SAMPLERS:
+        raise ValueError(f"unknown sampler {name!r}; choose from {', '.join(SAMPLERS)}")
+    return SAMPLERS[name](space, seed, progress)
+
+
+@dataclass
+class JobOutput:
+    result: SearchResult
+    baselines: list[SearchResult]
+    files: dict[str, Path]
+    truth: Truth | None
+    predicted: PredictedFront | None
+
+
+def search_job(space: SearchSpace, objectives: Sequence[str], *, budget: int, out_dir: str | Path,
+               sampler: str = "rlm", seed: int = 0, storage: str | None = None, study_name: str | None = None,
+               data_dir: str | os.PathLike[str] | None = None, db: str | Path | None = None,
+               compare: Sequence[str] = (), progress: bool = True, command: str = "",
+               log: Callable[[str], None] = lambda line: print(line, file=sys.stderr)) -> JobOutput:
+    """Search ``space`` for ``objectives`` with ``budget`` evaluations and write the report to ``out_dir``.
+
+    Objectives named like device profiles are measured on this machine into the SQLite store ``db``
+    (default ``<out_dir>/latency.db``) the first time an architecture needs them.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    store = None
+    if any(is_profile(n) for n in objectives):
+        store = LatencyStore(db or out / "latency.db")
+        log(f"latency measured live on this machine (onnxruntime), stored in {store.path}")
+    try:
+        evaluator = ArchEvaluator.for_names(space, objectives, data_dir=data_dir, store=store)
+        for o in evaluator.objectives:
+            log(f"  {o.header:<16} {'maximise' if o.higher_is_better else 'minimise'}  {o.description}")
+        main = make_sampler(sampler, space, seed, progress=False)
+        if isinstance(main, RLMSampler) and progress:
+            main.on_fit = lambda n, seconds: log(f"  model refit on {n} evaluations in {seconds:.1f} s")
+        result = run_search(space, evaluator, main, budget=budget, label=sampler, storage=storage,
+                            study_name=study_name or f"{space.name}-{sampler}-seed{seed}", progress=progress)
+        baselines = []
+        for name in compare:
+            if name == sampler:
+                continue
+            baselines.append(run_search(space, evaluator, make_sampler(name, space, seed), budget=budget,
+                                        label=name, study_name=f"{space.name}-{name}-seed{seed}",
+                                        progress=progress))
+        truth = None
+        known = evaluator.truth()
+        if known is not None:
+            truth = Truth(*known)
+        predicted = None
+        if isinstance(main, RLMSampler) and main.predictor is not None:
+            predicted = _predicted(main, result, truth)
+        files = write_report(result, out, space=space.name, truth=truth, predicted=predicted,
+                             baselines=baselines, command=command)
+    finally:
+        if store is not None:
+            store.close()
+    return JobOutput(result, baselines, files, truth, predicted)
+
+
+def _predicted(sampler: RLMSampler, result: SearchResult, truth: Truth | None) -> PredictedFront:
+    """The model's front over the evaluated architectures plus up to 2,000 others of the space."""
+    others = truth.ids if truth is not None else sampler.space.sample_ids(2000, seed=1)
+    rng = np.random.default_rng(0)
+    extra = [others[k] for k in rng.permutation(len(others))[:2000]]
+    ids = list(dict.fromkeys([*result.arch_ids, *extra]))
+    return predicted_front(sampler, ids, result.maximize)
+
+
+def summary(job: JobOutput) -> list[str]:
+    """Lines for the terminal: quality, front size and where the files are."""
+    from nasrlm.search._report import reference_point
+
+    reference = reference_point([job.result, *job.baselines], job.truth)
+    lines = []
+    for r in [job.result, *job.baselines]:
+        s = score(r, reference, job.truth)
+        quality = (f"hypervolume {s.hypervolume_ratio:.3f} of the true front's, "
+                   f"Pareto recall {s.pareto_recall:.2f}" if s.hypervolume_ratio is not None
+                   else f"hypervolume {s.hypervolume:.4g}")
+        lines.append(f"{r.sampler:>8}: {len(r.arch_ids)} evaluations, {len(r.front)} on its front, {quality}")
+    names = ", ".join(p.name for p in job.files.values())
+    lines.append(f"results in {job.files['report'].parent}/: {names}")
+    return lines

@@ -1,0 +1,107 @@
+"""Running a search: an Optuna study whose budget counts completed objective evaluations.
+
+The study is an ordinary Optuna study (any storage URL, resumable with ``load_if_exists``), so users can
+open it with Optuna's own tools; each trial records its architecture id as the user attribute
+``arch_id``, and the objective names are the study's metric names.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import optuna
+from optuna.study import MaxTrialsCallback
+from optuna.trial import TrialState
+from tqdm.auto import tqdm
+
+from nasrlm.data import Objective
+from nasrlm.metrics import pareto_mask
+from nasrlm.search._evaluate import ArchEvaluator, MissingValueError
+from search_spaces import SearchSpace
+
+
+@dataclass
+class SearchResult:
+    """The completed evaluations of one study, in evaluation order."""
+
+    sampler: str  # a label: "rlm", "random", ...
+    objectives: list[Objective]
+    arch_ids: list[str]
+    values: np.ndarray  # (evaluations, objectives), in the objectives' units
+    study_name: str = ""
+    seconds: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def maximize(self) -> list[bool]:
+        return [o.higher_is_better for o in self.objectives]
+
+    @property
+    def front(self) -> np.ndarray:
+        """Indices of the non-dominated evaluations."""
+        return np.flatnonzero(pareto_mask(self.values, self.maximize))
+
+    @classmethod
+    def from_study(cls, study: optuna.Study, objectives: list[Objective], sampler: str) -> SearchResult:
+        trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        values = np.array([t.values for t in trials], dtype=np.float64).reshape(len(trials), len(objectives))
+        return cls(sampler, objectives, [t.user_attrs["arch_id"] for t in trials], values, study.study_name)
+
+
+def run_search(space: SearchSpace, evaluator: ArchEvaluator, sampler: optuna.samplers.BaseSampler, *,
+               budget: int, label: str = "", storage: str | None = None, study_name: str = "nasrlm",
+               progress: bool = True, max_failures: int | None = None) -> SearchResult:
+    """Search until the study holds ``budget`` completed evaluations (resuming an existing study).
+
+    Architectures missing from a table fail their trial (:class:`MissingValueError`) and do not count;
+    after ``max_failures`` (default: ``budget``) failed trials the search stops with an error.
+    """
+    if budget < 1:
+        raise ValueError(f"budget must be positive, got {budget}")
+    study = optuna.create_study(
+        storage=storage, study_name=study_name, sampler=sampler, load_if_exists=True,
+        directions=["maximize" if o.higher_is_better else "minimize" for o in evaluator.objectives])
+    if study.metric_names is None:
+        study.set_metric_names(evaluator.names)
+    elif list(study.metric_names) != evaluator.names:
+        raise ValueError(f"study {study_name!r} in {storage} optimises {study.metric_names}, "
+                         f"not {evaluator.names}; pick another --study-name")
+
+    def objective(trial: optuna.Trial) -> list[float]:
+        arch_id = space.arch_id(space.suggest(trial))
+        trial.set_user_attr("arch_id", arch_id)
+        return evaluator(arch_id)
+
+    def done() -> int:
+        return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+
+    limit = budget if max_failures is None else max_failures
+    start = time.perf_counter()
+    with tqdm(total=budget, initial=min(done(), budget), desc=f"search {label or space.name}", unit="eval",
+              disable=not progress) as bar:
+
+        def tick(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+            bar.n = min(done(), budget)
+            bar.refresh()
+            failed = len(study.get_trials(deepcopy=False, states=(TrialState.FAIL,)))
+            if failed > limit:
+                study.stop()
+
+        verbosity = optuna.logging.get_verbosity()
+        optuna.logging.set_verbosity(optuna.logging.ERROR)
+        try:
+            if done() < budget:
+                enough = MaxTrialsCallback(budget, states=(TrialState.COMPLETE,))
+                study.optimize(objective, callbacks=[enough, tick], catch=(MissingValueError,))
+        finally:
+            optuna.logging.set_verbosity(verbosity)
+    failed = len(study.get_trials(deepcopy=False, states=(TrialState.FAIL,)))
+    if done() < budget:
+        raise RuntimeError(f"search stopped after {failed} failed trials with {done()} of {budget} "
+                           f"evaluations done (architectures missing from the table?)")
+    result = SearchResult.from_study(study, evaluator.objectives, label or type(sampler).__name__)
+    result.seconds = time.perf_counter() - start
+    result.extra["failed_trials"] = failed
+    return result

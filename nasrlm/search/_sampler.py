@@ -1,0 +1,348 @@
+"""``RLMSampler``: an Optuna sampler that asks the regression language model where to look next.
+
+Each proposal round it (re)trains an :class:`~nasrlm.predictor.RLMPredictor` on the completed trials,
+draws a few hundred to a few thousand candidate architectures, samples the model's predictive
+distribution for each, and proposes the candidates with the largest *expected hypervolume improvement*
+over the front found so far. Because the improvement is averaged over decoded samples, an uncertain
+candidate that might land beyond the front scores above a confident one just behind it: the model's
+uncertainty is what drives exploration.
+
+The sampler works on Optuna's parameters, not on a space's internals: a candidate is a parameter dict,
+and ``space.suggest(FixedTrial(params))`` turns it into the architecture whose ONNX text the model
+reads. So any objective function that draws its architecture with ``space.suggest(trial)`` works,
+whether it looks values up in a table, measures latency live, or trains the network.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import optuna
+from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.samplers import BaseSampler, RandomSampler
+from optuna.study import Study, StudyDirection
+from optuna.trial import FrozenTrial, TrialState
+
+from nasrlm.data import Objective
+from nasrlm.metrics import expected_hypervolume_improvement, pareto_mask
+from search_spaces import SearchSpace
+
+#: Network for the sampler's model: small enough to refit in seconds on two cores.
+DEFAULT_MODEL = {"d_model": 64, "num_heads": 4, "d_ff": 128, "encoder_layers": 2, "decoder_layers": 1}
+
+_ACTIVE = (TrialState.RUNNING, TrialState.WAITING)
+
+
+class SpaceMismatchError(ValueError):
+    """A trial's parameters do not describe an architecture of the sampler's space."""
+
+
+class RLMSampler(BaseSampler):
+    """Multi-objective Bayesian-optimisation-style sampler with an RLM surrogate.
+
+    Args:
+        space: the search space the objective draws from with ``space.suggest(trial)``.
+        n_startup_trials: completed trials drawn at random (by ``independent_sampler``) before the
+            model is first trained.
+        proposals_per_fit: candidates proposed from one trained model (greedily, each one's predicted
+            median added to the front before picking the next); more means fewer, cheaper refits.
+        num_candidates: candidates scored per round: half random, half mutations of the current front
+            (all of them when the space's parameter grid is at most this large).
+        num_samples: decoded samples per candidate for the expected improvement.
+        pretrain_archs: random architectures whose free labels (parameters, MACs) pre-train the model
+            before it sees any trial; 0 skips pre-training.
+        fit_steps: optimiser steps per refit (the model is warm-started from the previous round).
+        model: overrides of :class:`~nasrlm.model.RLMConfig` (default :data:`DEFAULT_MODEL`).
+        seed: makes the whole search reproducible (same seed, same trials).
+        independent_sampler: draws the start-up trials and any parameter outside the relative space.
+        progress: show progress bars while the model trains and scores candidates.
+    """
+
+    def __init__(self, space: SearchSpace, *, n_startup_trials: int = 10, proposals_per_fit: int = 10,
+                 num_candidates: int = 2000, num_samples: int = 16, pretrain_archs: int = 512,
+                 fit_steps: int = 150, model: dict[str, Any] | None = None, seed: int | None = None,
+                 independent_sampler: BaseSampler | None = None, progress: bool = False) -> None:
+        if n_startup_trials < 2:
+            raise ValueError("n_startup_trials must be at least 2 (the model needs two examples)")
+        for name, value in (("proposals_per_fit", proposals_per_fit), ("num_candidates", num_candidates),
+                            ("num_samples", num_samples), ("fit_steps", fit_steps)):
+            if value < 1:
+                raise ValueError(f"{name} must be positive, got {value}")
+        self.space = space
+        self.n_startup_trials = n_startup_trials
+        self.proposals_per_fit = proposals_per_fit
+        self.num_candidates = num_candidates
+        self.num_samples = num_samples
+        self.pretrain_archs = pretrain_archs
+        self.fit_steps = fit_steps
+        self.model_options = dict(DEFAULT_MODEL if model is None else model)
+        self.progress = progress
+        self._seed = seed if seed is not None else int(np.random.SeedSequence().entropy % 2**31)
+        self._rng = np.random.default_rng(self._seed)
+        self._independent = independent_sampler or RandomSampler(seed=self._seed)
+        self._lock = threading.RLock()
+        self._predictor: Any = None  # RLMPredictor, created lazily (imports torch)
+        self._objective_names: tuple[str, ...] = ()
+        self._queue: list[dict[str, Any]] = []
+        self._rounds = 0
+        self._ids: dict[tuple, str] = {}
+        self._texts: dict[str, str] = {}
+        self._free: dict[str, np.ndarray] = {}
+        self._pool_params: list[dict[str, Any]] = []  # candidate parameters drawn once
+        #: called after each refit with (completed trials used, seconds); the CLI's progress hook
+        self.on_fit: Callable[[int, float], None] | None = None
+
+    # --- optuna's sampler interface --------------------------------------------------------------
+    def reset_rng(self) -> None:
+        self._rng = np.random.default_rng()
+        self._independent.reset_rng()
+
+    def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
+        """Every parameter any completed trial used (a union, so conditional spaces keep theirs)."""
+        space: dict[str, BaseDistribution] = {}
+        for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+            for name, distribution in t.distributions.items():
+                if not distribution.single():
+                    space.setdefault(name, distribution)
+        return space
+
+    def sample_relative(self, study: Study, trial: FrozenTrial,
+                        search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
+        if not search_space:
+            return {}
+        with self._lock:
+            complete = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+                        if t.values is not None]
+            if len(complete) < self.n_startup_trials:
+                return {}
+            taken = self._taken_ids(study, trial)
+            while self._queue:
+                params = self._queue.pop(0)
+                if self.arch_id_of(params) not in taken:
+                    return {k: v for k, v in params.items() if k in search_space}
+            if not self._pool_params:  # drawn once: their texts and free labels are computed once
+                self._pool_params = [{n: _draw(d, self._rng) for n, d in sorted(search_space.items())}
+                                     for _ in range(self.num_candidates)]
+            self._fit(study, complete)
+            self._queue = self._propose(study, complete, search_space, taken)
+            return self._queue.pop(0) if self._queue else {}
+
+    def sample_independent(self, study: Study, trial: FrozenTrial, param_name: str,
+                           param_distribution: BaseDistribution) -> Any:
+        return self._independent.sample_independent(study, trial, param_name, param_distribution)
+
+    # --- architectures behind parameters ---------------------------------------------------------
+    def arch_id_of(self, params: dict[str, Any]) -> str:
+        """The canonical id of the architecture ``space.suggest`` builds from ``params``."""
+        key = tuple(sorted(params.items()))
+        if key not in self._ids:
+            try:
+                arch = self.space.suggest(optuna.trial.FixedTrial(params))
+            except ValueError as error:
+                raise SpaceMismatchError(
+                    f"parameters {sorted(params)} do not build an architecture of space "
+                    f"{self.space.name!r} ({error}); RLMSampler needs the objective to draw its "
+                    f"architecture with space.suggest(trial)") from error
+            self._ids[key] = self.space.arch_id(arch)
+        return self._ids[key]
+
+    def text_of(self, arch_id: str) -> str:
+        if arch_id not in self._texts:
+            self._texts[arch_id] = self.space.to_text(self.space.parse(arch_id))
+        return self._texts[arch_id]
+
+    def _taken_ids(self, study: Study, trial: FrozenTrial) -> set[str]:
+        """Ids evaluated or being evaluated by other trials: never proposed again."""
+        taken = set()
+        for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, *_ACTIVE)):
+            if t.number != trial.number and t.params:
+                try:
+                    taken.add(self.arch_id_of(t.params))
+                except SpaceMismatchError:
+                    if t.state == TrialState.COMPLETE:
+                        raise
+        return taken
+
+    # --- the model --------------------------------------------------------------------------------
+    @property
+    def predictor(self) -> Any:
+        """The latest trained :class:`~nasrlm.predictor.RLMPredictor` (``None`` before the first fit)."""
+        return self._predictor
+
+    def _objectives(self, study: Study) -> list[Objective]:
+        names = study.metric_names or [f"objective_{k}" for k in range(len(study.directions))]
+        return [Objective(name, "", "trial value", "optuna study", d == StudyDirection.MAXIMIZE)
+                for name, d in zip(names, study.directions, strict=True)]
+
+    def _create(self, study: Study) -> None:
+        import torch
+
+        from nasrlm.free_labels import FREE_OBJECTIVES
+        from nasrlm.predictor import RLMPredictor
+        from nasrlm.tokenizers import OnnxTokenizer
+        from nasrlm.training import TrainConfig
+
+        objectives = self._objectives(study)
+        clash = {o.name for o in FREE_OBJECTIVES} & {o.name for o in objectives}
+        if clash:
+            raise ValueError(f"objective name(s) {sorted(clash)} clash with the free labels")
+        self._objective_names = tuple(o.name for o in objectives)
+        pool = list(dict.fromkeys(self.arch_id_of(p) for p in self._pool_params))
+        texts = [self.text_of(i) for i in pool]
+        tokenizer = OnnxTokenizer.train(texts, seed=self._seed)
+        torch.manual_seed(self._seed)  # the initial weights
+        self._predictor = RLMPredictor.create(tokenizer, [*FREE_OBJECTIVES, *objectives],
+                                              **self.model_options)
+        if self.pretrain_archs:
+            ids = pool[: self.pretrain_archs]
+            epochs = max(1, math.ceil(2 * self.fit_steps / math.ceil(len(ids) / 32)))
+            self._predictor.fit(texts[: len(ids)], self.free_labels_of(ids), self._free_names,
+                                TrainConfig(max_epochs=epochs, validation_fraction=0.0, seed=self._seed,
+                                            progress=self.progress))
+
+    @property
+    def _free_names(self) -> tuple[str, ...]:
+        from nasrlm.free_labels import FREE_OBJECTIVES
+
+        return tuple(o.name for o in FREE_OBJECTIVES)
+
+    def free_labels_of(self, arch_ids: Sequence[str]) -> np.ndarray:
+        """Free labels (parameters, MACs) of ``arch_ids``, computed once per architecture."""
+        from nasrlm.free_labels import free_labels
+
+        todo = [i for i in dict.fromkeys(arch_ids) if i not in self._free]
+        if todo:
+            self._free.update(zip(todo, free_labels(self.space, todo, progress=self.progress), strict=True))
+        return np.array([self._free[i] for i in arch_ids]).reshape(len(arch_ids), len(self._free_names))
+
+    def _fit(self, study: Study, complete: Sequence[FrozenTrial]) -> None:
+        from nasrlm.training import TrainConfig
+
+        start = time.perf_counter()
+        if self._predictor is None:
+            self._create(study)
+        rows: dict[str, Sequence[float]] = {}
+        for t in complete:
+            rows.setdefault(self.arch_id_of(t.params), t.values)
+        ids = list(rows)
+        # the free labels come first in the decode order: the model learns each objective given them
+        values = np.hstack([self.free_labels_of(ids), np.array([rows[i] for i in ids], dtype=np.float64)])
+        batch = min(32, len(ids))
+        epochs = max(1, math.ceil(self.fit_steps / math.ceil(len(ids) / batch)))
+        config = TrainConfig(max_epochs=epochs, batch_size=batch, validation_fraction=0.0,
+                             warmup_fraction=0.1, learning_rate=1e-3, seed=self._seed + self._rounds,
+                             progress=self.progress)
+        order = (*self._free_names, *self._objective_names)
+        self._predictor.fit([self.text_of(i) for i in ids], values, order, config)
+        self._rounds += 1
+        if self.on_fit is not None:
+            self.on_fit(len(ids), time.perf_counter() - start)
+
+    # --- proposals --------------------------------------------------------------------------------
+    def _propose(self, study: Study, complete: Sequence[FrozenTrial],
+                 search_space: dict[str, BaseDistribution], taken: set[str]) -> list[dict[str, Any]]:
+        maximize = [d == StudyDirection.MAXIMIZE for d in study.directions]
+        observed = np.array([t.values for t in complete], dtype=np.float64)
+        front = [t.params for t, keep in zip(complete, pareto_mask(observed, maximize), strict=True) if keep]
+        candidates = self._candidates(search_space, front, taken)
+        if not candidates:
+            return []
+        ids = list(candidates)
+        samples = self.predict_samples(ids, seed=self._seed + self._rounds)
+        reference = _reference(observed, maximize)
+        chosen: list[dict[str, Any]] = []
+        medians = np.median(samples, axis=1)
+        alive = np.ones(len(ids), dtype=bool)
+        for _ in range(min(self.proposals_per_fit, len(ids))):
+            ehvi = expected_hypervolume_improvement(samples[alive], observed, reference, maximize)
+            if not np.any(ehvi > 0):  # the model expects nothing better: explore at random
+                pick = int(self._rng.choice(np.flatnonzero(alive)))
+            else:
+                pick = int(np.flatnonzero(alive)[int(np.argmax(ehvi))])
+            chosen.append(candidates[ids[pick]])
+            alive[pick] = False
+            observed = np.vstack([observed, medians[pick]])  # believe the median, then pick the next
+        return chosen
+
+    def predict_samples(self, arch_ids: Sequence[str], *, num_samples: int | None = None,
+                        seed: int = 0) -> np.ndarray:
+        """Decoded samples (len(arch_ids), num_samples, objectives) from the latest model."""
+        if self._predictor is None:
+            raise RuntimeError("the sampler has not trained a model yet")
+        texts = [self.text_of(i) for i in arch_ids]
+        free = self.free_labels_of(arch_ids)
+        given = {name: free[:, k] for k, name in enumerate(self._free_names)}
+        return self._predictor.sample(texts, self._objective_names, given=given, batch_size=64, seed=seed,
+                                      num_samples=num_samples or self.num_samples, progress=self.progress)
+
+    def _candidates(self, search_space: dict[str, BaseDistribution], front: Sequence[dict[str, Any]],
+                    taken: set[str]) -> dict[str, dict[str, Any]]:
+        """Distinct, untried candidates keyed by arch id: the whole grid if small, else pool + mutants.
+
+        The pool is drawn once (its free labels and texts are then computed once); the mutants change
+        one parameter of an architecture on the current front (every alternative of a categorical).
+        """
+        names = sorted(search_space)
+        grid = _grid(search_space)
+        draws: list[dict[str, Any]] = []
+        if grid is not None and math.prod(len(v) for v in grid.values()) <= self.num_candidates:
+            combos = itertools.product(*(grid[n] for n in names))
+            draws = [dict(zip(names, combo, strict=True)) for combo in combos]
+        else:
+            draws = list(self._pool_params)
+            for parent in front:
+                for n in names:
+                    alternatives = (grid[n] if grid is not None and len(grid[n]) <= 16
+                                    else [_draw(search_space[n], self._rng) for _ in range(4)])
+                    draws.extend({**parent, n: v} for v in alternatives if v != parent.get(n))
+        out: dict[str, dict[str, Any]] = {}
+        for params in draws:
+            arch_id = self.arch_id_of(params)
+            if arch_id not in taken:
+                out.setdefault(arch_id, params)
+        return out
+
+
+def _reference(observed: np.ndarray, maximize: Sequence[bool]) -> np.ndarray:
+    """The worst value seen per objective, pushed out by 10 % of the range (in the objectives' directions)."""
+    low, high = observed.min(axis=0), observed.max(axis=0)
+    margin = 0.1 * np.maximum(high - low, 1e-12)
+    return np.where(np.asarray(maximize), low - margin, high + margin)
+
+
+def _grid(search_space: dict[str, BaseDistribution]) -> dict[str, list[Any]] | None:
+    """All values of each parameter when every one is categorical or a small integer range."""
+    grid: dict[str, list[Any]] = {}
+    for name, d in search_space.items():
+        if isinstance(d, CategoricalDistribution):
+            grid[name] = list(d.choices)
+        elif isinstance(d, IntDistribution) and not d.log and (d.high - d.low) // d.step < 1000:
+            grid[name] = list(range(d.low, d.high + 1, d.step))
+        else:
+            return None
+    return grid
+
+
+def _draw(distribution: BaseDistribution, rng: np.random.Generator) -> Any:
+    """One uniform draw from an Optuna distribution (log-uniform where it is logarithmic)."""
+    if isinstance(distribution, CategoricalDistribution):
+        return distribution.choices[int(rng.integers(len(distribution.choices)))]
+    if isinstance(distribution, IntDistribution):
+        if distribution.log:
+            return int(round(math.exp(rng.uniform(math.log(distribution.low), math.log(distribution.high)))))
+        return int(distribution.low + distribution.step * rng.integers((distribution.high - distribution.low)
+                                                                        // distribution.step + 1))
+    if isinstance(distribution, FloatDistribution):
+        if distribution.log:
+            return float(math.exp(rng.uniform(math.log(distribution.low), math.log(distribution.high))))
+        if distribution.step is not None:
+            steps = int(round((distribution.high - distribution.low) / distribution.step))
+            return float(distribution.low + distribution.step * rng.integers(steps + 1))
+        return float(rng.uniform(distribution.low, distribution.high))
+    raise TypeError(f"RLMSampler cannot draw from {type(distribution).__name__}")

@@ -1,0 +1,192 @@
+"""The RLM sampler (Optuna-style sampler tests), evaluation, the search runner and its report."""
+
+from __future__ import annotations
+
+import numpy as np
+import optuna
+import pytest
+
+from nasrlm import cli
+from nasrlm.data import BenchmarkTable, Objective
+from nasrlm.measure import LatencyStore
+from nasrlm.search import (
+    SAMPLERS,
+    ArchEvaluator,
+    MissingValueError,
+    RLMSampler,
+    SpaceMismatchError,
+    Truth,
+    run_search,
+    search_job,
+    write_report,
+)
+from search_spaces import NasBench201
+
+SPACE = NasBench201()
+TINY = {"d_model": 16, "num_heads": 2, "d_ff": 32, "encoder_layers": 1, "decoder_layers": 1, "dropout": 0.0}
+
+
+def tiny_sampler(seed: int = 0, **options) -> RLMSampler:
+    settings = {"n_startup_trials": 4, "proposals_per_fit": 3, "num_candidates": 40, "num_samples": 4,
+                "pretrain_archs": 0, "fit_steps": 3, "model": TINY, "seed": seed, **options}
+    return RLMSampler(SPACE, **settings)
+
+
+def toy_values(arch_id: str) -> tuple[float, float]:
+    """A deterministic two-objective toy: 'accuracy' grows with convolutions, 'latency' with 3x3 ones."""
+    ops = SPACE.parse(arch_id).ops
+    conv = sum(op.startswith("nor_conv") for op in ops)
+    return 50.0 + 5 * conv + ops.count("skip_connect"), 1.0 + 2 * ops.count("nor_conv_3x3") + 0.1 * conv
+
+
+def toy_objective(trial: optuna.Trial) -> tuple[float, float]:
+    arch_id = SPACE.arch_id(SPACE.suggest(trial))
+    trial.set_user_attr("arch_id", arch_id)
+    return toy_values(arch_id)
+
+
+def make_study(sampler: optuna.samplers.BaseSampler, storage: str | None = None) -> optuna.Study:
+    study = optuna.create_study(directions=["maximize", "minimize"], sampler=sampler, storage=storage)
+    study.set_metric_names(["acc", "lat"])
+    return study
+
+
+@pytest.fixture(autouse=True)
+def _quiet_optuna():
+    level = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    yield
+    optuna.logging.set_verbosity(level)
+
+
+# --- the sampler --------------------------------------------------------------------------------------
+def test_same_seed_same_trials_and_no_architecture_twice() -> None:
+    runs = []
+    for _ in range(2):
+        study = make_study(tiny_sampler(seed=3))
+        study.optimize(toy_objective, n_trials=10, n_jobs=1)
+        runs.append([t.params for t in study.trials])
+    assert runs[0] == runs[1]
+    ids = [SPACE.arch_id(SPACE.suggest(optuna.trial.FixedTrial(p))) for p in runs[0]]
+    assert len(set(ids[4:])) == len(ids[4:]), "model-driven proposals must be new architectures"
+    assert not set(ids[4:]) & set(ids[:4])
+    other = make_study(tiny_sampler(seed=4))
+    other.optimize(toy_objective, n_trials=10)
+    assert [t.params for t in other.trials] != runs[0]
+
+
+def test_works_with_rdb_storage_and_resumes(tmp_path) -> None:
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    study = make_study(tiny_sampler(), storage)
+    study.optimize(toy_objective, n_trials=6)
+    again = optuna.load_study(study_name=study.study_name, storage=storage, sampler=tiny_sampler(seed=1))
+    again.optimize(toy_objective, n_trials=3)
+    assert len(again.trials) == 9
+    assert all(t.state == optuna.trial.TrialState.COMPLETE for t in again.trials)
+    assert tiny_sampler().predictor is None
+
+
+def test_the_model_is_trained_and_predicts_every_objective() -> None:
+    sampler = tiny_sampler()
+    fits = []
+    sampler.on_fit = lambda n, seconds: fits.append(n)
+    study = make_study(sampler)
+    study.optimize(toy_objective, n_trials=8)
+    assert fits == [4, 7]  # start-up trials, then one refit per proposals_per_fit proposals
+    samples = sampler.predict_samples([SPACE.arch_id(SPACE.sample(np.random.default_rng(0)))], num_samples=5)
+    assert samples.shape == (1, 5, 2) and np.isfinite(samples).all()
+
+
+def test_an_objective_that_ignores_the_space_gets_a_clear_error() -> None:
+    study = make_study(tiny_sampler())
+
+    def elsewhere(trial: optuna.Trial) -> tuple[float, float]:
+        return trial.suggest_float("x", 0, 1), trial.suggest_float("y", 0, 1)
+
+    with pytest.raises(SpaceMismatchError, match="space.suggest"):
+        study.optimize(elsewhere, n_trials=6)
+
+
+def test_rejects_meaningless_settings() -> None:
+    with pytest.raises(ValueError, match="n_startup_trials"):
+        RLMSampler(SPACE, n_startup_trials=1)
+    with pytest.raises(ValueError, match="num_samples"):
+        RLMSampler(SPACE, num_samples=0)
+
+
+def test_every_cli_sampler_has_a_factory() -> None:
+    assert set(cli.SAMPLER_NAMES) == set(SAMPLERS)
+
+
+# --- evaluation, runner, report ---------------------------------------------------------------------
+def toy_table(ids: list[str]) -> BenchmarkTable:
+    objectives = [Objective("acc", "%", "toy accuracy", "test", True),
+                  Objective("lat", "ms", "toy latency", "test", False)]
+    return BenchmarkTable("nb201", ids, objectives, np.array([toy_values(i) for i in ids]))
+
+
+def test_evaluator_looks_up_and_reports_missing_rows() -> None:
+    ids = SPACE.sample_ids(5, seed=0)
+    evaluator = ArchEvaluator(SPACE, toy_table(ids).objectives, toy_table(ids))
+    assert evaluator(ids[2]) == list(toy_values(ids[2]))
+    missing = next(i for i in SPACE.sample_ids(50, seed=1) if i not in ids)
+    with pytest.raises(MissingValueError, match="no acc value"):
+        evaluator(missing)
+    assert evaluator.truth() is None  # 5 rows do not cover the space
+
+
+def test_evaluator_measures_device_profiles_live(tmp_path) -> None:
+    with LatencyStore(tmp_path / "lat.db") as store:
+        evaluator = ArchEvaluator.for_names(SPACE, ["cpu-1t-b1"], store=store)
+        evaluator.warmup, evaluator.runs = 1, 3
+        arch_id = SPACE.sample_ids(1, seed=2)[0]
+        (value,) = evaluator(arch_id)
+        assert value > 0 and evaluator.objectives[0].unit == "ms"
+        assert store.get("nb201", arch_id, "cpu-1t-b1").median_ms == value  # kept for next time
+    with pytest.raises(ValueError, match="latency store"):
+        ArchEvaluator.for_names(SPACE, ["cpu-1t-b1"])
+
+
+def test_budget_counts_completed_evaluations_and_failures_do_not(tmp_path) -> None:
+    covered = SPACE.sample_ids(3000, seed=0)  # about a fifth of the space: some draws miss the table
+    evaluator = ArchEvaluator(SPACE, toy_table(covered).objectives, toy_table(covered))
+    storage = f"sqlite:///{tmp_path / 's.db'}"
+    first = run_search(SPACE, evaluator, optuna.samplers.RandomSampler(seed=0), budget=4, storage=storage,
+                       progress=False, max_failures=1000)
+    assert len(first.arch_ids) == 4 and first.extra["failed_trials"] > 0
+    resumed = run_search(SPACE, evaluator, optuna.samplers.RandomSampler(seed=1), budget=6, storage=storage,
+                         progress=False, max_failures=1000)
+    assert resumed.arch_ids[:4] == first.arch_ids and len(resumed.arch_ids) == 6
+    assert np.array_equal(resumed.values, np.array([toy_values(i) for i in resumed.arch_ids]))
+    with pytest.raises(RuntimeError, match="failed trials"):
+        run_search(SPACE, evaluator, optuna.samplers.RandomSampler(seed=2), budget=50, progress=False,
+                   max_failures=2)
+
+
+def test_report_files_and_scores(tmp_path) -> None:
+    ids = [SPACE.arch_id(a) for a in SPACE.enumerate()]
+    table = toy_table(ids)
+    evaluator = ArchEvaluator(SPACE, table.objectives, table)
+    known = evaluator.truth()
+    assert known is not None and len(known[0]) == SPACE.size
+    truth = Truth(*known)
+    result = run_search(SPACE, evaluator, optuna.samplers.RandomSampler(seed=0), budget=30, progress=False)
+    files = write_report(result, tmp_path, space="nb201", truth=truth)
+    assert {p.name for p in files.values()} == {"pareto.csv", "pareto.png", "hypervolume.png", "report.md"}
+    rows = files["csv"].read_text().splitlines()
+    assert rows[0] == "arch_id,evaluation,acc[%],lat[ms]" and len(rows) == 1 + len(result.front)
+    report = files["report"].read_text()
+    assert "| acc | % | maximise |" in report and "True front:" in report
+    assert files["pareto"].stat().st_size > 5_000
+
+
+def test_search_job_end_to_end_with_the_rlm(tmp_path, monkeypatch) -> None:
+    ids = [SPACE.arch_id(a) for a in SPACE.enumerate()]
+    monkeypatch.setattr("nasrlm.search._evaluate.load_table", lambda space, names, data_dir: toy_table(ids))
+    monkeypatch.setitem(SAMPLERS, "rlm", lambda space, seed, progress: tiny_sampler(seed))
+    job = search_job(SPACE, ["acc", "lat"], budget=8, out_dir=tmp_path / "run", compare=["random"],
+                     progress=False, log=lambda line: None)
+    assert job.predicted is not None and len(job.predicted.ids) >= 1
+    assert [r.sampler for r in job.baselines] == ["random"]
+    report = job.files["report"].read_text()
+    assert "| rlm |" in report and "| random |" in report and "predicted front" in report
