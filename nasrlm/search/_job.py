@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import optuna
+from tqdm.auto import tqdm
 
 from nasrlm.measure import LatencyStore
 from nasrlm.search._evaluate import ArchEvaluator, is_profile
@@ -54,7 +55,7 @@ def search_job(space: SearchSpace, objectives: Sequence[str], *, budget: int, ou
                sampler: str = "rlm", seed: int = 0, storage: str | None = None, study_name: str | None = None,
                data_dir: str | os.PathLike[str] | None = None, db: str | Path | None = None,
                compare: Sequence[str] = (), progress: bool = True, command: str = "",
-               log: Callable[[str], None] = lambda line: print(line, file=sys.stderr)) -> JobOutput:
+               log: Callable[[str], None] = lambda line: tqdm.write(line, file=sys.stderr)) -> JobOutput:
     """Search ``space`` for ``objectives`` with ``budget`` evaluations and write the report to ``out_dir``.
 
     Objectives named like device profiles are measured on this machine into the SQLite store ``db``
@@ -72,7 +73,8 @@ def search_job(space: SearchSpace, objectives: Sequence[str], *, budget: int, ou
             log(f"  {o.header:<16} {'maximise' if o.higher_is_better else 'minimise'}  {o.description}")
         main = make_sampler(sampler, space, seed, progress=False)
         if isinstance(main, RLMSampler) and progress:
-            main.on_fit = lambda n, seconds: log(f"  model refit on {n} evaluations in {seconds:.1f} s")
+            main.on_fit = lambda n, seconds: log(f"  model trained on {n} evaluations in {seconds:.1f} s")
+            main.log = lambda line: log(f"  {line}")
         result = run_search(space, evaluator, main, budget=budget, label=sampler, storage=storage,
                             study_name=study_name or f"{space.name}-{sampler}-seed{seed}", progress=progress)
         baselines = []

@@ -8,6 +8,7 @@ open it with Optuna's own tools; each trial records its architecture id as the u
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -60,11 +61,18 @@ def run_search(space: SearchSpace, evaluator: ArchEvaluator, sampler: optuna.sam
     """
     if budget < 1:
         raise ValueError(f"budget must be positive, got {budget}")
-    study = optuna.create_study(
-        storage=storage, study_name=study_name, sampler=sampler, load_if_exists=True,
-        directions=["maximize" if o.higher_is_better else "minimize" for o in evaluator.objectives])
+    verbosity = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # no "study created" / per-trial lines
+    try:
+        study = optuna.create_study(
+            storage=storage, study_name=study_name, sampler=sampler, load_if_exists=True,
+            directions=["maximize" if o.higher_is_better else "minimize" for o in evaluator.objectives])
+    finally:
+        optuna.logging.set_verbosity(verbosity)
     if study.metric_names is None:
-        study.set_metric_names(evaluator.names)
+        with warnings.catch_warnings():  # experimental since Optuna 3.2, and exactly what we need
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            study.set_metric_names(evaluator.names)
     elif list(study.metric_names) != evaluator.names:
         raise ValueError(f"study {study_name!r} in {storage} optimises {study.metric_names}, "
                          f"not {evaluator.names}; pick another --study-name")

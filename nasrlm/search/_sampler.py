@@ -97,6 +97,8 @@ class RLMSampler(BaseSampler):
         self._pool_params: list[dict[str, Any]] = []  # candidate parameters drawn once
         #: called after each refit with (completed trials used, seconds); the CLI's progress hook
         self.on_fit: Callable[[int, float], None] | None = None
+        #: called with a line before each long step (pre-training, scoring); e.g. ``print``
+        self.log: Callable[[str], None] = lambda line: None
 
     # --- optuna's sampler interface --------------------------------------------------------------
     def reset_rng(self) -> None:
@@ -194,6 +196,7 @@ class RLMSampler(BaseSampler):
             raise ValueError(f"objective name(s) {sorted(clash)} clash with the free labels")
         self._objective_names = tuple(o.name for o in objectives)
         pool = list(dict.fromkeys(self.arch_id_of(p) for p in self._pool_params))
+        self.log(f"learning the ONNX tokenizer on {len(pool):,} architectures")
         texts = [self.text_of(i) for i in pool]
         tokenizer = OnnxTokenizer.train(texts, seed=self._seed)
         torch.manual_seed(self._seed)  # the initial weights
@@ -201,6 +204,7 @@ class RLMSampler(BaseSampler):
                                               **self.model_options)
         if self.pretrain_archs:
             ids = pool[: self.pretrain_archs]
+            self.log(f"pre-training on free labels (parameters, MACs) of {len(ids):,} architectures")
             epochs = max(1, math.ceil(2 * self.fit_steps / math.ceil(len(ids) / 32)))
             self._predictor.fit(texts[: len(ids)], self.free_labels_of(ids), self._free_names,
                                 TrainConfig(max_epochs=epochs, validation_fraction=0.0, seed=self._seed,
@@ -254,6 +258,7 @@ class RLMSampler(BaseSampler):
         if not candidates:
             return []
         ids = list(candidates)
+        self.log(f"scoring {len(ids):,} candidates ({self.num_samples} decoded samples each)")
         samples = self.predict_samples(ids, seed=self._seed + self._rounds)
         reference = _reference(observed, maximize)
         chosen: list[dict[str, Any]] = []

@@ -1,0 +1,86 @@
+"""Pareto search on NAS-Bench-201: hypervolume ratio and Pareto recall of each sampler, per budget.
+
+Every sampler searches the published tables (ground truth) for the same objectives; hypervolume uses
+the reference point at the median of every objective over all 15,625 cells and is reported as a
+fraction of the true front's. Prints a markdown table (mean ± std over seeds) and writes the
+hypervolume-vs-evaluations plot.
+
+    python experiments/search_benchmark.py --data-dir ../shared/data --seeds 0,1,2,3,4 --budget 300
+    python experiments/search_benchmark.py --data-dir ../shared/data \\
+        --objectives acc,pixel3,eyeriss,gold_6226,1080ti_1 --samplers rlm,random,nsga3 --budget 300
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+
+import numpy as np
+import optuna
+import torch
+
+from nasrlm.metrics import hypervolume
+from nasrlm.plots import hypervolume_plot_data, plot_hypervolume
+from nasrlm.search import ArchEvaluator, Truth, make_sampler, run_search, score
+from nasrlm.search._report import reference_point
+from search_spaces import get_space
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", required=True)
+    parser.add_argument("--objectives", default="acc,pixel3")
+    parser.add_argument("--samplers", default="rlm,random,nsga2,tpe")
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--budget", type=int, default=300)
+    parser.add_argument("--report-at", default="100,300", help="budgets to report (≤ --budget)")
+    parser.add_argument("--plot", default="experiments/search_hv.png")
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+
+    space = get_space("nb201")
+    names = args.objectives.split(",")
+    evaluator = ArchEvaluator.for_names(space, names, data_dir=args.data_dir)
+    truth = Truth(*evaluator.truth())
+    maximize = evaluator.maximize
+    reference = reference_point([], truth)
+    at = [int(b) for b in args.report_at.split(",") if int(b) <= args.budget]
+    print(f"# {space.name}: {', '.join(names)}; true front {len(truth.front(maximize))} archs; "
+          f"reference {np.round(reference, 4).tolist()}; "
+          f"true HV {hypervolume(truth.values, reference, maximize):.4g}")
+    curves: dict[str, np.ndarray] = {}
+    rows = []
+    for sampler in args.samplers.split(","):
+        histories, recalls, seconds = [], [], []
+        for seed in (int(s) for s in args.seeds.split(",")):
+            start = time.perf_counter()
+            result = run_search(space, evaluator, make_sampler(sampler, space, seed), budget=args.budget,
+                                label=sampler, study_name=f"{sampler}-{seed}", progress=False)
+            seconds.append(time.perf_counter() - start)
+            s = score(result, reference, truth)
+            histories.append(s.history)
+            recalls.append(s.pareto_recall)
+            print(f"{sampler} seed {seed}: HV ratio " + ", ".join(f"@{b} {s.history[b - 1]:.3f}" for b in at)
+                  + f", recall {s.pareto_recall:.3f}, {seconds[-1]:.0f} s", flush=True)
+        h = np.array(histories)
+        curves[sampler] = h
+        cells = [f"{h[:, b - 1].mean():.3f} ± {h[:, b - 1].std():.3f}" for b in at]
+        rows.append(f"| {sampler} | {' | '.join(cells)} | {np.mean(recalls):.3f} | {np.mean(seconds):.0f} |")
+    print()
+    print("| sampler | " + " | ".join(f"HV ratio @{b}" for b in at) + f" | Pareto recall @{args.budget} "
+          "| seconds per run |")
+    print("|---|" + "---|" * (len(at) + 2))
+    print("\n".join(rows))
+    print(f"\n{len(args.seeds.split(','))} seeds; {platform.processor() or platform.machine()}, "
+          f"{torch.get_num_threads()} torch threads; {time.strftime('%Y-%m-%d')}")
+    plot_hypervolume(hypervolume_plot_data(curves, true_hypervolume=1.0,
+                                           title=f"NB201 {', '.join(names)}: hypervolume vs evaluations"),
+                     args.plot)
+    print(f"plot: {args.plot}")
+
+
+if __name__ == "__main__":
+    main()
