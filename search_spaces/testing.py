@@ -15,7 +15,10 @@ structure. ``n_archs`` (default 4) sets how many architectures each check draws.
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from typing import Any, ClassVar
 
 import numpy as np
@@ -26,6 +29,7 @@ import pytest
 
 from exporters import count_parameters, from_text, materialize, to_text
 from search_spaces._base import SearchSpace
+from search_spaces._registry import available_spaces, get_space
 
 __all__ = ["SearchSpaceTests"]
 
@@ -127,6 +131,24 @@ class SearchSpaceTests:
             text = self.space.to_text(arch)
             assert text == self.space.to_text(arch)
             assert "raw_data" not in text and not re.search(r"\{\s*-?\d+\.\d+", text)
+
+    def test_text_is_identical_across_processes(self) -> None:
+        """Ids and texts must not depend on hash randomisation (the order of sets/dicts of strings)."""
+        name = self.space.name
+        if name not in available_spaces() or type(get_space(name)) is not type(self.space):
+            pytest.skip("only a registered space can be rebuilt by name in a fresh process")
+        code = (
+            "import hashlib, sys; from search_spaces import get_space; s = get_space(sys.argv[1]);"
+            "ids = s.sample_ids(20, seed=3);"
+            "print(hashlib.sha256(''.join(i + s.to_text(s.parse(i)) for i in ids).encode()).hexdigest())"
+        )
+        path = os.pathsep.join(p for p in sys.path if p)
+        digests = {
+            subprocess.run([sys.executable, "-c", code, name], capture_output=True, text=True, check=True,
+                           env={"PYTHONHASHSEED": str(seed), "PATH": "", "PYTHONPATH": path}).stdout.strip()
+            for seed in (1, 2)
+        }
+        assert len(digests) == 1 and len(next(iter(digests))) == 64
 
     def test_text_parses_back_to_the_same_structure(self) -> None:
         for arch in self._archs()[:2]:
