@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from nasrlm.plots._render import save_png
+
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
@@ -115,7 +117,4 @@ def hypervolume_figure(data: HypervolumePlotData) -> Figure:
 
 def plot_hypervolume(data: HypervolumePlotData, path: str | Path) -> Path:
     """Render ``data`` (see :func:`hypervolume_figure`) to a 150-dpi PNG at ``path`` and return the path."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    hypervolume_figure(data).savefig(path, dpi=150, format="png")
-    return path
+    return save_png(hypervolume_figure(data), path)

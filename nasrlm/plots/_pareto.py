@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from nasrlm.metrics import pareto_mask, to_minimization
+from nasrlm.plots._render import save_png
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -248,7 +249,4 @@ def pareto_figure(data: ParetoPlotData) -> Figure:
 
 def plot_pareto(data: ParetoPlotData, path: str | Path) -> Path:
     """Render ``data`` (see :func:`pareto_figure`) to a 150-dpi PNG at ``path`` and return the path."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pareto_figure(data).savefig(path, dpi=150, format="png")
-    return path
+    return save_png(pareto_figure(data), path)

@@ -84,13 +84,13 @@ def write_report(result: SearchResult, out_dir: str | Path, *, space: str, truth
 
     front = result.front
     front = front[np.lexsort(result.values[front].T[::-1])]  # sorted by the first objective
+    true_front = truth.values[truth.front(maximize)] if truth is not None else None
     with paths["csv"].open("w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["arch_id", "evaluation", *(o.header for o in objectives)])
         for k in front:
             writer.writerow([result.arch_ids[k], k + 1, *(f"{v:.6g}" for v in result.values[k])])
 
-    true_front = truth.values[truth.front(maximize)] if truth is not None else None
     data = pareto_plot_data(
         axes, result.values, evaluated_ids=result.arch_ids, true_front=true_front,
         predicted_front=predicted.median if predicted is not None else None,
@@ -103,12 +103,15 @@ def write_report(result: SearchResult, out_dir: str | Path, *, space: str, truth
     plot_hypervolume(hypervolume_plot_data(
         curves, true_hypervolume=1.0 if truth is not None else None,
         title=f"{space}: hypervolume vs evaluations"), paths["hypervolume"])
-    paths["report"].write_text(_markdown(result, scores, reference, truth, predicted, space, command))
+    paths["report"].write_text(_markdown(result, front, scores, reference, truth, true_front, predicted,
+                                         space=space, command=command))
     return paths
 
 
-def _markdown(result: SearchResult, scores: dict[str, Scores], reference: np.ndarray, truth: Truth | None,
-              predicted: PredictedFront | None, space: str, command: str) -> str:
+def _markdown(result: SearchResult, front: np.ndarray, scores: dict[str, Scores], reference: np.ndarray,
+              truth: Truth | None, true_front: np.ndarray | None, predicted: PredictedFront | None, *,
+              space: str, command: str) -> str:
+    """``front``: indices of the front found, in table order; ``true_front``: its values, if known."""
     objectives = result.objectives
     lines = [f"# Search report: {space}", ""]
     if command:
@@ -126,12 +129,11 @@ def _markdown(result: SearchResult, scores: dict[str, Scores], reference: np.nda
         ratio = f"{s.hypervolume_ratio:.3f}" if s.hypervolume_ratio is not None else "n/a"
         recall = f"{s.pareto_recall:.3f}" if s.pareto_recall is not None else "n/a"
         lines.append(f"| {name} | {s.hypervolume:.4g} | {ratio} | {recall} |")
-    if truth is not None:
-        lines += ["", f"True front: {len(truth.front(result.maximize))} of {len(truth.ids):,} architectures."]
+    if truth is not None and true_front is not None:
+        lines += ["", f"True front: {len(true_front)} of {len(truth.ids):,} architectures."]
     lines += ["", "## Pareto front found", "", "| arch_id | evaluation | "
               + " | ".join(o.header for o in objectives) + " |", "|---|---|" + "---|" * len(objectives)]
-    front = result.front
-    for k in front[np.lexsort(result.values[front].T[::-1])]:
+    for k in front:
         cells = " | ".join(f"{v:.4g}" for v in result.values[k])
         lines.append(f"| `{result.arch_ids[k]}` | {k + 1} | {cells} |")
     if predicted is not None:
