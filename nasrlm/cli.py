@@ -144,19 +144,15 @@ def cmd_measure(args: argparse.Namespace) -> int:
     return 0
 
 
-def _is_profile(name: str) -> bool:
-    from nasrlm.search import is_profile
-
-    return is_profile(name)
-
-
 def cmd_data(args: argparse.Namespace) -> int:
     space = _space(args.space)
     names = [n.strip() for n in args.objectives.split(",") if n.strip()]
     if not names:
         raise CliError("--objectives needs at least one name, e.g. --objectives acc,pixel3")
     extra = {}
-    measured = [n for n in names if _is_profile(n)]
+    from nasrlm.measure import is_profile
+
+    measured = [n for n in names if is_profile(n)]
     if measured:
         from nasrlm.measure import LatencyStore, measured_objective
 

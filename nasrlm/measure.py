@@ -190,6 +190,15 @@ class LatencyStore:
         return None if row is None else dict(zip(("measured_at", "host", "cpu"), row, strict=True))
 
 
+def is_profile(name: str) -> bool:
+    """Whether ``name`` names a device profile such as ``cpu-1t-b1`` (measured, not looked up).
+
+    Decided by prefix, so that a malformed profile (``cpu-2x``) fails with the profile parser's message
+    instead of being looked up as an unknown table column.
+    """
+    return name.startswith(("cpu-", "cuda-"))
+
+
 def _profile_name(profile: str | DeviceProfile) -> str:
     """Accept a profile or its name; names are validated so a typo cannot silently match nothing."""
     if isinstance(profile, DeviceProfile):

@@ -4,7 +4,8 @@
 ``write_report`` are what ``nasrlm search`` and ``nasrlm demo`` are made of.
 """
 
-from nasrlm.search._evaluate import ArchEvaluator, MissingValueError, is_profile
+from nasrlm.measure import is_profile
+from nasrlm.search._evaluate import ArchEvaluator, MissingValueError
 from nasrlm.search._job import SAMPLERS, JobOutput, make_sampler, search_job, summary
 from nasrlm.search._report import PredictedFront, Scores, Truth, predicted_front, score, write_report
 from nasrlm.search._run import SearchResult, run_search

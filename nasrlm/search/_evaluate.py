@@ -14,21 +14,12 @@ from collections.abc import Sequence
 import numpy as np
 
 from nasrlm.data import BenchmarkTable, Objective, load_table
-from nasrlm.measure import LatencyStore, measure_archs, measured_objective
+from nasrlm.measure import LatencyStore, is_profile, measure_archs, measured_objective
 from search_spaces import SearchSpace
 
 
 class MissingValueError(LookupError):
     """The table has no value of an objective for the architecture (the trial fails, the search goes on)."""
-
-
-def is_profile(name: str) -> bool:
-    """Whether ``name`` names a device profile such as ``cpu-1t-b1`` (measured, not looked up).
-
-    Decided by prefix, so that a malformed profile (``cpu-2x``) fails with the profile parser's message
-    instead of being looked up as an unknown table column.
-    """
-    return name.startswith(("cpu-", "cuda-"))
 
 
 class ArchEvaluator:

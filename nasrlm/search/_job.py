@@ -16,8 +16,8 @@ import numpy as np
 import optuna
 from tqdm.auto import tqdm
 
-from nasrlm.measure import LatencyStore
-from nasrlm.search._evaluate import ArchEvaluator, is_profile
+from nasrlm.measure import LatencyStore, is_profile
+from nasrlm.search._evaluate import ArchEvaluator
 from nasrlm.search._report import PredictedFront, Truth, predicted_front, score, write_report
 from nasrlm.search._run import SearchResult, run_search
 from nasrlm.search._sampler import RLMSampler
