@@ -16,17 +16,27 @@ from search_spaces._torch_space import TorchSearchSpace
 from search_spaces.fbnet import FBNet, FBNetArch
 from search_spaces.nasbench101 import NasBench101, NB101Cell
 from search_spaces.nasbench201 import NasBench201, NB201Arch
+from search_spaces.nds import NB301, NDSDARTS, NDSENAS, NDSPNAS, CellArch, NDSAmoeba, NDSCellSpace, NDSNASNet
 
 register_space("nb101", NasBench101)
 register_space("nb201", NasBench201)
 register_space("fbnet", FBNet)
+register_space("nb301", NB301)
+register_space("nds_amoeba", NDSAmoeba)
+register_space("nds_darts", NDSDARTS)
+register_space("nds_enas", NDSENAS)
+register_space("nds_nasnet", NDSNASNet)
+register_space("nds_pnas", NDSPNAS)
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "CellArch",
     "FBNet",
     "FBNetArch",
     "NB101Cell",
     "NB201Arch",
+    "NB301",
+    "NDSCellSpace",
     "NasBench101",
     "NasBench201",
     "SearchSpace",

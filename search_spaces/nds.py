@@ -1,0 +1,583 @@
+"""NASNet-style cell spaces of NDS (Amoeba, DARTS, ENAS, NASNet, PNAS) and NAS-Bench-301, built in ONNX.
+
+All six share one network, pycls' ``NetworkCIFAR`` (ported from DARTS; Radosavovic et al., "On Network
+Design Spaces for Visual Recognition", 2019), read from pycls ``models/nas/nas.py`` and
+``models/nas/operations.py`` and cross-checked against NNI's NDS port
+(``nni/retiarii/hub/pytorch/nasnet.py``):
+
+* input 1×3×32×32 (CIFAR-10), 10 classes;
+* stem: 3×3 conv 3→3·C (padding 1, no bias), BatchNorm — no ReLU;
+* ``depth`` cells; cells ``depth // 3`` and ``2 * depth // 3`` are reduction cells, which double C;
+* a cell takes the outputs of the two previous cells (both the stem at first) and preprocesses them to C
+  channels: the older one by FactorizedReduce when the previous cell reduced, else ReLU–1×1 conv–BN; the
+  newer one always by ReLU–1×1 conv–BN;
+* each of the cell's nodes sums two operations, each applied to an earlier state (0, 1 = the two cell
+  inputs, 2… = earlier nodes); in a reduction cell the operations on states 0 and 1 have stride 2;
+* the cell's output concatenates its nodes: all of them (DARTS, PNAS) or only the "loose ends" that no
+  node of the cell reads (NASNet, Amoeba, ENAS), so its width is C times that count;
+* head: global average pool, linear (with bias). Evaluation graph: no auxiliary head, no drop path.
+
+Operations (pycls' ``OPS`` with ``affine=True``; every conv is bias-free, every BatchNorm affine):
+``sep_conv_k`` is ReLU, k×k depthwise (stride s), 1×1, BN, then again ReLU, k×k depthwise (stride 1), 1×1,
+BN — the separable conv applied twice; ``dil_conv_k`` is ReLU, k×k depthwise with dilation 2 (padding
+k - 1), 1×1, BN, once; ``dil_sep_conv_3x3`` is ``sep_conv_3x3`` with both depthwise convs dilated by 2;
+``conv_kxk`` is ReLU–conv–BN; ``conv_1xk_kx1`` is ReLU, 1×k then k×1 conv, one BN; ``max_pool_k`` and
+``avg_pool_3x3`` pad k // 2, average pooling not counting the padding; pools carry no BatchNorm (the
+BN-after-pool of DARTS' *search* network is absent from its evaluation network); ``skip_connect`` is the
+identity, or FactorizedReduce(C, C) at stride 2 (ReLU, two 1×1 stride-2 convs to C/2 channels, the
+second on the input shifted by one pixel, concatenated, BN); ``none`` is zero (subsampled at stride 2).
+
+Spaces (op lists and node counts as in NNI's NDS port and the NDS op tables):
+
+====== ===== ======================================================================== ==========
+space  nodes operations                                                               output
+====== ===== ======================================================================== ==========
+NASNet 5     skip, conv 3x1_1x3 / 7x1_1x7, dil_conv_3x3, avg 3, max 3/5/7, conv 1/3,   loose ends
+             sep_conv 3/5/7
+Amoeba 5     skip, sep_conv 3/5/7, avg 3, max 3, dil_sep_conv_3x3, conv_7x1_1x7         loose ends
+PNAS   5     sep_conv 3/5/7, conv_7x1_1x7, skip, avg 3, max 3, dil_conv_3x3             all nodes
+ENAS   5     skip, sep_conv 3/5, avg 3, max 3                                          loose ends
+DARTS  4     none, max 3, avg 3, skip, sep_conv 3/5, dil_conv 3/5                       all nodes
+====== ===== ======================================================================== ==========
+
+NDS samples width C from {16, 24, 32} and depth from {4, 8, 12, 16, 20} cells (NNI's NDS defaults; the
+NDS paper's CIFAR setting); :meth:`sample` draws those, while ids accept any even width and depth ≥ 1
+so that every record of a published NDS file can be named. Operations and inputs are drawn uniformly;
+two inputs of a node may coincide except in DARTS and NB301, whose nodes keep two distinct predecessors.
+
+NAS-Bench-301 (``nb301``) is the DARTS space without ``none`` at NB301's fixed size, C = 32 and 8 cells
+(NB301 trained with DARTS' evaluation pipeline at that size). Its parameter counts were checked against
+NASLib's ``zc_nasbench301.json`` (``nb301/zero_cost_725.json``): NASLib builds the cell operations with
+non-affine BatchNorm, so its ``params`` equal ours minus two per channel of every BatchNorm inside a cell
+operation, on all 725 architectures (no auxiliary head in either count); see
+``tests/nasrlm/data/test_nb301.py``.
+
+Ids: ``width=16;depth=8;normal=<cell>;reduce=<cell>`` (``nb301``: ``normal=<cell>;reduce=<cell>``) where a
+cell is its nodes joined by ``|`` and a node is ``op~i+op~j`` (``i`` = state index), the two entries sorted
+by (state, op) because their sum does not depend on the order. The concatenated nodes follow from the
+space's output rule and are not written. :meth:`NDSCellSpace.from_nds_net` reads a record's ``net`` config
+of the published NDS json files; :meth:`NB301.from_compact` reads NASLib's compact form.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+import onnx
+
+from exporters import ModelBuilder
+from search_spaces._base import SearchSpace
+
+if TYPE_CHECKING:
+    import optuna
+
+NUM_CLASSES = 10
+STEM_MULTIPLIER = 3
+_BIG = 2**31 - 1  # "to the end" for Slice
+
+Pair = tuple[str, int]  # (operation, input state)
+
+
+# --- operations: one spec per name, built by the function registered for its kind -------------------
+@dataclass(frozen=True)
+class OpSpec:
+    """How a named cell operation is built: its ``kind`` and kernel / dilation."""
+
+    kind: str  # none | pool | skip | conv | conv_fact | sep | dil
+    k: int = 0
+    dilation: int = 1
+    pool: str = ""  # ONNX pooling op for kind "pool"
+
+
+OPS: dict[str, OpSpec] = {
+    "none": OpSpec("none"),
+    "avg_pool_3x3": OpSpec("pool", 3, pool="AveragePool"),
+    "max_pool_3x3": OpSpec("pool", 3, pool="MaxPool"),
+    "max_pool_5x5": OpSpec("pool", 5, pool="MaxPool"),
+    "max_pool_7x7": OpSpec("pool", 7, pool="MaxPool"),
+    "skip_connect": OpSpec("skip"),
+    "conv_1x1": OpSpec("conv", 1),
+    "conv_3x3": OpSpec("conv", 3),
+    "conv_3x1_1x3": OpSpec("conv_fact", 3),
+    "conv_7x1_1x7": OpSpec("conv_fact", 7),
+    "sep_conv_3x3": OpSpec("sep", 3),
+    "sep_conv_5x5": OpSpec("sep", 5),
+    "sep_conv_7x7": OpSpec("sep", 7),
+    "dil_conv_3x3": OpSpec("dil", 3, 2),
+    "dil_conv_5x5": OpSpec("dil", 5, 2),
+    "dil_sep_conv_3x3": OpSpec("sep", 3, 2),
+}
+
+
+@dataclass(frozen=True)
+class CellSpec:
+    """What distinguishes one cell space: its operations, node count and output rule."""
+
+    label: str  # the NDS file stem, e.g. "DARTS"
+    ops: tuple[str, ...]
+    nodes: int
+    loose_ends: bool  # concatenate only nodes no other node reads (else all nodes)
+    distinct_inputs: bool  # a node's two inputs differ
+
+
+CELL_SPECS: dict[str, CellSpec] = {
+    "nds_nasnet": CellSpec("NASNet", (
+        "skip_connect", "conv_3x1_1x3", "conv_7x1_1x7", "dil_conv_3x3", "avg_pool_3x3", "max_pool_3x3",
+        "max_pool_5x5", "max_pool_7x7", "conv_1x1", "conv_3x3", "sep_conv_3x3", "sep_conv_5x5",
+        "sep_conv_7x7"), 5, True, False),
+    "nds_amoeba": CellSpec("Amoeba", (
+        "skip_connect", "sep_conv_3x3", "sep_conv_5x5", "sep_conv_7x7", "avg_pool_3x3", "max_pool_3x3",
+        "dil_sep_conv_3x3", "conv_7x1_1x7"), 5, True, False),
+    "nds_pnas": CellSpec("PNAS", (
+        "sep_conv_3x3", "sep_conv_5x5", "sep_conv_7x7", "conv_7x1_1x7", "skip_connect", "avg_pool_3x3",
+        "max_pool_3x3", "dil_conv_3x3"), 5, False, False),
+    "nds_enas": CellSpec("ENAS", (
+        "skip_connect", "sep_conv_3x3", "sep_conv_5x5", "avg_pool_3x3", "max_pool_3x3"), 5, True, False),
+    "nds_darts": CellSpec("DARTS", (
+        "none", "max_pool_3x3", "avg_pool_3x3", "skip_connect", "sep_conv_3x3", "sep_conv_5x5",
+        "dil_conv_3x3", "dil_conv_5x5"), 4, False, True),
+    #: NASLib's compact op order: compact op id ``i`` is ``ops[i]``.
+    "nb301": CellSpec("NB301", (
+        "max_pool_3x3", "avg_pool_3x3", "skip_connect", "sep_conv_3x3", "sep_conv_5x5", "dil_conv_3x3",
+        "dil_conv_5x5"), 4, False, True),
+}
+#: NDS' sampling grid for cell spaces.
+NDS_WIDTHS = (16, 24, 32)
+NDS_DEPTHS = (4, 8, 12, 16, 20)
+NB301_WIDTH, NB301_DEPTH = 32, 8
+
+
+@dataclass(frozen=True)
+class CellArch:
+    """Normal and reduction cells (``(op, input)`` pairs, two per node) plus width C and depth in cells.
+
+    The two pairs of every node are stored sorted by (input, op), the order ids are written in.
+    """
+
+    normal: tuple[Pair, ...]
+    reduce: tuple[Pair, ...]
+    width: int
+    depth: int
+
+    def __post_init__(self) -> None:
+        for kind in ("normal", "reduce"):
+            pairs = tuple((str(op), int(i)) for op, i in getattr(self, kind))
+            if len(pairs) % 2:
+                raise ValueError(f"{kind} cell has {len(pairs)} (op, input) pairs; two per node expected")
+            nodes = [tuple(sorted(pairs[j:j + 2], key=_pair_key)) for j in range(0, len(pairs), 2)]
+            object.__setattr__(self, kind, tuple(p for node in nodes for p in node))
+
+    def cell(self, reduction: bool) -> tuple[Pair, ...]:
+        return self.reduce if reduction else self.normal
+
+
+def _pair_key(pair: Pair) -> tuple[int, str]:
+    return pair[1], pair[0]
+
+
+def concat_nodes(cell: Sequence[Pair], loose_ends: bool) -> tuple[int, ...]:
+    """States concatenated into the cell output: every node, or the nodes no other node reads."""
+    nodes = range(2, 2 + len(cell) // 2)
+    if not loose_ends:
+        return tuple(nodes)
+    used = {i for _, i in cell}
+    return tuple(n for n in nodes if n not in used)
+
+
+class NDSCellSpace(SearchSpace[CellArch]):
+    """Base of the NASNet-style cell spaces; subclasses set :attr:`name` (a key of :data:`CELL_SPECS`)."""
+
+    input_shape = (1, 3, 32, 32)
+    #: (width, depth) when the space fixes them (NB301); then ids leave them out.
+    fixed: ClassVar[tuple[int, int] | None] = None
+
+    @property
+    def spec(self) -> CellSpec:
+        return CELL_SPECS[self.name]
+
+    @property
+    def _label(self) -> str:
+        return self.spec.label
+
+    # --- identity -------------------------------------------------------------------------
+    def arch_id(self, arch: CellArch) -> str:
+        self.validate(arch)
+        parts = [] if self.fixed else [f"width={arch.width}", f"depth={arch.depth}"]
+        for kind in ("normal", "reduce"):
+            cell = getattr(arch, kind)
+            nodes = ["+".join(f"{op}~{i}" for op, i in cell[j:j + 2]) for j in range(0, len(cell), 2)]
+            parts.append(f"{kind}=" + "|".join(nodes))
+        return ";".join(parts)
+
+    def parse(self, arch_id: str) -> CellArch:
+        keys = ["normal", "reduce"] if self.fixed else ["width", "depth", "normal", "reduce"]
+        form = ";".join(f"{k}=…" for k in keys)
+        if not isinstance(arch_id, str) or not arch_id:
+            raise ValueError(f"malformed {self._label} id {arch_id!r}: expected {form}")
+        parts = arch_id.split(";")
+        if len(parts) != len(keys):
+            raise ValueError(f"malformed {self._label} id {arch_id!r}: expected {len(keys)} ';'-separated "
+                             f"parts ({form}), found {len(parts)}")
+        values: dict[str, str] = {}
+        for part, key in zip(parts, keys, strict=True):
+            name, sep, value = part.partition("=")
+            if not sep or name != key:
+                raise ValueError(f"malformed {self._label} id {arch_id!r}: part {part!r} should be "
+                                 f"'{key}=…'")
+            values[key] = value
+        width, depth = self.fixed or (_positive(values["width"], "width", arch_id, self._label),
+                                      _positive(values["depth"], "depth", arch_id, self._label))
+        cells = {k: self._parse_cell(values[k], k, arch_id) for k in ("normal", "reduce")}
+        arch = CellArch(cells["normal"], cells["reduce"], width, depth)
+        self.validate(arch)
+        if self.arch_id(arch) != arch_id:
+            raise ValueError(f"non-canonical {self._label} id {arch_id!r}: write each node's two entries "
+                             f"sorted by (input, op), i.e. {self.arch_id(arch)!r}")
+        return arch
+
+    def _parse_cell(self, text: str, kind: str, arch_id: str) -> tuple[Pair, ...]:
+        nodes = text.split("|")
+        if len(nodes) != self.spec.nodes:
+            raise ValueError(f"malformed {self._label} id {arch_id!r}: the {kind} cell needs "
+                             f"{self.spec.nodes} nodes separated by '|', found {len(nodes)}")
+        pairs: list[Pair] = []
+        for n, node in enumerate(nodes):
+            entries = node.split("+")
+            if len(entries) != 2:
+                raise ValueError(f"malformed {self._label} id {arch_id!r}: {kind} node {n} {node!r} needs "
+                                 "two entries 'op~input' joined by '+'")
+            for entry in entries:
+                op, sep, src = entry.partition("~")
+                if not sep or not src.isdigit() or str(int(src)) != src:
+                    raise ValueError(f"malformed {self._label} id {arch_id!r}: {kind} node {n} entry "
+                                     f"{entry!r} should be 'op~input'")
+                pairs.append((op, int(src)))
+        return tuple(pairs)
+
+    def validate(self, arch: CellArch) -> None:
+        """Raise ``ValueError`` naming what does not belong to this space."""
+        if not isinstance(arch, CellArch):
+            raise ValueError(f"expected a CellArch, got {type(arch).__name__}")
+        if self.fixed and (arch.width, arch.depth) != self.fixed:
+            raise ValueError(f"{self._label} fixes width and depth to {self.fixed}, got "
+                             f"({arch.width}, {arch.depth})")
+        if arch.width < 2 or arch.width % 2:
+            raise ValueError(f"{self._label} width {arch.width} must be even and ≥ 2 (FactorizedReduce "
+                             "halves it)")
+        if arch.depth < 1:
+            raise ValueError(f"{self._label} depth {arch.depth} must be ≥ 1 cell")
+        for kind in ("normal", "reduce"):
+            cell = getattr(arch, kind)
+            if len(cell) != 2 * self.spec.nodes:
+                raise ValueError(f"{self._label} {kind} cell needs {self.spec.nodes} nodes "
+                                 f"({2 * self.spec.nodes} pairs), got {len(cell)} pairs")
+            for j, (op, i) in enumerate(cell):
+                n = j // 2
+                if op not in self.spec.ops:
+                    raise ValueError(f"unknown {self._label} operation {op!r} in {kind} node {n}; expected "
+                                     f"one of {', '.join(self.spec.ops)}")
+                if not 0 <= i < n + 2:
+                    raise ValueError(f"{self._label} {kind} node {n} reads state {i}, but only states "
+                                     f"0..{n + 1} exist before it")
+            if self.spec.distinct_inputs:
+                for n in range(self.spec.nodes):
+                    if cell[2 * n][1] == cell[2 * n + 1][1]:
+                        raise ValueError(f"{self._label} {kind} node {n} reads state {cell[2 * n][1]} twice; "
+                                         "its two inputs must differ")
+
+    # --- published formats --------------------------------------------------------------------
+    def from_nds_net(self, net: Mapping[str, Any]) -> CellArch:
+        """The architecture of one NDS json record's ``net`` config (``genotype``, ``width``, ``depth``).
+
+        The genotype's ``*_concat`` lists must be what this space's output rule gives; ``aux`` and
+        ``drop_prob`` are training settings and do not change the evaluated network.
+        """
+        try:
+            genotype, width, depth = net["genotype"], net["width"], net["depth"]
+            cells = {k: tuple((str(op), int(i)) for op, i in genotype[k]) for k in ("normal", "reduce")}
+        except (KeyError, TypeError, ValueError) as err:
+            raise ValueError(f"not an NDS {self._label} net config (needs genotype normal/reduce as "
+                             f"[op, input] pairs, width, depth): {err!r}") from None
+        arch = CellArch(cells["normal"], cells["reduce"], int(width), int(depth))
+        self.validate(arch)
+        for kind in ("normal", "reduce"):
+            given = genotype.get(f"{kind}_concat")
+            expected = concat_nodes(getattr(arch, kind), self.spec.loose_ends)
+            if given is not None and sorted(int(c) for c in given) != list(expected):
+                rule = "loose ends" if self.spec.loose_ends else "all nodes"
+                raise ValueError(f"NDS {self._label} genotype has {kind}_concat {list(given)}, but the "
+                                 f"space's output rule ({rule}) gives {list(expected)}")
+        return arch
+
+    # --- drawing ------------------------------------------------------------------------
+    def sample(self, rng: np.random.Generator) -> CellArch:
+        width, depth = self.fixed or (int(rng.choice(NDS_WIDTHS)), int(rng.choice(NDS_DEPTHS)))
+        cells = []
+        for _ in range(2):
+            pairs: list[Pair] = []
+            for n in range(self.spec.nodes):
+                inputs = rng.choice(n + 2, size=2, replace=not self.spec.distinct_inputs)
+                ops = rng.integers(len(self.spec.ops), size=2)
+                pairs += [(self.spec.ops[o], int(i)) for o, i in zip(ops, inputs, strict=True)]
+            cells.append(tuple(pairs))
+        return CellArch(cells[0], cells[1], width, depth)
+
+    def suggest(self, trial: optuna.Trial) -> CellArch:
+        if self.fixed:
+            width, depth = self.fixed
+        else:
+            width = trial.suggest_categorical("width", NDS_WIDTHS)
+            depth = trial.suggest_categorical("depth", NDS_DEPTHS)
+        cells = []
+        for kind in ("normal", "reduce"):
+            pairs: list[Pair] = []
+            for n in range(self.spec.nodes):
+                a = trial.suggest_int(f"{kind}_{n}_input_x", 0, n + 1)
+                if self.spec.distinct_inputs:  # second input drawn among the n + 1 others
+                    b = trial.suggest_int(f"{kind}_{n}_input_y", 0, n)
+                    b += b >= a
+                else:
+                    b = trial.suggest_int(f"{kind}_{n}_input_y", 0, n + 1)
+                pairs += [(trial.suggest_categorical(f"{kind}_{n}_op_{xy}", self.spec.ops), i)
+                          for xy, i in (("x", a), ("y", b))]
+            cells.append(tuple(pairs))
+        return CellArch(cells[0], cells[1], width, depth)
+
+    # --- ONNX ------------------------------------------------------------------------------
+    def build_onnx(self, arch: CellArch) -> onnx.ModelProto:
+        self.validate(arch)
+        b = ModelBuilder(self.name, domain=self.name.replace("_", "."))
+        main = b.main
+        c = arch.width
+        c_stem = STEM_MULTIPLIER * c
+        s1 = main.call(_stem(b, c_stem), "x")
+        s0 = s1
+        c_pp, c_p, reduction_prev = c_stem, c_stem, False
+        reductions = {arch.depth // 3, 2 * arch.depth // 3}
+        for i in range(arch.depth):
+            reduction = i in reductions
+            if reduction:
+                c *= 2
+            cell = arch.cell(reduction)
+            s0, s1 = s1, main.call(self._cell(b, cell, c_pp, c_p, c, reduction, reduction_prev), s0, s1)
+            c_pp, c_p = c_p, c * len(concat_nodes(cell, self.spec.loose_ends))
+            reduction_prev = reduction
+        y = main.call(_head(b, c_p), s1)
+        return b.build(self.input_shape, y, (self.input_shape[0], NUM_CLASSES))
+
+    def _cell(self, b: ModelBuilder, cell: tuple[Pair, ...], c_pp: int, c_p: int, c: int, reduction: bool,
+              reduction_prev: bool) -> str:
+        concat = concat_nodes(cell, self.spec.loose_ends)
+
+        def body(f, x0, x1):
+            pre0 = _factorized_reduce(b, c_pp, c) if reduction_prev else _relu_conv_bn(b, c_pp, c)
+            states = [f.call(pre0, x0), f.call(_relu_conv_bn(b, c_p, c), x1)]
+            for j in range(0, len(cell), 2):
+                terms = [_OP_BUILDERS[OPS[op].kind](b, f, states[i], OPS[op], c,
+                                                    2 if reduction and i < 2 else 1)
+                         for op, i in cell[j:j + 2]]
+                states.append(f.op("Add", *terms))
+            return f.op("Concat", *(states[n] for n in concat), axis=1)
+
+        kind = "reduce" if reduction else "normal"
+        return b.function(f"{kind}_{c_pp}_{c_p}_{c}" + ("_fr" if reduction_prev else ""), 2, body)
+
+
+# --- blocks: ONNX local functions, one per distinct shape, and inline ops -------------------------------
+def _conv(f, x: str, c_in: int, c_out: int, kernel: tuple[int, int], stride: tuple[int, int] = (1, 1),
+          dilation: int = 1, groups: int = 1) -> str:
+    """Bias-free conv with "same" padding for odd kernels (``dilation * (k - 1) / 2`` per side)."""
+    pads = [dilation * (k - 1) // 2 for k in kernel]
+    attrs: dict[str, Any] = {"kernel_shape": list(kernel)}
+    if any(pads):
+        attrs["pads"] = pads + pads
+    if stride != (1, 1):
+        attrs["strides"] = list(stride)
+    if dilation != 1:
+        attrs["dilations"] = [dilation, dilation]
+    if groups != 1:
+        attrs["group"] = groups
+    return f.op("Conv", x, f.param(c_out, c_in // groups, *kernel), **attrs)
+
+
+def _bn(f, x: str, c: int) -> str:
+    return f.op("BatchNormalization", x, *f.param(c, n=4))
+
+
+def _suffix(c_in: int, c_out: int, stride: int) -> str:
+    return (f"{c_in}" if c_in == c_out else f"{c_in}_{c_out}") + (f"_s{stride}" if stride != 1 else "")
+
+
+def _stem(b: ModelBuilder, c: int) -> str:
+    def body(f, x):
+        return _bn(f, _conv(f, x, 3, c, (3, 3)), c)
+    return b.function(f"stem_{c}", 1, body)
+
+
+def _relu_conv_bn(b: ModelBuilder, c_in: int, c_out: int, k: int = 1, stride: int = 1) -> str:
+    def body(f, x):
+        return _bn(f, _conv(f, f.op("Relu", x), c_in, c_out, (k, k), (stride, stride)), c_out)
+    return b.function(f"conv_{k}x{k}_{_suffix(c_in, c_out, stride)}", 1, body)
+
+
+def _factorized_reduce(b: ModelBuilder, c_in: int, c_out: int) -> str:
+    """ReLU, then 1×1 stride-2 convs of the input and of the input shifted by one pixel (padded with one
+    zero row and column at the end, as pycls does), each to ``c_out / 2`` channels; concat; BN."""
+    def body(f, x):
+        y = f.op("Relu", x)
+        half = c_out // 2
+        a = f.op("Conv", y, f.param(half, c_in, 1, 1), kernel_shape=[1, 1], strides=[2, 2])
+        shifted = f.op("Slice", y, f.op("Constant", value_ints=[1, 1]),
+                       f.op("Constant", value_ints=[_BIG, _BIG]), f.op("Constant", value_ints=[2, 3]))
+        z = f.op("Conv", shifted, f.param(half, c_in, 1, 1), kernel_shape=[1, 1], strides=[2, 2],
+                 pads=[0, 0, 1, 1])
+        return _bn(f, f.op("Concat", a, z, axis=1), c_out)
+    return b.function(f"factorized_reduce_{_suffix(c_in, c_out, 1)}", 1, body)
+
+
+def _head(b: ModelBuilder, c: int) -> str:
+    def body(f, x):
+        y = f.op("Flatten", f.op("GlobalAveragePool", x), axis=1)
+        return f.op("Gemm", y, f.param(NUM_CLASSES, c), f.param(NUM_CLASSES), transB=1)
+    return b.function(f"head_{c}", 1, body)
+
+
+def _op_none(b: ModelBuilder, f, x: str, spec: OpSpec, c: int, stride: int) -> str:
+    if stride != 1:
+        x = f.op("Slice", x, f.op("Constant", value_ints=[0, 0]), f.op("Constant", value_ints=[_BIG, _BIG]),
+                 f.op("Constant", value_ints=[2, 3]), f.op("Constant", value_ints=[stride, stride]))
+    return f.op("Mul", x, f.op("Constant", value_float=0.0))
+
+
+def _op_pool(b: ModelBuilder, f, x: str, spec: OpSpec, c: int, stride: int) -> str:
+    p = spec.k // 2
+    attrs: dict[str, Any] = {"kernel_shape": [spec.k, spec.k], "pads": [p, p, p, p]}
+    if stride != 1:
+        attrs["strides"] = [stride, stride]
+    return f.op(spec.pool, x, **attrs)  # AveragePool's count_include_pad defaults to 0, as in pycls
+
+
+def _op_skip(b: ModelBuilder, f, x: str, spec: OpSpec, c: int, stride: int) -> str:
+    return x if stride == 1 else f.call(_factorized_reduce(b, c, c), x)
+
+
+def _op_conv(b: ModelBuilder, f, x: str, spec: OpSpec, c: int, stride: int) -> str:
+    return f.call(_relu_conv_bn(b, c, c, spec.k, stride), x)
+
+
+def _op_conv_fact(b: ModelBuilder, f, x: str, spec: OpSpec, c: int, stride: int) -> str:
+    def body(g, y):
+        y = _conv(g, g.op("Relu", y), c, c, (1, spec.k), (1, stride))
+        return _bn(g, _conv(g, y, c, c, (spec.k, 1), (stride, 1)), c)
+    name = f"conv_{spec.k}x1_1x{spec.k}_{_suffix(c, c, stride)}"
+    return f.call(b.function(name, 1, body), x)
+
+
+def _op_sep(b: ModelBuilder, f, x: str, spec: OpSpec, c: int, stride: int) -> str:
+    def half(g, y, s):
+        y = _conv(g, g.op("Relu", y), c, c, (spec.k, spec.k), (s, s), spec.dilation, groups=c)
+        return _bn(g, _conv(g, y, c, c, (1, 1)), c)
+
+    def body(g, y):
+        return half(g, half(g, y, stride), 1)
+    dil = "dil_" if spec.dilation != 1 else ""
+    name = f"{dil}sep_conv_{spec.k}x{spec.k}_{_suffix(c, c, stride)}"
+    return f.call(b.function(name, 1, body), x)
+
+
+def _op_dil(b: ModelBuilder, f, x: str, spec: OpSpec, c: int, stride: int) -> str:
+    def body(g, y):
+        y = _conv(g, g.op("Relu", y), c, c, (spec.k, spec.k), (stride, stride), spec.dilation, groups=c)
+        return _bn(g, _conv(g, y, c, c, (1, 1)), c)
+    return f.call(b.function(f"dil_conv_{spec.k}x{spec.k}_{_suffix(c, c, stride)}", 1, body), x)
+
+
+_OP_BUILDERS: dict[str, Callable[..., str]] = {
+    "none": _op_none, "pool": _op_pool, "skip": _op_skip, "conv": _op_conv, "conv_fact": _op_conv_fact,
+    "sep": _op_sep, "dil": _op_dil,
+}
+
+
+def _positive(text: str, what: str, arch_id: str, label: str) -> int:
+    if not text.isdigit() or str(int(text)) != text or int(text) == 0:
+        raise ValueError(f"malformed {label} id {arch_id!r}: {what} {text!r} is not a positive integer")
+    return int(text)
+
+
+# --- the spaces ---------------------------------------------------------------------------------------
+class NDSNASNet(NDSCellSpace):
+    """NDS NASNet cell space: 13 ops, 5 nodes, loose-end output (CIFAR-10, 32×32)."""
+
+    name = "nds_nasnet"
+
+
+class NDSAmoeba(NDSCellSpace):
+    """NDS Amoeba cell space: 8 ops, 5 nodes, loose-end output (CIFAR-10, 32×32)."""
+
+    name = "nds_amoeba"
+
+
+class NDSPNAS(NDSCellSpace):
+    """NDS PNAS cell space: 8 ops, 5 nodes, all nodes concatenated (CIFAR-10, 32×32)."""
+
+    name = "nds_pnas"
+
+
+class NDSENAS(NDSCellSpace):
+    """NDS ENAS cell space: 5 ops, 5 nodes, loose-end output (CIFAR-10, 32×32)."""
+
+    name = "nds_enas"
+
+
+class NDSDARTS(NDSCellSpace):
+    """NDS DARTS cell space: 8 ops (with none), 4 nodes, all nodes concatenated (CIFAR-10, 32×32)."""
+
+    name = "nds_darts"
+
+
+class NB301(NDSCellSpace):
+    """NAS-Bench-301 DARTS space: 7 ops, 4 nodes, C = 32, 8 cells (CIFAR-10, 32×32)."""
+
+    name = "nb301"
+    fixed = (NB301_WIDTH, NB301_DEPTH)
+
+    @property
+    def size(self) -> int:
+        """Distinct cells: node n picks 2 of n + 2 states and an op for each; squared for two cells."""
+        ops = len(self.spec.ops)
+        per_cell = math.prod(math.comb(n + 2, 2) * ops**2 for n in range(self.spec.nodes))
+        return per_cell**2
+
+    def from_compact(self, compact: str | Sequence[Sequence[Sequence[int]]]) -> CellArch:
+        """From NASLib's compact form ``[[(input, op id), ...8], [...8]]`` (normal, reduce), or its string."""
+        if isinstance(compact, str):
+            try:
+                compact = ast.literal_eval(compact)
+            except (ValueError, SyntaxError) as err:
+                raise ValueError(f"malformed NB301 compact string {compact!r}: {err}") from None
+        try:
+            cells = [tuple((self.spec.ops[int(op)], int(i)) for i, op in cell) for cell in compact]
+            if any(int(op) < 0 for cell in compact for _, op in cell):
+                raise IndexError("negative op id")
+        except (TypeError, ValueError, IndexError) as err:
+            raise ValueError(f"malformed NB301 compact form {compact!r}: expected two lists of "
+                             f"(input, op id) with op ids 0..{len(self.spec.ops) - 1} ({err})") from None
+        if len(cells) != 2:
+            raise ValueError(f"NB301 compact form needs 2 cells (normal, reduce), got {len(cells)}")
+        arch = CellArch(cells[0], cells[1], NB301_WIDTH, NB301_DEPTH)
+        self.validate(arch)
+        return arch
+
+    def to_compact(self, arch: CellArch) -> tuple[tuple[tuple[int, int], ...], ...]:
+        """NASLib's compact form of ``arch`` (pairs in canonical order)."""
+        return tuple(tuple((i, self.spec.ops.index(op)) for op, i in arch.cell(r)) for r in (False, True))
+
+
+NDS_CELL_SPACES: dict[str, type[NDSCellSpace]] = {
+    cls.name: cls for cls in (NDSAmoeba, NDSDARTS, NDSENAS, NDSNASNet, NDSPNAS)
+}
