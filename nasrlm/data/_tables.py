@@ -8,11 +8,13 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from nasrlm.data._nb201 import available_nb201_objectives, load_nb201
+from nasrlm.data._nb301 import available_nb301_objectives, load_nb301
 from nasrlm.data._table import BenchmarkTable, Objective
 
 #: space name -> (loader, lister of available objectives). Other spaces join here as they gain tables.
 TABLE_LOADERS: dict[str, tuple[Callable[..., BenchmarkTable], Callable[..., list[Objective]]]] = {
     "nb201": (load_nb201, available_nb201_objectives),
+    "nb301": (load_nb301, available_nb301_objectives),
 }
 
 Extra = Mapping[str, tuple[Objective, Mapping[str, float]]]
