@@ -17,10 +17,21 @@ from search_spaces.fbnet import FBNet, FBNetArch
 from search_spaces.nasbench101 import NasBench101, NB101Cell
 from search_spaces.nasbench201 import NasBench201, NB201Arch
 from search_spaces.nds import NB301, NDSDARTS, NDSENAS, NDSPNAS, CellArch, NDSAmoeba, NDSCellSpace, NDSNASNet
+from search_spaces.ofa import (
+    OFAMBv3Arch,
+    OFAMobileNetV3,
+    OFAProxylessArch,
+    OFAProxylessNAS,
+    OFAResNet50,
+    OFAResNet50Arch,
+)
 
 register_space("nb101", NasBench101)
 register_space("nb201", NasBench201)
 register_space("fbnet", FBNet)
+register_space("ofa_mbv3", OFAMobileNetV3)
+register_space("ofa_proxyless", OFAProxylessNAS)
+register_space("ofa_resnet50", OFAResNet50)
 register_space("nb301", NB301)
 register_space("nds_amoeba", NDSAmoeba)
 register_space("nds_darts", NDSDARTS)
@@ -39,6 +50,12 @@ __all__ = [
     "NDSCellSpace",
     "NasBench101",
     "NasBench201",
+    "OFAMBv3Arch",
+    "OFAMobileNetV3",
+    "OFAProxylessArch",
+    "OFAProxylessNAS",
+    "OFAResNet50",
+    "OFAResNet50Arch",
     "SearchSpace",
     "TorchSearchSpace",
     "UnknownSpaceError",
