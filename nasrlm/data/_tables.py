@@ -7,6 +7,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
+from nasrlm.data._fbnet import available_fbnet_objectives, load_fbnet
+from nasrlm.data._nb101 import available_nb101_objectives, load_nb101
 from nasrlm.data._nb201 import available_nb201_objectives, load_nb201
 from nasrlm.data._nb301 import available_nb301_objectives, load_nb301
 from nasrlm.data._table import BenchmarkTable, Objective
@@ -15,6 +17,8 @@ from nasrlm.data._table import BenchmarkTable, Objective
 TABLE_LOADERS: dict[str, tuple[Callable[..., BenchmarkTable], Callable[..., list[Objective]]]] = {
     "nb201": (load_nb201, available_nb201_objectives),
     "nb301": (load_nb301, available_nb301_objectives),
+    "nb101": (load_nb101, available_nb101_objectives),
+    "fbnet": (load_fbnet, available_fbnet_objectives),
 }
 
 Extra = Mapping[str, tuple[Objective, Mapping[str, float]]]

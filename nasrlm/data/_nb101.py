@@ -1,0 +1,280 @@
+"""NAS-Bench-101 published columns (validation accuracy at 4/12/36/108 epochs, parameters, training time).
+
+Source: ``nb101/first_20k_by_hash.json`` in the user's data directory: the 20,001 cells with the smallest
+module hashes (about 4.7 % of the 423,624), keyed by the benchmark's module hash only — no adjacency, no
+operations. Rows are keyed by our canonical NB101 ids (:meth:`~search_spaces.NasBench101.arch_id`), so the
+hashes have to be attached to cells:
+
+* for given ``ids`` this is cheap: each id's module hash is computed and looked up (~0.1 ms per id);
+* for the whole table every cell of the space must be hashed (its hash is an MD5 digest, there is no
+  shortcut to the 20,001 smallest), about a minute on one core. The resulting hash -> id map is kept
+  for the process and on disk (``$NASRLM_CACHE``, else ``$XDG_CACHE_HOME/nasrlm`` or ``~/.cache/nasrlm``),
+  keyed by a digest of the file's hash list, so it is computed once per machine. A cached map is
+  spot-checked on reading (a sample of its ids re-hashed) and rebuilt if it is wrong.
+
+The accuracies are fractions in the file and percent here. They are not the mean of the benchmark's three
+training runs: on the 17 cells this file shares with NASLib's ``zero_cost_500.json`` (which holds single
+runs) each value is at least NASLib's, and equals the largest of three different runs NASLib shows for the
+two cells it repeats, so they look like the best of the three runs.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import math
+import os
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+
+import numpy as np
+
+from nasrlm.data._datadir import data_file, resolve_data_dir
+from nasrlm.data._loader_utils import check_names, checked_extra, extra_ids
+from nasrlm.data._table import BenchmarkTable, Objective
+from search_spaces.nasbench101 import NUM_CELLS, NasBench101, NB101Cell, hash_labels, hash_module
+
+SPACE = NasBench101.name
+FIRST_20K_JSON = "nb101/first_20k_by_hash.json"
+CACHE_ENV_VAR = "NASRLM_CACHE"
+_ORIGIN = "NAS-Bench-101 via tiga1231/nasbench-vis; 20,001 smallest module hashes only"
+#: cells whose ids a cached hash -> id map must hash back to their keys before it is trusted.
+_SPOT_CHECKS = 64
+
+
+@dataclass(frozen=True)
+class _Spec:
+    objective: Objective
+    key: str  # JSON list in the file
+    scale: float  # file value * scale = objective value
+    divide: bool = False  # file value / scale instead (exact for parameter counts in millions)
+
+
+def _catalogue() -> dict[str, _Spec]:
+    specs: list[_Spec] = []
+
+    def add(name: str, unit: str, desc: str, key: str, scale: float, hib: bool, divide: bool = False) -> None:
+        source = f"{FIRST_20K_JSON} list {key} (data dir; {_ORIGIN})"
+        specs.append(_Spec(Objective(name, unit, desc, source, hib), key, scale, divide))
+
+    run = "CIFAR-10 validation accuracy, best of 3 runs"
+    add("acc", "%", f"{run}, full 108-epoch schedule (= cifar10_valid_acc_108ep)",
+        "108_final_validation_accuracy", 100.0, True)
+    for epochs in (4, 12, 36, 108):
+        add(f"cifar10_valid_acc_{epochs}ep", "%", f"{run}, {epochs}-epoch schedule",
+            f"{epochs}_final_validation_accuracy", 100.0, True)
+    add("params_m", "M", "trainable parameters of the CIFAR-10 network, millions", "trainable_parameters",
+        1e6, False, divide=True)
+    add("train_time_s", "s", "training time of the 108-epoch run on a Google Cloud TPU v2 (batch 256), "
+        "seconds", "final_training_time", 1.0, False)
+    return {s.objective.name: s for s in specs}
+
+
+_SPECS = _catalogue()
+#: every NB101 objective the data directory can provide, keyed by name.
+NB101_OBJECTIVES: Mapping[str, Objective] = MappingProxyType({n: s.objective for n, s in _SPECS.items()})
+
+
+def available_nb101_objectives(data_dir: str | os.PathLike[str] | None = None) -> list[Objective]:
+    """Objectives :func:`load_nb101` can serve from this data directory (``None``: ``$NASRLM_DATA``)."""
+    root = resolve_data_dir(data_dir)
+    if root is None or not (root / FIRST_20K_JSON).is_file():
+        return []
+    return list(NB101_OBJECTIVES.values())
+
+
+# --- reading ------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Json:
+    keys: tuple[str, ...]  # module hashes, file order
+    row_of: Mapping[str, int]
+    columns: Mapping[str, np.ndarray]  # file lists as read-only float64 arrays
+
+
+def _read(root: Path | None) -> _Json:
+    path = data_file(root, FIRST_20K_JSON)
+    st = path.stat()
+    return _read_cached((str(path), st.st_mtime_ns, st.st_size))
+
+
+@functools.lru_cache(maxsize=4)
+def _read_cached(version: tuple[str, int, int]) -> _Json:
+    """The file's lists, checked: every list as long as ``key``, hashes unique 32-digit hex, no gaps."""
+    with open(version[0], encoding="utf-8") as f:
+        raw = json.load(f)
+    if not isinstance(raw, dict) or "key" not in raw:
+        raise ValueError(f"{FIRST_20K_JSON}: expected a JSON object of lists with a 'key' list")
+    needed = sorted({s.key for s in _SPECS.values()})
+    missing = [k for k in needed if k not in raw]
+    if missing:
+        raise ValueError(f"{FIRST_20K_JSON}: missing list(s) {', '.join(missing)}; found {', '.join(raw)}")
+    keys = tuple(str(k) for k in raw["key"])
+    bad = next((k for k in keys if len(k) != 32 or set(k) - set("0123456789abcdef")), None)
+    if bad is not None:
+        raise ValueError(f"{FIRST_20K_JSON}: {bad!r} is not a module hash (32 lower-case hex digits)")
+    row_of = {k: i for i, k in enumerate(keys)}
+    if len(row_of) != len(keys):
+        raise ValueError(f"{FIRST_20K_JSON}: duplicate module hashes")
+    columns = {}
+    for name in needed:
+        if len(raw[name]) != len(keys):
+            raise ValueError(f"{FIRST_20K_JSON}: list {name} has {len(raw[name])} values, 'key' {len(keys)}")
+        arr = np.array(raw[name], dtype=np.float64)
+        if not np.isfinite(arr).all():
+            raise ValueError(f"{FIRST_20K_JSON}: list {name} has missing or non-finite values")
+        arr.flags.writeable = False
+        columns[name] = arr
+    return _Json(keys, MappingProxyType(row_of), MappingProxyType(columns))
+
+
+# --- module hash -> canonical id ----------------------------------------------------------------------
+def _cell_hash(cell: NB101Cell) -> str:
+    """Module hash of a cell that is already pruned (every enumerated or canonical cell is)."""
+    return hash_module(cell.matrix, hash_labels(cell))
+
+
+def match_hashes(keys: Iterable[str], cells: Iterable[NB101Cell], *, progress: bool = False,
+                 total: int | None = None) -> dict[str, str]:
+    """``{module hash: canonical id}`` for ``keys``, found by hashing ``cells`` until every key is met.
+
+    Raises ``ValueError`` naming a key that no cell has (a file that is not of this space).
+    """
+    from tqdm.auto import tqdm
+
+    wanted = set(keys)
+    space = NasBench101()
+    found: dict[str, str] = {}
+    bar = tqdm(cells, total=total, desc="nb101: matching module hashes to cells (cached afterwards)",
+               unit="cell", disable=not progress, mininterval=1.0)
+    for cell in bar:
+        h = _cell_hash(cell)
+        if h in wanted and h not in found:
+            found[h] = space.arch_id(cell)
+            if len(found) == len(wanted):
+                break
+    bar.close()
+    if len(found) != len(wanted):
+        missing = sorted(wanted - found.keys())
+        raise ValueError(f"{len(missing)} module hash(es) match no NB101 cell, e.g. {missing[0]}")
+    return found
+
+
+def cache_dir() -> Path:
+    """Where maps that take long to compute are kept: ``$NASRLM_CACHE``, else the XDG cache directory."""
+    env = os.environ.get(CACHE_ENV_VAR, "")
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "nasrlm"
+
+
+def _ids_for(keys: tuple[str, ...]) -> tuple[str, ...]:
+    """Canonical id of every key, in key order (memory, then disk cache, then a full enumeration)."""
+    digest = hashlib.sha256("\n".join(keys).encode("ascii")).hexdigest()[:20]
+    return _ids_for_cached(keys, str(cache_dir() / f"nb101_ids_{digest}.json"))
+
+
+@functools.lru_cache(maxsize=2)
+def _ids_for_cached(keys: tuple[str, ...], cache_file: str) -> tuple[str, ...]:
+    cached = _read_id_cache(Path(cache_file), keys)
+    if cached is not None:
+        return cached
+    space = NasBench101()
+    found = match_hashes(keys, space.enumerate(), progress=True, total=NUM_CELLS)
+    ids = tuple(found[k] for k in keys)
+    _write_id_cache(Path(cache_file), ids)
+    return ids
+
+
+def _read_id_cache(path: Path, keys: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The cached ids if the file is there, complete, and a sample of them hashes back to its keys."""
+    try:
+        ids = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(ids, list) or len(ids) != len(keys) or len(set(ids)) != len(ids):
+        return None
+    space = NasBench101()
+    rng = np.random.default_rng(len(keys))
+    try:
+        for k in rng.choice(len(keys), size=min(_SPOT_CHECKS, len(keys)), replace=False):
+            cell = space.parse(ids[k])
+            if space.arch_id(cell) != ids[k] or _cell_hash(cell) != keys[k]:
+                return None
+    except (ValueError, TypeError):
+        return None
+    return tuple(ids)
+
+
+def _write_id_cache(path: Path, ids: tuple[str, ...]) -> None:
+    """Write atomically; a cache that cannot be written only costs the next process the enumeration."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".tmp", delete=False,
+                                         encoding="utf-8") as f:
+            json.dump(list(ids), f)
+        os.replace(f.name, path)
+    except OSError:
+        pass
+
+
+# --- public loader ------------------------------------------------------------------------------------
+def load_nb101(objectives: Sequence[str], data_dir: str | os.PathLike[str] | None = None,
+               ids: Sequence[str] | None = None, *,
+               extra: Mapping[str, tuple[Objective, Mapping[str, float]]] | None = None) -> BenchmarkTable:
+    """Table of the named NB101 objectives, rows keyed by canonical NB101 ids.
+
+    Rows: ``ids`` if given (canonical ids; a cell outside the file's 20,001 gets NaN), else the file's
+    20,001 cells in its order (ascending module hash) followed by any further ids that ``extra`` has
+    values for, sorted (only the latter where no built-in objective is asked for). ``extra`` supplies
+    further columns by name (e.g. latencies measured by nasrlm): name -> (Objective, arch id -> value);
+    its names must not shadow built-in ones. ``data_dir`` falls back to ``$NASRLM_DATA``.
+
+    Raises :class:`~nasrlm.data.UnknownObjectiveError` for an unknown name and
+    :class:`~nasrlm.data.DataFileNotFoundError` when a built-in objective is asked for without the file.
+    """
+    names = [objectives] if isinstance(objectives, str) else list(objectives)
+    extra = checked_extra(extra, _SPECS, "NB101")
+    check_names(names, _SPECS, extra, "NB101")
+    space = NasBench101()
+    root = resolve_data_dir(data_dir)
+    src = _read(root) if any(n in _SPECS for n in names) else None
+
+    if ids is not None:
+        row_ids = [ids] if isinstance(ids, str) else list(ids)
+        rows = np.full(len(row_ids), -1, dtype=np.intp)
+        for k, i in enumerate(row_ids):
+            cell = space.parse(i)  # ValueError names a malformed id
+            canonical = space.arch_id(cell)
+            if canonical != i:
+                raise ValueError(f"{i!r} is not a canonical NB101 id; its canonical form is {canonical!r}")
+            if src is not None:
+                rows[k] = src.row_of.get(_cell_hash(cell), -1)
+    elif src is not None:
+        row_ids = list(_ids_for(src.keys))
+        row_ids += extra_ids(extra, set(row_ids))
+        rows = np.concatenate([np.arange(len(src.keys)), np.full(len(row_ids) - len(src.keys), -1)])
+    else:  # measured columns only: their ids are the rows
+        row_ids = extra_ids(extra)
+        rows = np.full(len(row_ids), -1)
+
+    values = np.empty((len(row_ids), len(names)), dtype=np.float64)
+    used: list[Objective] = []
+    for j, name in enumerate(names):
+        if name in extra:
+            obj, mapping = extra[name]
+            values[:, j] = [float(mapping[i]) if i in mapping else math.nan for i in row_ids]
+            used.append(obj)
+            continue
+        spec = _SPECS[name]
+        assert src is not None
+        raw = src.columns[spec.key]
+        column = raw / spec.scale if spec.divide else raw * spec.scale
+        values[:, j] = np.where(rows >= 0, column[np.maximum(rows, 0)], math.nan)
+        used.append(spec.objective)
+    return BenchmarkTable(SPACE, row_ids, used, values, str(root) if root is not None else None)
+
