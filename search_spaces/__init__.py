@@ -13,6 +13,7 @@ from search_spaces._registry import (
     register_space,
 )
 from search_spaces._torch_space import TorchSearchSpace
+from search_spaces.anynet import AnyNetArch, AnyNetSpace, NDSResNet, NDSResNeXtA, NDSResNeXtB, NDSVanilla
 from search_spaces.fbnet import FBNet, FBNetArch
 from search_spaces.nasbench101 import NasBench101, NB101Cell
 from search_spaces.nasbench201 import NasBench201, NB201Arch
@@ -38,9 +39,15 @@ register_space("nds_darts", NDSDARTS)
 register_space("nds_enas", NDSENAS)
 register_space("nds_nasnet", NDSNASNet)
 register_space("nds_pnas", NDSPNAS)
+register_space("nds_resnet", NDSResNet)
+register_space("nds_resnext-a", NDSResNeXtA)
+register_space("nds_resnext-b", NDSResNeXtB)
+register_space("nds_vanilla", NDSVanilla)
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "AnyNetArch",
+    "AnyNetSpace",
     "CellArch",
     "FBNet",
     "FBNetArch",

@@ -8,6 +8,7 @@ import pytest
 
 from exporters import count_parameters, materialize
 from search_spaces import get_space
+from search_spaces.anynet import ANYNET_SPECS, NDSResNet, NDSResNeXtA, NDSResNeXtB, NDSVanilla
 from search_spaces.nds import (
     CELL_SPECS,
     NB301,
@@ -181,3 +182,102 @@ def test_depth_sets_the_reduction_cells() -> None:
     arch = space.sample(np.random.default_rng(3))
     text = space.to_text(CellArch(arch.normal, arch.reduce, 16, 4))
     assert text.count("reduce_") >= 2 and "normal_" in text
+
+
+# --- AnyNet spaces ------------------------------------------------------------------------------------
+class TestNDSResNet(SearchSpaceTests):
+    space = NDSResNet()
+    n_archs = 2
+
+
+class TestNDSVanilla(SearchSpaceTests):
+    space = NDSVanilla()
+    n_archs = 2
+
+
+class TestNDSResNeXtA(SearchSpaceTests):
+    space = NDSResNeXtA()
+    n_archs = 2
+
+
+class TestNDSResNeXtB(SearchSpaceTests):
+    space = NDSResNeXtB()
+    n_archs = 2
+
+
+#: ResNet-56 of He et al. with parameter-free shortcuts has 853,018 parameters (e.g. akamaster's CIFAR
+#: ResNets); pycls' projection shortcuts add a 1×1 conv + BN at the two stage transitions.
+RESNET56_PARAMS = 853_018 + (16 * 32 + 2 * 32) + (32 * 64 + 2 * 64)
+
+
+@pytest.mark.parametrize("name", ["nds_resnet", "nds_resnext-a", "nds_resnext-b", "nds_vanilla"])
+def test_anynet_spaces_are_registered(name: str) -> None:
+    assert get_space(name).spec is ANYNET_SPECS[name]
+
+
+def test_resnet56_has_the_known_parameter_count() -> None:
+    """pycls' R-56 NDS config (res_basic_block, d = 9, 9, 9, w = 16, 32, 64, stem 16, strides 1, 2, 2)."""
+    space = NDSResNet()
+    arch = space.parse("d=9,9,9;w=16,32,64")
+    assert count_parameters(materialize(space.build_onnx(arch), weights=False)) == RESNET56_PARAMS
+
+
+def test_bottleneck_block_parameters() -> None:
+    """One bottleneck block per stage, counted by hand: 1×1 → w_b, grouped 3×3, 1×1 → w, projections."""
+    space = NDSResNeXtA()
+    arch = space.parse("d=1,1,1;w=64,128,256;b=2,4,1;g=2,4,4")
+    stem = 3 * 16 * 9 + 2 * 16
+    blocks = 0
+    for w_in, w, w_b, g in ((16, 64, 32, 2), (64, 128, 32, 4), (128, 256, 256, 4)):
+        blocks += w_in * w_b + 2 * w_b + w_b * (w_b // g) * 9 + 2 * w_b + w_b * w + 2 * w  # f
+        blocks += w_in * w + 2 * w  # projection (width changes in every stage here)
+    head = 256 * 10 + 10
+    assert count_parameters(materialize(space.build_onnx(arch), weights=False)) == stem + blocks + head
+
+
+def test_vanilla_has_no_shortcut() -> None:
+    text = NDSVanilla().to_text(NDSVanilla().parse("d=2,2,2;w=16,32,64"))
+    assert "Add" not in text and "res_" not in text
+
+
+@pytest.mark.parametrize(
+    ("space", "bad", "names"),
+    [
+        (NDSResNet(), "d=1,2;w=16,24,32", "d needs 3 comma-separated values, found 2"),
+        (NDSResNet(), "d=1,2,0;w=16,24,32", "d value '0' is not a positive integer"),
+        (NDSResNet(), "d=1,2,3;w=16,24,32;b=1,1,1", "expected 2 ';'-separated parts"),
+        (NDSResNet(), "w=16,24,32;d=1,2,3", "part 'w=16,24,32' should be 'd=…'"),
+        (NDSResNeXtA(), "d=1,2,3;w=64,64,64", "expected 4 ';'-separated parts"),
+        (NDSResNeXtB(), "d=1,1,1;w=64,64,64;b=4,1,1;g=32,1,1", "stage 1: 32 groups do not divide"),
+    ],
+)
+def test_malformed_anynet_ids_name_the_bad_part(space, bad: str, names: str) -> None:
+    with pytest.raises(ValueError, match=names):
+        space.parse(bad)
+
+
+def test_anynet_from_nds_net() -> None:
+    net = {"block_type": "res_bottleneck_block", "ds": [1, 2, 4], "ws": [64, 128, 256], "ss": [1, 2, 2],
+           "bot_muls": [1.0, 0.5, 0.25], "num_gs": [1, 2, 4]}
+    arch = NDSResNeXtB().from_nds_net(net)
+    assert NDSResNeXtB().arch_id(arch) == "d=1,2,4;w=64,128,256;b=1,2,4;g=1,2,4"
+    assert NDSVanilla().from_nds_net({"block_type": "double_plain_block", "ds": [1, 2, 3], "ws": [16, 24, 32],
+                                      "bot_muls": [], "num_gs": []}).depths == (1, 2, 3)
+    with pytest.raises(ValueError, match="block_type starting with res_basic"):
+        NDSResNet().from_nds_net(net)
+    with pytest.raises(ValueError, match=r"ss \[2, 2, 2\]"):
+        NDSResNeXtB().from_nds_net(dict(net, ss=[2, 2, 2]))
+    with pytest.raises(ValueError, match="multiplier 0.3 is not 1/b"):
+        NDSResNeXtB().from_nds_net(dict(net, bot_muls=[0.3, 0.5, 0.25]))
+
+
+def test_sampling_stays_on_the_published_grids() -> None:
+    rng = np.random.default_rng(0)
+    for name, spec in ANYNET_SPECS.items():
+        space = get_space(name)
+        for _ in range(50):
+            arch = space.sample(rng)
+            assert set(arch.depths) <= set(spec.depths) and set(arch.widths) <= set(spec.widths)
+            assert set(arch.bot_ratios) <= set(spec.bot_ratios) and set(arch.groups) <= set(spec.groups)
+    assert len(ANYNET_SPECS["nds_resnet"].depths) == 9 and len(ANYNET_SPECS["nds_resnet"].widths) == 12
+    assert ANYNET_SPECS["nds_resnext-b"].groups == (1, 2, 4, 8, 16, 32, 64)

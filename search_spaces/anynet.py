@@ -1,0 +1,350 @@
+"""The NDS AnyNet-style spaces for CIFAR-10 (Vanilla, ResNet, ResNeXt-A, ResNeXt-B), built in ONNX.
+
+Network: pycls' ``AnyNet`` as NDS trained it on CIFAR-10 (pycls ``models/anynet.py`` of 2019 and its
+``configs/archive/cifar/anynet/*_nds_1gpu.yaml``: ``STEM_TYPE: res_stem_cifar``, ``STEM_W: 16``,
+``STRIDES: [1, 2, 2]``):
+
+* input 1×3×32×32, 10 classes;
+* stem: 3×3 conv 3→16 (stride 1, padding 1), BN, ReLU;
+* three stages of d_i blocks of output width w_i; the first block of stage i has stride 1, 2, 2 and
+  takes the previous width, later blocks stride 1;
+* head: global average pool, linear w_3→10 with bias. Every conv is bias-free, every BatchNorm affine.
+
+Blocks (pycls names; NDS json ``block_type``):
+
+* ``vanilla_block`` (``double_plain_block``), space ``nds_vanilla``: [3×3 conv (stride), BN, ReLU] then
+  [3×3 conv, BN, ReLU]; no shortcut;
+* ``res_basic_block``, space ``nds_resnet``: ReLU(shortcut + f), f = 3×3 conv (stride), BN, ReLU, 3×3 conv,
+  BN; the shortcut is the identity, or a 1×1 conv with the stride plus BN where width or stride changes;
+* ``res_bottleneck_block``, spaces ``nds_resnext-a`` / ``-b``: f = 1×1 conv w_in→w_b, BN, ReLU, 3×3 conv
+  with g groups (stride), BN, ReLU, 1×1 conv w_b→w_out, BN; shortcut and final ReLU as above; the
+  bottleneck width is w_b = round(w / b) (pycls: ``round(w * bot_mul)`` with ``bot_mul = 1 / b``) and
+  the 3×3 conv has g groups (pycls' ``num_gs``), so g must divide w_b.
+
+Sampling (NDS, Table 1: "a, b, n" = n values spaced about evenly in log space from a to b, drawn
+independently per stage). As we read the table: Vanilla and ResNet d_i ∈ (1, 24, 9), w_i ∈ (16, 256, 12);
+ResNeXt-A d_i ∈ (1, 16, 5), w_i ∈ (64, 1024, 5), b_i ∈ (1, 4, 3), g_i ∈ (1, 4, 3); ResNeXt-B the same
+but g_i ∈ (1, 64, 7). The integer grids used are below (:data:`ANYNET_SPECS`); the paper was not readable
+where this was written, so the exact grid points of the 9- and 12-value ranges are our choice. A
+bottleneck stage whose g does not divide w_b is redrawn. Ids accept any positive values, so every
+record of a published NDS file can be named.
+
+Ids: ``d=2,5,3;w=16,48,128`` (Vanilla, ResNet) and ``d=…;w=…;b=1,2,4;g=1,4,2`` (ResNeXt), one value per
+stage. :meth:`AnyNetSpace.from_nds_net` reads a record's ``net`` config (``ds``, ``ws``, ``ss``,
+``bot_muls``, ``num_gs``, ``block_type``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import onnx
+
+from exporters import ModelBuilder
+from search_spaces._base import SearchSpace
+
+if TYPE_CHECKING:
+    import optuna
+
+NUM_CLASSES = 10
+STEM_WIDTH = 16
+STRIDES = (1, 2, 2)
+NUM_STAGES = len(STRIDES)
+
+#: the 9 depths and 12 widths "about evenly spaced in log space" of NDS' (1, 24, 9) and (16, 256, 12).
+_DEPTHS_24 = (1, 2, 3, 4, 6, 8, 12, 16, 24)
+_WIDTHS_256 = (16, 24, 32, 40, 48, 64, 80, 96, 128, 160, 192, 256)
+_POW2 = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+
+
+@dataclass(frozen=True)
+class AnyNetSpec:
+    """One NDS AnyNet space: block type and per-stage sampling grids (empty b/g grids: no bottleneck)."""
+
+    label: str  # NDS file stem
+    block: str  # vanilla | res_basic | res_bottleneck
+    block_types: tuple[str, ...]  # NDS json block_type prefixes that name this block
+    depths: tuple[int, ...]
+    widths: tuple[int, ...]
+    bot_ratios: tuple[int, ...] = ()
+    groups: tuple[int, ...] = ()
+
+    @property
+    def bottleneck(self) -> bool:
+        return self.block == "res_bottleneck"
+
+
+ANYNET_SPECS: dict[str, AnyNetSpec] = {
+    "nds_vanilla": AnyNetSpec("Vanilla", "vanilla", ("double_plain", "vanilla"), _DEPTHS_24, _WIDTHS_256),
+    "nds_resnet": AnyNetSpec("ResNet", "res_basic", ("res_basic",), _DEPTHS_24, _WIDTHS_256),
+    "nds_resnext-a": AnyNetSpec("ResNeXt-A", "res_bottleneck", ("res_bottleneck",), _POW2[:5], _POW2[6:],
+                                _POW2[:3], _POW2[:3]),
+    "nds_resnext-b": AnyNetSpec("ResNeXt-B", "res_bottleneck", ("res_bottleneck",), _POW2[:5], _POW2[6:],
+                                _POW2[:3], _POW2[:7]),
+}
+
+
+@dataclass(frozen=True)
+class AnyNetArch:
+    """Per-stage depths d, widths w and, for bottleneck blocks, bottleneck ratios b and groups g."""
+
+    depths: tuple[int, ...]
+    widths: tuple[int, ...]
+    bot_ratios: tuple[int, ...] = ()
+    groups: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        for field in ("depths", "widths", "bot_ratios", "groups"):
+            object.__setattr__(self, field, tuple(int(v) for v in getattr(self, field)))
+
+    def bottleneck_width(self, stage: int) -> int:
+        return round(self.widths[stage] / self.bot_ratios[stage])
+
+
+class AnyNetSpace(SearchSpace[AnyNetArch]):
+    """Base of the NDS AnyNet spaces; subclasses set :attr:`name` (a key of :data:`ANYNET_SPECS`)."""
+
+    input_shape = (1, 3, 32, 32)
+
+    @property
+    def spec(self) -> AnyNetSpec:
+        return ANYNET_SPECS[self.name]
+
+    @property
+    def _keys(self) -> tuple[str, ...]:
+        return ("d", "w", "b", "g") if self.spec.bottleneck else ("d", "w")
+
+    # --- identity -------------------------------------------------------------------------
+    def arch_id(self, arch: AnyNetArch) -> str:
+        self.validate(arch)
+        values = (arch.depths, arch.widths, arch.bot_ratios, arch.groups)
+        return ";".join(f"{k}=" + ",".join(map(str, v)) for k, v in zip(self._keys, values, strict=False))
+
+    def parse(self, arch_id: str) -> AnyNetArch:
+        label, keys = self.spec.label, self._keys
+        form = ";".join(f"{k}=v1,v2,v3" for k in keys)
+        if not isinstance(arch_id, str) or not arch_id:
+            raise ValueError(f"malformed {label} id {arch_id!r}: expected {form}")
+        parts = arch_id.split(";")
+        if len(parts) != len(keys):
+            raise ValueError(f"malformed {label} id {arch_id!r}: expected {len(keys)} ';'-separated parts "
+                             f"({form}), found {len(parts)}")
+        values = []
+        for part, key in zip(parts, keys, strict=True):
+            name, sep, text = part.partition("=")
+            if not sep or name != key:
+                raise ValueError(f"malformed {label} id {arch_id!r}: part {part!r} should be '{key}=…'")
+            items = text.split(",")
+            if len(items) != NUM_STAGES:
+                raise ValueError(f"malformed {label} id {arch_id!r}: {key} needs {NUM_STAGES} "
+                                 f"comma-separated values, found {len(items)} in {text!r}")
+            for item in items:
+                if not item.isdigit() or str(int(item)) != item or int(item) == 0:
+                    raise ValueError(f"malformed {label} id {arch_id!r}: {key} value {item!r} is not a "
+                                     "positive integer")
+            values.append(tuple(int(v) for v in items))
+        arch = AnyNetArch(*values)
+        self.validate(arch)
+        return arch
+
+    def validate(self, arch: AnyNetArch) -> None:
+        """Raise ``ValueError`` naming what does not belong to this space."""
+        label = self.spec.label
+        if not isinstance(arch, AnyNetArch):
+            raise ValueError(f"expected an AnyNetArch, got {type(arch).__name__}")
+        fields = {"depths": arch.depths, "widths": arch.widths, "bot_ratios": arch.bot_ratios,
+                  "groups": arch.groups}
+        for name, values in fields.items():
+            wanted = NUM_STAGES if name in ("depths", "widths") or self.spec.bottleneck else 0
+            if len(values) != wanted:
+                raise ValueError(f"{label} needs {wanted} {name} (one per stage), got {list(values)}")
+            if any(v < 1 for v in values):
+                raise ValueError(f"{label} {name} must be positive, got {list(values)}")
+        for stage in range(NUM_STAGES if self.spec.bottleneck else 0):
+            w_b, g = arch.bottleneck_width(stage), arch.groups[stage]
+            if w_b < 1 or w_b % g:
+                raise ValueError(f"{label} stage {stage + 1}: {g} groups do not divide the bottleneck width "
+                                 f"{w_b} (= round({arch.widths[stage]} / {arch.bot_ratios[stage]}))")
+
+    # --- published format ---------------------------------------------------------------------
+    def from_nds_net(self, net: Mapping[str, Any]) -> AnyNetArch:
+        """The architecture of one NDS json record's ``net`` config.
+
+        Strides, stem width and stem type, where the record states them, must be the CIFAR setting this
+        space builds (``ss`` [1, 2, 2], ``stem_w`` 16, a CIFAR stem); otherwise the record describes another
+        network and is refused rather than silently rebuilt differently.
+        """
+        label = self.spec.label
+        block = str(net.get("block_type", ""))
+        if not block.startswith(self.spec.block_types):
+            raise ValueError(f"NDS {label} records have block_type starting with "
+                             f"{' or '.join(self.spec.block_types)}, got {block!r}")
+        for key, expected in (("ss", list(STRIDES)), ("stem_w", STEM_WIDTH)):
+            if net.get(key) is not None and net[key] != expected:
+                raise ValueError(f"NDS {label} net config has {key} {net[key]!r}; this space builds the "
+                                 f"CIFAR network with {key} {expected!r}")
+        if net.get("stem_type") is not None and "cifar" not in str(net["stem_type"]):
+            raise ValueError(f"NDS {label} net config has stem_type {net['stem_type']!r}; this space builds "
+                             "the CIFAR stem (res_stem_cifar)")
+        try:
+            depths, widths = list(net["ds"]), list(net["ws"])
+        except (KeyError, TypeError) as err:
+            raise ValueError(f"not an NDS {label} net config (needs ds and ws): {err!r}") from None
+        bot_ratios: list[int] = []
+        groups: list[int] = []
+        if self.spec.bottleneck:
+            muls = net.get("bot_muls", net.get("bms"))
+            groups = list(net.get("num_gs", net.get("gs")) or [])
+            if not muls or not groups:
+                raise ValueError(f"NDS {label} net config needs bot_muls and num_gs for bottleneck blocks")
+            for m in muls:
+                ratio = 1 / float(m) if float(m) > 0 else 0.0
+                if ratio < 1 or abs(ratio - round(ratio)) > 1e-9:
+                    raise ValueError(f"NDS {label} bottleneck multiplier {m!r} is not 1/b for an integer b")
+                bot_ratios.append(round(ratio))
+        arch = AnyNetArch(tuple(depths), tuple(widths), tuple(bot_ratios), tuple(groups))
+        self.validate(arch)
+        return arch
+
+    # --- drawing ------------------------------------------------------------------------
+    def sample(self, rng: np.random.Generator) -> AnyNetArch:
+        stages = []
+        for _ in range(NUM_STAGES):
+            while True:
+                d, w = int(rng.choice(self.spec.depths)), int(rng.choice(self.spec.widths))
+                if not self.spec.bottleneck:
+                    stages.append((d, w))
+                    break
+                b, g = int(rng.choice(self.spec.bot_ratios)), int(rng.choice(self.spec.groups))
+                if round(w / b) % g == 0:
+                    stages.append((d, w, b, g))
+                    break
+        return AnyNetArch(*zip(*stages, strict=True))
+
+    def suggest(self, trial: optuna.Trial) -> AnyNetArch:
+        """Per-stage categorical choices; a group count that does not divide the bottleneck width becomes
+        the largest grid value that does (a pure function of the suggested values)."""
+        stages = []
+        for i in range(1, NUM_STAGES + 1):
+            d = trial.suggest_categorical(f"d{i}", self.spec.depths)
+            w = trial.suggest_categorical(f"w{i}", self.spec.widths)
+            if not self.spec.bottleneck:
+                stages.append((d, w))
+                continue
+            b = trial.suggest_categorical(f"b{i}", self.spec.bot_ratios)
+            g = trial.suggest_categorical(f"g{i}", self.spec.groups)
+            g = max(v for v in self.spec.groups if v <= g and round(w / b) % v == 0)
+            stages.append((d, w, b, g))
+        return AnyNetArch(*zip(*stages, strict=True))
+
+    # --- ONNX ------------------------------------------------------------------------------
+    def build_onnx(self, arch: AnyNetArch) -> onnx.ModelProto:
+        self.validate(arch)
+        b = ModelBuilder(self.name, domain=self.name.replace("_", ".").replace("-", "_"))
+        main = b.main
+        x = main.call(_stem(b), "x")
+        w_in = STEM_WIDTH
+        for stage, (d, w, stride) in enumerate(zip(arch.depths, arch.widths, STRIDES, strict=True)):
+            for i in range(d):
+                block = _BLOCKS[self.spec.block]
+                extra = (arch.bottleneck_width(stage), arch.groups[stage]) if self.spec.bottleneck else ()
+                x = main.call(block(b, w_in if i == 0 else w, w, stride if i == 0 else 1, *extra), x)
+            w_in = w
+        y = main.call(_head(b, w_in), x)
+        return b.build(self.input_shape, y, (self.input_shape[0], NUM_CLASSES))
+
+
+# --- blocks, each an ONNX local function defined once per distinct shape ------------------------------
+def _conv_bn(f, x: str, c_in: int, c_out: int, k: int, stride: int = 1, groups: int = 1) -> str:
+    attrs: dict[str, Any] = {"kernel_shape": [k, k]}
+    if k > 1:
+        attrs["pads"] = [k // 2] * 4
+    if stride != 1:
+        attrs["strides"] = [stride, stride]
+    if groups != 1:
+        attrs["group"] = groups
+    y = f.op("Conv", x, f.param(c_out, c_in // groups, k, k), **attrs)
+    return f.op("BatchNormalization", y, *f.param(c_out, n=4))
+
+
+def _suffix(w_in: int, w_out: int, stride: int) -> str:
+    return (f"{w_in}" if w_in == w_out else f"{w_in}_{w_out}") + (f"_s{stride}" if stride != 1 else "")
+
+
+def _stem(b: ModelBuilder) -> str:
+    def body(f, x):
+        return f.op("Relu", _conv_bn(f, x, 3, STEM_WIDTH, 3))
+    return b.function("stem", 1, body)
+
+
+def _shortcut(f, x: str, w_in: int, w_out: int, stride: int) -> str:
+    """Identity, or 1×1 conv (with the stride) and BN where the shape changes."""
+    return x if w_in == w_out and stride == 1 else _conv_bn(f, x, w_in, w_out, 1, stride)
+
+
+def _vanilla(b: ModelBuilder, w_in: int, w_out: int, stride: int) -> str:
+    def body(f, x):
+        y = f.op("Relu", _conv_bn(f, x, w_in, w_out, 3, stride))
+        return f.op("Relu", _conv_bn(f, y, w_out, w_out, 3))
+    return b.function(f"vanilla_{_suffix(w_in, w_out, stride)}", 1, body)
+
+
+def _res_basic(b: ModelBuilder, w_in: int, w_out: int, stride: int) -> str:
+    def body(f, x):
+        y = f.op("Relu", _conv_bn(f, x, w_in, w_out, 3, stride))
+        y = _conv_bn(f, y, w_out, w_out, 3)
+        return f.op("Relu", f.op("Add", _shortcut(f, x, w_in, w_out, stride), y))
+    return b.function(f"res_basic_{_suffix(w_in, w_out, stride)}", 1, body)
+
+
+def _res_bottleneck(b: ModelBuilder, w_in: int, w_out: int, stride: int, w_b: int, groups: int) -> str:
+    def body(f, x):
+        y = f.op("Relu", _conv_bn(f, x, w_in, w_b, 1))
+        y = f.op("Relu", _conv_bn(f, y, w_b, w_b, 3, stride, groups))
+        y = _conv_bn(f, y, w_b, w_out, 1)
+        return f.op("Relu", f.op("Add", _shortcut(f, x, w_in, w_out, stride), y))
+    return b.function(f"res_bottleneck_{_suffix(w_in, w_out, stride)}_b{w_b}_g{groups}", 1, body)
+
+
+_BLOCKS = {"vanilla": _vanilla, "res_basic": _res_basic, "res_bottleneck": _res_bottleneck}
+
+
+def _head(b: ModelBuilder, w: int) -> str:
+    def body(f, x):
+        y = f.op("Flatten", f.op("GlobalAveragePool", x), axis=1)
+        return f.op("Gemm", y, f.param(NUM_CLASSES, w), f.param(NUM_CLASSES), transB=1)
+    return b.function(f"head_{w}", 1, body)
+
+
+# --- the spaces ---------------------------------------------------------------------------------------
+class NDSVanilla(AnyNetSpace):
+    """NDS Vanilla space: 3 stages of plain double-3×3 blocks, per-stage depth and width (CIFAR-10)."""
+
+    name = "nds_vanilla"
+
+
+class NDSResNet(AnyNetSpace):
+    """NDS ResNet space: 3 stages of residual basic blocks, per-stage depth and width (CIFAR-10)."""
+
+    name = "nds_resnet"
+
+
+class NDSResNeXtA(AnyNetSpace):
+    """NDS ResNeXt-A space: 3 stages of grouped bottleneck blocks, per-stage d, w, b, g ≤ 4 (CIFAR-10)."""
+
+    name = "nds_resnext-a"
+
+
+class NDSResNeXtB(AnyNetSpace):
+    """NDS ResNeXt-B space: 3 stages of grouped bottleneck blocks, per-stage d, w, b, g ≤ 64 (CIFAR-10)."""
+
+    name = "nds_resnext-b"
+
+
+ANYNET_SPACES: dict[str, type[AnyNetSpace]] = {
+    cls.name: cls for cls in (NDSResNet, NDSResNeXtA, NDSResNeXtB, NDSVanilla)
+}
+
