@@ -11,6 +11,7 @@ from nasrlm.data._fbnet import available_fbnet_objectives, load_fbnet
 from nasrlm.data._nb101 import available_nb101_objectives, load_nb101
 from nasrlm.data._nb201 import available_nb201_objectives, load_nb201
 from nasrlm.data._nb301 import available_nb301_objectives, load_nb301
+from nasrlm.data._nds import NDS_TABLE_LOADERS
 from nasrlm.data._ofa import available_ofa_mbv3_objectives, load_ofa_mbv3
 from nasrlm.data._table import BenchmarkTable, Objective
 
@@ -18,6 +19,7 @@ from nasrlm.data._table import BenchmarkTable, Objective
 TABLE_LOADERS: dict[str, tuple[Callable[..., BenchmarkTable], Callable[..., list[Objective]]]] = {
     "nb201": (load_nb201, available_nb201_objectives),
     "nb301": (load_nb301, available_nb301_objectives),
+    **NDS_TABLE_LOADERS,  # nds_amoeba, nds_darts, ..., nds_vanilla
     "nb101": (load_nb101, available_nb101_objectives),
     "fbnet": (load_fbnet, available_fbnet_objectives),
     "ofa_mbv3": (load_ofa_mbv3, available_ofa_mbv3_objectives),

@@ -1,0 +1,252 @@
+"""NDS result files (Radosavovic et al. 2019, "On Network Design Spaces for Visual Recognition") as tables.
+
+The NDS release (facebookresearch/nds, ``nds_data/<Space>.json``) is not shipped here; this reads its
+published format, as NNI's ``nni/nas/benchmarks/nds/db_gen.py`` and the nas-without-training loaders read
+it. A file is a JSON list of records, or ``{"top": [...], "mid": [...]}`` (both lists are read). A
+record is one training run::
+
+    {"net": {...}, "optim": {"base_lr", "wd", "max_ep", ...}, "rng_seed": 1,
+     "train_ep_top1": [...], "train_ep_loss": [...], "test_ep_top1": [...],   # per epoch; top-1 ERROR %
+     "params": 812345, "flops": 123456789, "iter_time": 0.1, "prec_time": {...}, ...}
+
+``net`` is a cell space's ``{"genotype": {"normal": [[op, input], ...], "normal_concat": [...],
+"reduce": ..., "reduce_concat": ...}, "width", "depth", "aux", "drop_prob"}`` or an AnyNet space's
+``{"block_type", "ds", "ws", "ss", "bot_muls", "num_gs"}``; the space's ``from_nds_net`` turns it into an
+id and refuses configs it would not build exactly (wrong concat, strides, stem, block type).
+
+File names say the space: ``<Space>.json`` plus the CIFAR variants ``_fix-w-d`` (NDS fixed width and
+depth), ``_reruns`` and ``_rng1..3`` (repeated runs). ``_in`` files (ImageNet networks, another stem) and
+``_lr-wd`` files (learning rate and weight decay swept, so accuracy is not a function of the architecture)
+are refused. Several records of one architecture (reruns, seeds) become one row: the mean of each
+column, with ``n_runs`` saying how many records it averages.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import json
+import math
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from nasrlm.data._datadir import data_file, resolve_data_dir
+from nasrlm.data._nb201 import UnknownObjectiveError
+from nasrlm.data._table import BenchmarkTable, Objective
+from search_spaces.anynet import ANYNET_SPACES
+from search_spaces.nds import NDS_CELL_SPACES
+
+#: nasrlm space -> NDS file stem (``nds_data/<stem>.json``).
+NDS_FILES: Mapping[str, str] = MappingProxyType({
+    "nds_amoeba": "Amoeba", "nds_darts": "DARTS", "nds_enas": "ENAS", "nds_nasnet": "NASNet",
+    "nds_pnas": "PNAS", "nds_resnet": "ResNet", "nds_resnext-a": "ResNeXt-A", "nds_resnext-b": "ResNeXt-B",
+    "nds_vanilla": "Vanilla",
+})
+NDS_DIR = "nds_data"
+_SPACES: dict[str, Callable[[], Any]] = {**NDS_CELL_SPACES, **ANYNET_SPACES}
+_SAME_NETWORK_VARIANTS = ("fix-w-d", "reruns", "rng1", "rng2", "rng3")
+
+
+@dataclass(frozen=True)
+class _Spec:
+    objective: Objective
+    value: Callable[[Mapping[str, Any]], float]  # record -> value (NaN where the record lacks it)
+
+
+def _last_acc(key: str) -> Callable[[Mapping[str, Any]], float]:
+    return lambda r: 100.0 - float(r[key][-1]) if r.get(key) else math.nan
+
+
+def _best_acc(key: str) -> Callable[[Mapping[str, Any]], float]:
+    return lambda r: 100.0 - float(min(r[key])) if r.get(key) else math.nan
+
+
+def _millions(key: str) -> Callable[[Mapping[str, Any]], float]:
+    return lambda r: float(r[key]) / 1e6 if r.get(key) is not None else math.nan
+
+
+def _catalogue() -> dict[str, _Spec]:
+    src = "NDS json field {} (data dir nds_data/<Space>.json; facebookresearch/nds)"
+    specs = [
+        _Spec(Objective("acc", "%", "CIFAR-10 top-1 test accuracy after the last epoch, NDS training",
+                        src.format("100 - test_ep_top1[-1]"), True), _last_acc("test_ep_top1")),
+        _Spec(Objective("best_acc", "%", "CIFAR-10 top-1 test accuracy of the best epoch, NDS training",
+                        src.format("100 - min(test_ep_top1)"), True), _best_acc("test_ep_top1")),
+        _Spec(Objective("train_acc", "%", "CIFAR-10 top-1 training accuracy after the last epoch",
+                        src.format("100 - train_ep_top1[-1]"), True), _last_acc("train_ep_top1")),
+        _Spec(Objective("params_m", "M", "parameters, millions, as NDS (pycls) counted them; may include an "
+                        "auxiliary head where the record's net has aux on", src.format("params"), False),
+              _millions("params")),
+        _Spec(Objective("flops_m", "MFLOPs", "FLOPs, millions, as NDS (pycls) counted them",
+                        src.format("flops"), False), _millions("flops")),
+        _Spec(Objective("n_runs", "", "number of records (training runs) averaged into this row",
+                        "count of records per architecture", True), lambda r: 1.0),
+    ]
+    return {s.objective.name: s for s in specs}
+
+
+_SPECS = _catalogue()
+#: every NDS objective, keyed by name.
+NDS_OBJECTIVES: Mapping[str, Objective] = MappingProxyType({n: s.objective for n, s in _SPECS.items()})
+
+
+def nds_space_of(path: str | os.PathLike[str]) -> str:
+    """The nasrlm space a published NDS file holds, from its name (``DARTS_fix-w-d.json`` -> nds_darts)."""
+    stem = Path(path).name.removesuffix(".json")
+    base, _, variant = stem.partition("_")
+    if variant == "in" or variant.endswith("_in"):
+        raise ValueError(f"NDS file {stem!r} holds ImageNet networks (another stem and input size); only the "
+                         "CIFAR-10 files are supported")
+    if variant and variant not in _SAME_NETWORK_VARIANTS:
+        raise ValueError(f"NDS file {stem!r}: variant {variant!r} is not supported (supported: none, "
+                         f"{', '.join(_SAME_NETWORK_VARIANTS)}; lr-wd sweeps vary the training, not only the "
+                         "network)")
+    spaces = [name for name, file in NDS_FILES.items() if file == base]
+    if not spaces:
+        raise ValueError(f"no nasrlm space for NDS file {stem!r}; known: {', '.join(NDS_FILES.values())}")
+    return spaces[0]
+
+
+def read_nds_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The records of a published NDS json file (a list, or the ``top`` and ``mid`` lists of a dict)."""
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    if isinstance(data, dict) and "top" in data and "mid" in data:
+        data = [*data["top"], *data["mid"]]
+    if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
+        raise ValueError(f"{path}: not an NDS file (expected a list of records or {{'top': [...], 'mid': "
+                         "[...]}})")
+    return data
+
+
+@dataclass(frozen=True)
+class _Table:
+    ids: tuple[str, ...]  # first-appearance order
+    row_of: Mapping[str, int]
+    columns: Mapping[str, np.ndarray]  # read-only float64, by objective name
+
+
+def _version(path: Path) -> tuple[str, int, int]:
+    st = path.stat()
+    return str(path), st.st_mtime_ns, st.st_size
+
+
+@functools.lru_cache(maxsize=8)
+def _read(version: tuple[str, int, int], space_name: str) -> _Table:
+    path = version[0]
+    space = _SPACES[space_name]()
+    records = read_nds_records(path)
+    ids: list[str] = []
+    for k, record in enumerate(records):
+        if not record.get("test_ep_top1"):
+            raise ValueError(f"{path}: record {k} has no test_ep_top1 (per-epoch test error)")
+        try:
+            ids.append(space.arch_id(space.from_nds_net(record["net"])))
+        except (KeyError, ValueError) as err:
+            raise ValueError(f"{path}: record {k}: {err}") from None
+    order = list(dict.fromkeys(ids))
+    row_of = {i: r for r, i in enumerate(order)}
+    rows = np.fromiter((row_of[i] for i in ids), np.intp, count=len(ids))
+    counts = np.bincount(rows, minlength=len(order)).astype(np.float64)
+    columns = {}
+    for name, spec in _SPECS.items():
+        values = np.array([spec.value(r) for r in records], dtype=np.float64)
+        sums = np.bincount(rows, weights=np.nan_to_num(values), minlength=len(order))
+        present = np.bincount(rows, weights=~np.isnan(values), minlength=len(order))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            column = counts if name == "n_runs" else np.where(present > 0, sums / present, math.nan)
+        column.flags.writeable = False
+        columns[name] = column
+    return _Table(tuple(order), row_of, columns)
+
+
+def load_nds_json(path: str | os.PathLike[str], space: str | None = None,
+                  objectives: Sequence[str] | None = None) -> BenchmarkTable:
+    """All rows of one published NDS file, keyed by canonical ids of ``space`` (default: from the name).
+
+    ``objectives`` defaults to every column of :data:`NDS_OBJECTIVES`.
+    """
+    path = Path(path)
+    space = space or nds_space_of(path)
+    if space not in _SPACES:
+        raise ValueError(f"{space!r} is not an NDS space; expected one of {', '.join(NDS_FILES)}")
+    names = list(objectives) if objectives is not None else list(_SPECS)
+    _check_names(names, {})
+    table = _read(_version(path), space)
+    values = np.column_stack([table.columns[n] for n in names]) if names else None
+    return BenchmarkTable(space, list(table.ids), [_SPECS[n].objective for n in names],
+                          values if values is not None else np.empty((len(table.ids), 0)), str(path.parent))
+
+
+def available_nds_objectives(data_dir: str | os.PathLike[str] | None = None, *,
+                             space: str) -> list[Objective]:
+    """Objectives :func:`load_nds` serves for ``space`` from ``data_dir`` (none without its NDS file)."""
+    root = resolve_data_dir(data_dir)
+    if root is None or not (root / NDS_DIR / f"{NDS_FILES[space]}.json").is_file():
+        return []
+    return list(NDS_OBJECTIVES.values())
+
+
+def load_nds(objectives: Sequence[str], data_dir: str | os.PathLike[str] | None = None,
+             ids: Sequence[str] | None = None, *,
+             extra: Mapping[str, tuple[Objective, Mapping[str, float]]] | None = None,
+             space: str) -> BenchmarkTable:
+    """Table of ``objectives`` for ``space`` from ``<data_dir>/nds_data/<Space>.json`` (the loader that
+    ``TABLE_LOADERS`` holds, with ``space`` bound). ``ids`` picks rows (NaN where the file lacks one);
+    ``extra`` adds columns as for the other tables."""
+    names = [objectives] if isinstance(objectives, str) else list(objectives)
+    extra = dict(extra or {})
+    _check_names(names, extra)
+    root = resolve_data_dir(data_dir)
+    relpath = f"{NDS_DIR}/{NDS_FILES[space]}.json"
+    needs_file = ids is None or bool(set(names) - set(extra))
+    table = _read(_version(data_file(root, relpath)), space) if needs_file else None
+    if ids is None:
+        row_ids = list(table.ids)  # type: ignore[union-attr]
+    else:
+        row_ids = [ids] if isinstance(ids, str) else list(ids)
+        checker = _SPACES[space]()
+        for i in row_ids:
+            checker.parse(i)  # ValueError naming the malformed part
+    values = np.empty((len(row_ids), len(names)), dtype=np.float64)
+    used: list[Objective] = []
+    for j, name in enumerate(names):
+        if name in extra:
+            obj, mapping = extra[name]
+            values[:, j] = [float(mapping[i]) if i in mapping else math.nan for i in row_ids]
+            used.append(obj)
+            continue
+        rows = np.fromiter((table.row_of.get(i, -1) for i in row_ids), np.intp,  # type: ignore[union-attr]
+                           count=len(row_ids))
+        values[:, j] = np.where(rows >= 0, table.columns[name][rows], math.nan)  # type: ignore[union-attr]
+        used.append(_SPECS[name].objective)
+    return BenchmarkTable(space, row_ids, used, values, str(root) if root is not None else None)
+
+
+def _check_names(names: Sequence[str], extra: Mapping[str, tuple[Objective, Mapping[str, float]]]) -> None:
+    for name, (obj, _) in extra.items():
+        if name in _SPECS:
+            raise ValueError(f"extra objective {name!r} shadows a built-in NDS objective; rename it")
+        if obj.name != name:
+            raise ValueError(f"extra objective keyed {name!r} is named {obj.name!r}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"objective listed twice: {[n for n in names if names.count(n) > 1][0]!r}")
+    for name in names:
+        if name not in _SPECS and name not in extra:
+            close = difflib.get_close_matches(name, [*_SPECS, *extra], n=3)
+            hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+            raise UnknownObjectiveError(f"unknown NDS objective {name!r}{hint}; valid names: "
+                                        f"{', '.join([*_SPECS, *extra])}")
+
+
+#: one ``TABLE_LOADERS`` entry per NDS space: (loader, lister), each with the space bound.
+NDS_TABLE_LOADERS: dict[str, tuple[Callable[..., BenchmarkTable], Callable[..., list[Objective]]]] = {
+    name: (functools.partial(load_nds, space=name), functools.partial(available_nds_objectives, space=name))
+    for name in NDS_FILES
+}
