@@ -5,7 +5,12 @@ pretrained supernets of mit-han-lab/once-for-all (``ofa/model_zoo.py: ofa_net``)
 ONNX at its input resolution: the model of resolution ``r`` takes ``(1, 3, r, r)``. The definitions
 below were read from that repository's ``ofa/imagenet_classification/elastic_nn/networks/ofa_mbv3.py``,
 ``ofa_proxyless.py``, ``ofa_resnets.py``, ``elastic_nn/modules/dynamic_layers.py``,
-``networks/{mobilenet_v3,proxyless_nets,resnets}.py`` and ``ofa/utils/{layers,pytorch_modules}.py``.
+``networks/{mobilenet_v3,proxyless_nets,resnets}.py`` and ``ofa/utils/{layers,pytorch_modules}.py``
+(as stored at commit 80a2e26e).
+
+Because the resolution is part of the architecture, a space's :attr:`input_shape` is its largest input,
+``(1, 3, 224, 224)`` by default, and :meth:`input_shape_of` gives an architecture's own; a space made
+with ``resolutions=(r,)`` has exactly one input shape (the conformance suite uses such instances).
 
 Shared conventions (OFA's ``MyNetwork.CHANNEL_DIVISIBLE = 8``):
 
