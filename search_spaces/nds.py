@@ -40,10 +40,11 @@ ENAS   5     skip, sep_conv 3/5, avg 3, max 3                                   
 DARTS  4     none, max 3, avg 3, skip, sep_conv 3/5, dil_conv 3/5                       all nodes
 ====== ===== ======================================================================== ==========
 
-NDS samples width C from {16, 24, 32} and depth from {4, 8, 12, 16, 20} cells (NNI's NDS defaults; the
-NDS paper's CIFAR setting); :meth:`sample` draws those, while ids accept any even width and depth ≥ 1
-so that every record of a published NDS file can be named. Operations and inputs are drawn uniformly;
-two inputs of a node may coincide except in DARTS and NB301, whose nodes keep two distinct predecessors.
+:meth:`sample` draws width C from {16, 24, 32} and depth from {4, 8, 12, 16, 20} cells, the choices
+NNI's NDS port gives these spaces (the NDS paper itself could not be read where this was written), and
+operations and inputs uniformly; two inputs of a node may coincide except in DARTS and NB301, whose
+nodes keep two distinct predecessors (NDS did not publish its sampler: this is our reading). Ids accept
+any even width and any depth ≥ 1, so that every record of a published NDS file can be named.
 
 NAS-Bench-301 (``nb301``) is the DARTS space without ``none`` at NB301's fixed size, C = 32 and 8 cells
 (NB301 trained with DARTS' evaluation pipeline at that size). Its parameter counts were checked against
