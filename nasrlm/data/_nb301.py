@@ -50,8 +50,10 @@ class _Spec:
 def _catalogue() -> dict[str, _Spec]:
     source = f"{ZERO_COST_JSON} field {{}} (data dir; {_ORIGIN})"
     specs = [
-        _Spec(Objective("acc", "%", "CIFAR-10 top-1 validation accuracy, NAS-Bench-301 training (C=32, "
-                        "8 cells, 100 epochs)", source.format("val_accuracy"), True), "val_accuracy"),
+        _Spec(Objective("acc", "%", "CIFAR-10 top-1 validation accuracy, NAS-Bench-301 pipeline (C=32, 8 "
+                        "cells, 100 epochs), as NAS-Bench-Suite-Zero records it (measured or NB301 "
+                        "surrogate: the file does not say)", source.format("val_accuracy"), True),
+              "val_accuracy"),
         _Spec(Objective("params_m", "M", "parameters, millions, counted by NASLib (cell-op BatchNorms "
                         "non-affine, no auxiliary head)", source.format("params"), False), "params"),
         _Spec(Objective("flops_m", "MFLOPs", "FLOPs, millions, counted by NASLib (MACs plus BatchNorm, ReLU "
