@@ -36,7 +36,9 @@ class SearchSpace(abc.ABC, Generic[Arch]):
 
     #: Registry key, e.g. ``"nb201"``. Lower case, no spaces.
     name: str
-    #: Input the exported model declares, ``(batch, channels, height, width)`` for image models.
+    #: Input the exported model declares, ``(batch, channels, height, width)`` for image models; where
+    #: it varies per architecture (e.g. a searched resolution), the largest, and :meth:`input_shape_of`
+    #: gives each architecture's own.
     input_shape: tuple[int, ...]
 
     # --- identity -------------------------------------------------------------------------
@@ -67,6 +69,10 @@ class SearchSpace(abc.ABC, Generic[Arch]):
         return None
 
     # --- ONNX ------------------------------------------------------------------------------
+    def input_shape_of(self, arch: Arch) -> tuple[int, ...]:
+        """The input the model of ``arch`` declares; :attr:`input_shape` unless the space varies it."""
+        return tuple(self.input_shape)
+
     @abc.abstractmethod
     def build_onnx(self, arch: Arch) -> onnx.ModelProto:
         """The structural ONNX model of ``arch`` (functions and weight placeholders allowed)."""

@@ -9,8 +9,8 @@ below were read from that repository's ``ofa/imagenet_classification/elastic_nn/
 (as stored at commit 80a2e26e).
 
 Because the resolution is part of the architecture, a space's :attr:`input_shape` is its largest input,
-``(1, 3, 224, 224)`` by default, and :meth:`input_shape_of` gives an architecture's own; a space made
-with ``resolutions=(r,)`` has exactly one input shape (the conformance suite uses such instances).
+``(1, 3, 224, 224)`` by default, and :meth:`input_shape_of` (part of the search-space interface) gives
+an architecture's own; a space made with ``resolutions=(r,)`` has exactly one input shape.
 
 Shared conventions (OFA's ``MyNetwork.CHANNEL_DIVISIBLE = 8``):
 

@@ -114,9 +114,11 @@ class SearchSpaceTests:
             model = self.space.to_onnx(arch)
             onnx.checker.check_model(model, full_check=True)
             declared = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
-            assert tuple(declared) == tuple(self.space.input_shape)
+            shape = tuple(self.space.input_shape_of(arch))
+            assert tuple(declared) == shape
+            assert len(shape) == len(self.space.input_shape)
             session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-            x = np.random.default_rng(0).standard_normal(self.space.input_shape).astype(np.float32)
+            x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
             outputs = session.run(None, {session.get_inputs()[0].name: x})
             assert all(np.all(np.isfinite(o)) for o in outputs)
             assert count_parameters(model) > 0

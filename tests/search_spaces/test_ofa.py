@@ -29,20 +29,25 @@ from search_spaces.ofa import RESOLUTIONS, MBConv, MobileNetSpec, _act, build_mo
 from search_spaces.testing import SearchSpaceTests
 
 
-# --- conformance: one resolution per instance, since the suite feeds ``space.input_shape`` ------------
+# --- conformance: the registered spaces (each architecture declares its own resolution) -------------
 class TestOFAMobileNetV3(SearchSpaceTests):
-    space = OFAMobileNetV3(resolutions=(224,))
+    space = OFAMobileNetV3()
     n_archs = 2
 
 
 class TestOFAProxylessNAS(SearchSpaceTests):
-    space = OFAProxylessNAS(resolutions=(160,))
+    space = OFAProxylessNAS()
     n_archs = 2
 
 
 class TestOFAResNet50(SearchSpaceTests):
-    space = OFAResNet50(resolutions=(132,))  # odd feature maps: 66, 33, 17, 9, 5 (ceil-mode pooling)
+    space = OFAResNet50()
     n_archs = 2
+
+
+class TestOFAResNet50OddResolution(SearchSpaceTests):
+    space = OFAResNet50(resolutions=(132,))  # odd feature maps: 66, 33, 17, 9, 5 (ceil-mode pooling)
+    n_archs = 1
 
 
 def _structural_stats(model: onnx.ModelProto) -> tuple[int, int]:
