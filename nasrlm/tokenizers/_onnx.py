@@ -78,7 +78,8 @@ _DEFAULT_OPTIONS: dict[str, Any] = {
 DEFAULT_VOCAB_SIZE = 1024
 #: Upper bound of the default vocabulary of :meth:`OnnxTokenizer.train_on_spaces`, however many spaces.
 MAX_DEFAULT_VOCAB_SIZE = 8192
-DEFAULT_SAMPLES_PER_SPACE = 1000
+#: 100 per space: 16 spaces train in ~18 s on two cores (1,000: ~4 min) for 2-4 % longer NB201 texts.
+DEFAULT_SAMPLES_PER_SPACE = 100
 
 
 def _escape(text: str) -> str:
