@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import csv
+import importlib
+import importlib.util
 import json
 import os
 import sys
@@ -28,6 +30,8 @@ USAGE_ERROR = 2
 SAMPLER_NAMES = ("rlm", "random", "nsga2", "nsga3", "tpe")
 #: Latency store used when ``--db`` is not given.
 DEFAULT_DB = "latency.db"
+#: Plug-ins (module names or .py files, comma-separated) imported before every command, like ``--plugin``.
+PLUGINS_ENV = "NASRLM_PLUGINS"
 
 
 class CliError(Exception):
@@ -36,7 +40,56 @@ class CliError(Exception):
 
 # --- helpers ---------------------------------------------------------------------------------------
 def _space(name: str) -> search_spaces.SearchSpace:
-    return search_spaces.get_space(name)
+    try:
+        return search_spaces.get_space(name)
+    except search_spaces.UnknownSpaceError as error:
+        raise CliError(f"{error}. A space of your own? Load it with 'nasrlm --plugin my_space.py ...' "
+                       f"(or ${PLUGINS_ENV}), or install it under the entry-point group "
+                       f"{search_spaces.ENTRY_POINT_GROUP}") from None
+
+
+def load_plugins(plugins: Sequence[str]) -> None:
+    """Import each plug-in so that its ``register_space`` calls run: spaces without an installed package.
+
+    A plug-in is a module name (found on ``sys.path``) or the path of a ``.py`` file. A file is imported
+    under its stem, with its folder put first on ``sys.path`` as when Python runs a script, so it can
+    import modules beside it. Each is imported once per process, however often it is named.
+    """
+    for plugin in dict.fromkeys(p.strip() for p in plugins if p.strip()):
+        if plugin.endswith(".py") or os.sep in plugin or (os.altsep and os.altsep in plugin):
+            _import_file(Path(plugin))
+            continue
+        try:
+            importlib.import_module(plugin)
+        except ModuleNotFoundError as error:
+            if error.name != plugin.split(".")[0] and error.name != plugin:
+                raise  # the plug-in itself failed to import something: its traceback is what helps
+            raise CliError(f"plug-in module {plugin!r} not found on the Python path; pass the file instead "
+                           f"(--plugin path/to/{plugin.rsplit('.', 1)[-1]}.py)") from None
+
+
+def _import_file(path: Path) -> None:
+    if not path.is_file():
+        raise CliError(f"plug-in file {str(path)!r} not found")
+    path = path.resolve()
+    name = path.stem
+    loaded = sys.modules.get(name)
+    if loaded is not None:
+        if getattr(loaded, "__file__", None) and Path(loaded.__file__).resolve() == path:
+            return
+        raise CliError(f"plug-in {str(path)!r}: a module named {name!r} is already imported "
+                       f"(from {getattr(loaded, '__file__', 'built-in')}); rename the file")
+    if str(path.parent) not in sys.path:
+        sys.path.insert(0, str(path.parent))
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
 
 
 def _arch_ids(space: search_spaces.SearchSpace, args: argparse.Namespace) -> list[str]:
@@ -327,6 +380,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nasrlm", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"nasrlm {__version__}")
+    parser.add_argument("--plugin", action="append", default=[], metavar="MODULE|FILE.py",
+                        help="import this module or .py file first, so the search spaces it registers "
+                             f"exist (repeatable; also ${PLUGINS_ENV}, comma-separated); "
+                             "put it before the command")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("spaces", help="list the search spaces")
@@ -433,6 +490,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        load_plugins([*os.environ.get(PLUGINS_ENV, "").split(","), *args.plugin])
         return args.func(args)
     except (CliError, ValueError, KeyError, FileNotFoundError, RuntimeError) as error:
         message = str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)
