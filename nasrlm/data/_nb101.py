@@ -25,6 +25,7 @@ import hashlib
 import json
 import math
 import os
+import sys
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -148,8 +149,8 @@ def match_hashes(keys: Iterable[str], cells: Iterable[NB101Cell], *, progress: b
     wanted = set(keys)
     space = NasBench101()
     found: dict[str, str] = {}
-    bar = tqdm(cells, total=total, desc="nb101: matching module hashes to cells (cached afterwards)",
-               unit="cell", disable=not progress, mininterval=1.0)
+    bar = tqdm(cells, total=total, desc="nb101: hashing cells", unit="cell",
+               disable=None if progress else True, mininterval=1.0)  # None: only on a terminal
     for cell in bar:
         h = _cell_hash(cell)
         if h in wanted and h not in found:
@@ -183,8 +184,9 @@ def _ids_for_cached(keys: tuple[str, ...], cache_file: str) -> tuple[str, ...]:
     cached = _read_id_cache(Path(cache_file), keys)
     if cached is not None:
         return cached
-    space = NasBench101()
-    found = match_hashes(keys, space.enumerate(), progress=True, total=NUM_CELLS)
+    print(f"nb101: attaching the {len(keys):,} module hashes of {FIRST_20K_JSON} to cells by hashing the "
+          f"whole space (once, 1-3 min; the map is cached in {Path(cache_file).parent})", file=sys.stderr)
+    found = match_hashes(keys, NasBench101().enumerate(), progress=True, total=NUM_CELLS)
     ids = tuple(found[k] for k in keys)
     _write_id_cache(Path(cache_file), ids)
     return ids
