@@ -26,7 +26,7 @@ def commands(out: Path, *, quick: bool = False) -> list[list[str]]:
     """The ``nasrlm`` argument lists of the example, writing everything under ``out``."""
     db, table, model, run = (str(out / name) for name in ("latency.db", "tinymb.csv", "model", "search"))
     n, timing = ("12", ["--warmup", "2", "--runs", "10"]) if quick else ("48", [])
-    train = (["--size", "tiny", "--epochs", "3", "--pretrain", "32", "--batch-size", "8"] if quick
+    train = (["--size", "tiny", "--epochs", "2", "--pretrain", "16", "--batch-size", "8"] if quick
              else ["--size", "tiny", "--epochs", "30", "--pretrain", "256"])
     plugin = ["--plugin", str(PLUGIN)]
     return [
@@ -35,7 +35,7 @@ def commands(out: Path, *, quick: bool = False) -> list[list[str]]:
           for device in OBJECTIVES.split(",")),
         [*plugin, "data", "tinymb", "--objectives", OBJECTIVES, "--db", db, "-o", table],
         [*plugin, "train", "--data", table, "-o", model, *train, "--threads", "1", "--quiet"],
-        [*plugin, "search", "tinymb", "--objectives", OBJECTIVES, "--budget", "12" if quick else "40",
+        [*plugin, "search", "tinymb", "--objectives", OBJECTIVES, "--budget", "8" if quick else "40",
          "--db", db, "--out", run, "--compare", "random", "--threads", "1", "--quiet"],
     ]
 

@@ -1,10 +1,11 @@
 """The plug-in guide's worked example (``experiments/plugin_example``), end to end with tiny settings.
 
 Conformance suite on the example space, the ``--plugin`` mechanism in fresh processes, then the
-example's own command list (measure -> data -> train -> search) through ``nasrlm.cli.main``. Two
-costs that do not depend on the space are cut down here, as ``tests/nasrlm/test_search.py`` does: the
-RLM sampler is a tiny one, and ``nasrlm train``'s tokenizer learns from the example space alone instead
-of 1,000 architectures of every registered space.
+example's own command list (measure -> data -> train -> search) through ``nasrlm.cli.main``. Costs
+that the CLI does not let a user set are cut down here, as ``tests/nasrlm/test_search.py`` does: the RLM
+sampler is a tiny one, ``nasrlm train``'s tokenizer learns from the example space alone instead of
+samples of every registered space, and the search report's predicted front is drawn over 64 random
+architectures instead of 2,000 (each one a torch export, which made that step alone take minutes).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import pytest
 
 from nasrlm.cli import main
 from nasrlm.data import BenchmarkTable
-from search_spaces import _registry
+from search_spaces import SearchSpace, _registry
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "experiments" / "plugin_example"
@@ -107,11 +108,13 @@ def test_worked_example_end_to_end(capsys: pytest.CaptureFixture[str], isolated:
 
     tiny = {"d_model": 32, "num_heads": 2, "d_ff": 64, "encoder_layers": 1, "decoder_layers": 1}
     monkeypatch.setitem(SAMPLERS, "rlm", lambda space, seed, progress: RLMSampler(
-        space, seed=seed, n_startup_trials=6, proposals_per_fit=3, num_candidates=48, num_samples=4,
-        pretrain_archs=16, fit_steps=15, model=tiny))
+        space, seed=seed, n_startup_trials=4, proposals_per_fit=4, num_candidates=24, num_samples=4,
+        pretrain_archs=8, fit_steps=8, model=tiny))  # with --budget 8: one model fit, four proposals
     train_on_spaces = OnnxTokenizer.train_on_spaces.__func__
     monkeypatch.setattr(OnnxTokenizer, "train_on_spaces", classmethod(
-        lambda cls, spaces=None, samples_per_space=1000, **kw: train_on_spaces(cls, ["tinymb"], 64, **kw)))
+        lambda cls, spaces=None, samples_per_space=100, **kw: train_on_spaces(cls, ["tinymb"], 64, **kw)))
+    sample_ids = SearchSpace.sample_ids
+    monkeypatch.setattr(SearchSpace, "sample_ids", lambda self, n, seed=0: sample_ids(self, min(n, 64), seed))
 
     out = tmp_path / "example"
     commands = _import(EXAMPLE / "run_example.py").commands(out, quick=True)
@@ -127,7 +130,7 @@ def test_worked_example_end_to_end(capsys: pytest.CaptureFixture[str], isolated:
     assert [o.unit for o in table.objectives] == ["ms", "ms"]
     assert (out / "model").is_dir()
     lines = printed.out.splitlines()
-    assert any(line.strip().startswith("rlm: 12 evaluations") for line in lines), printed.out
-    assert any(line.strip().startswith("random: 12 evaluations") for line in lines), printed.out
+    assert any(line.strip().startswith("rlm: 8 evaluations") for line in lines), printed.out
+    assert any(line.strip().startswith("random: 8 evaluations") for line in lines), printed.out
     for name in ("pareto.csv", "pareto.png", "hypervolume.png", "report.md"):
         assert (out / "search" / name).is_file(), name
