@@ -36,6 +36,10 @@ from search_spaces import SearchSpace
 #: Network for the sampler's model: small enough to refit in seconds on two cores.
 DEFAULT_MODEL = {"d_model": 64, "num_heads": 4, "d_ff": 128, "encoder_layers": 2, "decoder_layers": 1}
 
+#: Passes over the pre-training architectures. NB201, acc/pixel3 given 100 labels, d=64 model: no
+#: pre-training Kendall 0.49/0.56; 3,000 archs x 3 epochs 0.55/0.63; all 15,625 x 3 epochs 0.56/0.66.
+PRETRAIN_EPOCHS = 3
+
 _ACTIVE = (TrialState.RUNNING, TrialState.WAITING)
 
 
@@ -56,7 +60,7 @@ class RLMSampler(BaseSampler):
             (all of them when the space's parameter grid is at most this large).
         num_samples: decoded samples per candidate for the expected improvement.
         pretrain_archs: random architectures whose free labels (parameters, MACs) pre-train the model
-            before it sees any trial; 0 skips pre-training.
+            (:data:`PRETRAIN_EPOCHS` passes) before it sees any trial; 0 skips pre-training.
         fit_steps: optimiser steps per refit (the model is warm-started from the previous round).
         model: overrides of :class:`~nasrlm.model.RLMConfig` (default :data:`DEFAULT_MODEL`).
         seed: makes the whole search reproducible (same seed, same trials).
@@ -65,7 +69,7 @@ class RLMSampler(BaseSampler):
     """
 
     def __init__(self, space: SearchSpace, *, n_startup_trials: int = 10, proposals_per_fit: int = 10,
-                 num_candidates: int = 2000, num_samples: int = 16, pretrain_archs: int = 512,
+                 num_candidates: int = 2000, num_samples: int = 16, pretrain_archs: int = 3000,
                  fit_steps: int = 150, model: dict[str, Any] | None = None, seed: int | None = None,
                  independent_sampler: BaseSampler | None = None, progress: bool = False) -> None:
         if n_startup_trials < 2:
@@ -203,10 +207,11 @@ class RLMSampler(BaseSampler):
         self._predictor = RLMPredictor.create(tokenizer, [*FREE_OBJECTIVES, *objectives],
                                               **self.model_options)
         if self.pretrain_archs:
-            ids = pool[: self.pretrain_archs]
+            # many architectures seen a few times beat a few seen many times (same number of steps)
+            ids = self.space.sample_ids(self.pretrain_archs, seed=self._seed)
             self.log(f"pre-training on free labels (parameters, MACs) of {len(ids):,} architectures")
-            epochs = max(1, math.ceil(2 * self.fit_steps / math.ceil(len(ids) / 32)))
-            self._predictor.fit(texts[: len(ids)], self.free_labels_of(ids), self._free_names,
+            epochs = max(PRETRAIN_EPOCHS, math.ceil(2 * self.fit_steps / math.ceil(len(ids) / 32)))
+            self._predictor.fit([self.text_of(i) for i in ids], self.free_labels_of(ids), self._free_names,
                                 TrainConfig(max_epochs=epochs, validation_fraction=0.0, seed=self._seed,
                                             progress=self.progress))
 

@@ -97,6 +97,17 @@ def test_the_model_is_trained_and_predicts_every_objective() -> None:
     assert samples.shape == (1, 5, 2) and np.isfinite(samples).all()
 
 
+def test_pretraining_learns_free_labels_of_random_architectures_first() -> None:
+    sampler = tiny_sampler(pretrain_archs=12)
+    logs: list[str] = []
+    sampler.log = logs.append
+    make_study(sampler).optimize(toy_objective, n_trials=5)
+    assert any("pre-training on free labels" in line and "12 architectures" in line for line in logs)
+    pretrained = SPACE.sample_ids(12, seed=0)
+    assert set(pretrained) <= set(sampler._free)  # their free labels were computed for the pre-training
+    assert {"params_m", "macs_m"} <= set(sampler.predictor.trained_objectives)
+
+
 def test_an_objective_that_ignores_the_space_gets_a_clear_error() -> None:
     study = make_study(tiny_sampler())
 
