@@ -25,9 +25,15 @@ class Normalizer:
     log: bool = False
 
     @classmethod
-    def fit(cls, values: np.ndarray, *, log: bool | None = None, max_knots: int = 257) -> Normalizer:
+    def fit(cls, values: np.ndarray, *, log: bool | None = None, max_knots: int = 257,
+            headroom: float = 0.0) -> Normalizer:
         """Fit on the known (non-NaN) values; ``log=None`` takes logs when all values are positive
-        and span more than a factor of 10."""
+        and span more than a factor of 10.
+
+        ``headroom`` > 0 reserves that share of the range at each end for values up to half the
+        observed span beyond the extremes, so a model can predict past the best label seen so far
+        (what a search needs; without it every prediction is clamped to the training range).
+        """
         v = np.asarray(values, dtype=np.float64)
         v = v[np.isfinite(v)]
         if v.size == 0:
@@ -43,6 +49,12 @@ class Normalizer:
         levels = np.bincount(inverse, weights=qs) / np.bincount(inverse)
         if knots.size == 1:  # a constant objective: map everything to the middle
             knots, levels = np.array([knots[0] - 1.0, knots[0] + 1.0]), np.array([0.0, 1.0])
+        if headroom > 0:
+            if not headroom < 0.5:
+                raise ValueError(f"headroom must be in [0, 0.5), got {headroom}")
+            reach = 0.5 * (knots[-1] - knots[0])
+            knots = np.concatenate([[knots[0] - reach], knots, [knots[-1] + reach]])
+            levels = np.concatenate([[0.0], headroom + (1 - 2 * headroom) * levels, [1.0]])
         return cls(tuple(map(float, knots)), tuple(map(float, levels)), log)
 
     def forward(self, values: np.ndarray) -> np.ndarray:

@@ -8,7 +8,7 @@ per objective — plus the objectives' names and units, and saves them as a dire
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -79,11 +79,14 @@ class RLMPredictor:
         return ids
 
     def fit(self, texts: Sequence[str], values: np.ndarray, objectives: Sequence[str],
-            config: TrainConfig | None = None, *, refit_normalizers: bool = True) -> TrainReport:
+            config: TrainConfig | None = None, *, refit_normalizers: bool | Collection[str] = True,
+            headroom: float = 0.0) -> TrainReport:
         """Train on ``values`` (n, len(objectives); NaN = unknown), decoding ``objectives`` in this order.
 
         Call it twice to pre-train on free labels and then fine-tune on the expensive ones; each
-        call fits the normalisers of the objectives it trains (unless ``refit_normalizers=False``).
+        call fits the normalisers of the objectives it trains (``refit_normalizers``: all, none, or
+        just the named ones; an objective without a normaliser always gets one). ``headroom`` lets
+        predictions go past the training labels' range (see :meth:`Normalizer.fit`).
         """
         objectives = tuple(objectives)
         values = np.asarray(values, dtype=np.float64).reshape(len(texts), len(objectives))
@@ -91,8 +94,9 @@ class RLMPredictor:
         if unknown:
             raise ValueError(f"objective(s) {unknown} are not among this model's {list(self.objectives)}")
         for k, name in enumerate(objectives):
-            if refit_normalizers or name not in self.normalizers:
-                self.normalizers[name] = Normalizer.fit(values[:, k])
+            refit = refit_normalizers if isinstance(refit_normalizers, bool) else name in refit_normalizers
+            if refit or name not in self.normalizers:
+                self.normalizers[name] = Normalizer.fit(values[:, k], headroom=headroom)
         targets = self._targets(values, objectives)
         report = train(self.model, self.encode_texts(texts), targets, objectives, config)
         self.decode_order = objectives

@@ -39,6 +39,8 @@ DEFAULT_MODEL = {"d_model": 64, "num_heads": 4, "d_ff": 128, "encoder_layers": 2
 #: Passes over the pre-training architectures. NB201, acc/pixel3 given 100 labels, d=64 model: no
 #: pre-training Kendall 0.49/0.56; 3,000 archs x 3 epochs 0.55/0.63; all 15,625 x 3 epochs 0.56/0.66.
 PRETRAIN_EPOCHS = 3
+#: Share of the decoder's range kept at each end for objective values beyond those observed.
+OBJECTIVE_HEADROOM = 0.1
 
 _ACTIVE = (TrialState.RUNNING, TrialState.WAITING)
 
@@ -248,7 +250,10 @@ class RLMSampler(BaseSampler):
                              warmup_fraction=0.1, learning_rate=1e-3, seed=self._seed + self._rounds,
                              progress=self.progress)
         order = (*self._free_names, *self._objective_names)
-        self._predictor.fit([self.text_of(i) for i in ids], values, order, config)
+        # free labels keep the scale they were pre-trained with; objectives get room beyond the best
+        # value seen so far, or no candidate could ever be predicted to extend the front
+        self._predictor.fit([self.text_of(i) for i in ids], values, order, config,
+                            refit_normalizers=self._objective_names, headroom=OBJECTIVE_HEADROOM)
         self._rounds += 1
         if self.on_fit is not None:
             self.on_fit(len(ids), time.perf_counter() - start)

@@ -137,3 +137,16 @@ def test_training_learns_is_deterministic_and_survives_a_checkpoint(corpus, tmp_
 def test_loading_something_else_fails_clearly(tmp_path) -> None:
     with pytest.raises(FileNotFoundError, match="not a nasrlm model directory"):
         RLMPredictor.load(tmp_path)
+
+
+def test_normalizer_headroom_reaches_past_the_training_range() -> None:
+    values = np.array([10.0, 20.0, 30.0, 40.0])
+    plain, roomy = Normalizer.fit(values), Normalizer.fit(values, headroom=0.1)
+    assert plain.inverse(np.array([HIGH]))[0] == 40.0  # clamped to the best label seen
+    assert roomy.inverse(np.array([HIGH]))[0] == pytest.approx(55.0)  # half the span beyond it
+    assert roomy.inverse(np.array([LOW]))[0] == pytest.approx(-5.0)
+    inside = roomy.forward(values)
+    assert np.all(np.diff(inside) > 0) and inside[0] > LOW and inside[-1] < HIGH
+    np.testing.assert_allclose(roomy.inverse(inside), values)
+    with pytest.raises(ValueError, match="headroom"):
+        Normalizer.fit(values, headroom=0.5)
