@@ -7,6 +7,10 @@ Each step is an ordinary ``nasrlm`` command with ``--plugin tinymb_plugin.py`` i
 prints it before running it), so the same commands work in a shell. The space has no published
 tables, so every objective is a latency that nasrlm measures itself on this CPU: ``cpu-1t-b1`` (one
 image, one thread) and ``cpu-2t-b8`` (a batch of 8 on two threads).
+
+Without ``--quick`` everything up to the NSGA-II search takes about five minutes on two cores; the last
+step, the search with the default RLM sampler, has a fixed set-up cost that is large for a torch space
+(see ``search_spaces/README.md``, step 4: it had not finished after 31 minutes on a shared 2-core VM).
 """
 
 from __future__ import annotations
@@ -29,14 +33,17 @@ def commands(out: Path, *, quick: bool = False) -> list[list[str]]:
     train = (["--size", "tiny", "--epochs", "2", "--pretrain", "16", "--batch-size", "8"] if quick
              else ["--size", "tiny", "--epochs", "30", "--pretrain", "256"])
     plugin = ["--plugin", str(PLUGIN)]
+    budget = "8" if quick else "40"
     return [
         [*plugin, "spaces"],
         *([*plugin, "measure", "tinymb", "--device", device, "--random", n, "--db", db, "--quiet", *timing]
           for device in OBJECTIVES.split(",")),
         [*plugin, "data", "tinymb", "--objectives", OBJECTIVES, "--db", db, "-o", table],
         [*plugin, "train", "--data", table, "-o", model, *train, "--threads", "1", "--quiet"],
-        [*plugin, "search", "tinymb", "--objectives", OBJECTIVES, "--budget", "8" if quick else "40",
-         "--db", db, "--out", run, "--compare", "random", "--threads", "1", "--quiet"],
+        [*plugin, "search", "tinymb", "--objectives", OBJECTIVES, "--budget", budget, "--db", db,
+         "--sampler", "nsga2", "--out", str(out / "nsga2"), "--compare", "random", "--quiet"],
+        [*plugin, "search", "tinymb", "--objectives", OBJECTIVES, "--budget", budget, "--db", db,
+         "--out", run, "--compare", "random", *(["--threads", "1"] if quick else []), "--quiet"],
     ]
 
 

@@ -118,7 +118,7 @@ def test_worked_example_end_to_end(capsys: pytest.CaptureFixture[str], isolated:
 
     out = tmp_path / "example"
     commands = _import(EXAMPLE / "run_example.py").commands(out, quick=True)
-    assert [c[2] for c in commands] == ["spaces", "measure", "measure", "data", "train", "search"]
+    assert [c[2] for c in commands] == ["spaces", "measure", "measure", "data", "train", "search", "search"]
     for argv in commands:
         assert main(argv) == 0, (argv, capsys.readouterr().err[-2000:])
     printed = capsys.readouterr()
@@ -130,6 +130,7 @@ def test_worked_example_end_to_end(capsys: pytest.CaptureFixture[str], isolated:
     assert [o.unit for o in table.objectives] == ["ms", "ms"]
     assert (out / "model").is_dir()
     lines = printed.out.splitlines()
+    assert any(line.strip().startswith("nsga2: 8 evaluations") for line in lines), printed.out
     assert any(line.strip().startswith("rlm: 8 evaluations") for line in lines), printed.out
     assert any(line.strip().startswith("random: 8 evaluations") for line in lines), printed.out
     for name in ("pareto.csv", "pareto.png", "hypervolume.png", "report.md"):
