@@ -28,7 +28,7 @@ from types import MappingProxyType
 import numpy as np
 
 from nasrlm.data._datadir import data_file, resolve_data_dir
-from nasrlm.data._loader_utils import check_names, checked_extra, extra_ids
+from nasrlm.data._loader_utils import check_names, checked_extra, extra_ids, require_names
 from nasrlm.data._nb201 import _BATCH1_DEVICES, _GPUS, _ZC_LOWER_IS_BETTER
 from nasrlm.data._table import BenchmarkTable, Objective
 from search_spaces.fbnet import FBNet, FBNetArch
@@ -160,6 +160,7 @@ def load_fbnet(objectives: Sequence[str], data_dir: str | os.PathLike[str] | Non
     """
     names = [objectives] if isinstance(objectives, str) else list(objectives)
     extra = checked_extra(extra, _SPECS, "FBNet")
+    require_names(names, _SPECS, "FBNet")
     check_names(names, _SPECS, extra, "FBNet")
     root = resolve_data_dir(data_dir)
     sources = {f: _read(root, f) for f in _FILES if any(_SPECS[n].file == f for n in names if n in _SPECS)}

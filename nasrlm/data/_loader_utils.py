@@ -5,10 +5,16 @@ from __future__ import annotations
 import difflib
 from collections.abc import Mapping, Sequence
 
-from nasrlm.data._nb201 import UnknownObjectiveError
 from nasrlm.data._table import Objective
 
 Extra = Mapping[str, tuple[Objective, Mapping[str, float]]]
+
+
+class UnknownObjectiveError(KeyError, ValueError):
+    """An objective name that no source provides; the message lists the valid names."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
 
 
 def checked_extra(extra: Extra | None, builtin: Mapping[str, object], what: str) -> dict:
@@ -22,11 +28,15 @@ def checked_extra(extra: Extra | None, builtin: Mapping[str, object], what: str)
     return out
 
 
-def check_names(names: Sequence[str], builtin: Mapping[str, object], extra: Mapping[str, object],
-                what: str) -> None:
-    """At least one name, none twice, each built in or extra (else a did-you-mean listing all names)."""
+def require_names(names: Sequence[str], builtin: Mapping[str, object], what: str) -> None:
+    """At least one objective named (for loaders whose tables need a column)."""
     if not names:
         raise ValueError(f"no {what} objective named; choose from {', '.join(builtin)}")
+
+
+def check_names(names: Sequence[str], builtin: Mapping[str, object], extra: Mapping[str, object],
+                what: str) -> None:
+    """No name twice, each built in or extra (else a did-you-mean listing all names)."""
     if len(set(names)) != len(names):
         raise ValueError(f"objective listed twice: {[n for n in names if names.count(n) > 1][0]!r}")
     valid = [*builtin, *extra]

@@ -35,7 +35,7 @@ from types import MappingProxyType
 import numpy as np
 
 from nasrlm.data._datadir import data_file, resolve_data_dir
-from nasrlm.data._loader_utils import check_names, checked_extra, extra_ids
+from nasrlm.data._loader_utils import check_names, checked_extra, extra_ids, require_names
 from nasrlm.data._table import BenchmarkTable, Objective
 from search_spaces.nasbench101 import NUM_CELLS, NasBench101, NB101Cell, hash_labels, hash_module
 
@@ -241,6 +241,7 @@ def load_nb101(objectives: Sequence[str], data_dir: str | os.PathLike[str] | Non
     """
     names = [objectives] if isinstance(objectives, str) else list(objectives)
     extra = checked_extra(extra, _SPECS, "NB101")
+    require_names(names, _SPECS, "NB101")
     check_names(names, _SPECS, extra, "NB101")
     space = NasBench101()
     root = resolve_data_dir(data_dir)

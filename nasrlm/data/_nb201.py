@@ -15,7 +15,6 @@ fails loudly instead of silently scrambling a column.
 from __future__ import annotations
 
 import csv
-import difflib
 import functools
 import math
 import os
@@ -28,6 +27,7 @@ import numpy as np
 
 from nasrlm.data._analog import load_analog_nasbench
 from nasrlm.data._datadir import data_file, resolve_data_dir
+from nasrlm.data._loader_utils import check_names, checked_extra
 from nasrlm.data._table import BenchmarkTable, Objective
 from search_spaces.nasbench201 import NasBench201
 
@@ -39,13 +39,6 @@ ACC_12EP_CSV = "nb201/accuracy_12ep.csv"
 LATENCY_CSV = "nb201/latency_ms.csv"
 ZERO_COST_CSV = "nb201/zero_cost_725.csv"
 ANALOG_SOURCE = "analog-nasbench baseline_accuracy"
-
-
-class UnknownObjectiveError(KeyError, ValueError):
-    """An objective name that no source provides; the message lists the valid names."""
-
-    def __str__(self) -> str:  # KeyError would repr() the message
-        return str(self.args[0]) if self.args else ""
 
 
 @functools.cache
@@ -282,17 +275,8 @@ def load_nb201(objectives: Sequence[str], data_dir: str | os.PathLike[str] | Non
     :class:`~nasrlm.data.DataFileNotFoundError` for an objective whose file is unavailable.
     """
     names = [objectives] if isinstance(objectives, str) else list(objectives)
-    extra = dict(extra or {})
-    for name, (obj, _) in extra.items():
-        if name in _SPECS:
-            raise ValueError(f"extra objective {name!r} shadows a built-in NB201 objective; rename it")
-        if obj.name != name:
-            raise ValueError(f"extra objective keyed {name!r} is named {obj.name!r}")
-    if len(set(names)) != len(names):
-        raise ValueError(f"objective listed twice: {[n for n in names if names.count(n) > 1][0]!r}")
-    for name in names:
-        if name not in _SPECS and name not in extra:
-            raise UnknownObjectiveError(_unknown_message(name, [*_SPECS, *extra]))
+    extra = checked_extra(extra, _SPECS, "NB201")
+    check_names(names, _SPECS, extra, "NB201")
 
     root = resolve_data_dir(data_dir)
     if ids is None:
@@ -327,9 +311,3 @@ def load_nb201(objectives: Sequence[str], data_dir: str | os.PathLike[str] | Non
             values[:, j] = np.where(rows >= 0, src.columns[spec.column][rows], math.nan)
         used.append(spec.objective)
     return BenchmarkTable(SPACE, row_ids, used, values, str(root) if root is not None else None)
-
-
-def _unknown_message(name: str, valid: Sequence[str]) -> str:
-    close = difflib.get_close_matches(name, valid, n=3)
-    hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
-    return f"unknown NB201 objective {name!r}{hint}; valid names: {', '.join(valid)}"

@@ -16,7 +16,6 @@ follows each pool with a BatchNorm), plus a constant 565,760.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import json
 import math
@@ -29,7 +28,7 @@ from types import MappingProxyType
 import numpy as np
 
 from nasrlm.data._datadir import data_file, resolve_data_dir
-from nasrlm.data._nb201 import UnknownObjectiveError
+from nasrlm.data._loader_utils import check_names, checked_extra
 from nasrlm.data._table import BenchmarkTable, Objective
 from search_spaces.nds import NB301
 
@@ -140,20 +139,8 @@ def load_nb301(objectives: Sequence[str], data_dir: str | os.PathLike[str] | Non
     :class:`~nasrlm.data.DataFileNotFoundError` (the file is the only source of these columns).
     """
     names = [objectives] if isinstance(objectives, str) else list(objectives)
-    extra = dict(extra or {})
-    for name, (obj, _) in extra.items():
-        if name in _SPECS:
-            raise ValueError(f"extra objective {name!r} shadows a built-in NB301 objective; rename it")
-        if obj.name != name:
-            raise ValueError(f"extra objective keyed {name!r} is named {obj.name!r}")
-    if len(set(names)) != len(names):
-        raise ValueError(f"objective listed twice: {[n for n in names if names.count(n) > 1][0]!r}")
-    for name in names:
-        if name not in _SPECS and name not in extra:
-            close = difflib.get_close_matches(name, [*_SPECS, *extra], n=3)
-            hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
-            raise UnknownObjectiveError(f"unknown NB301 objective {name!r}{hint}; valid names: "
-                                        f"{', '.join([*_SPECS, *extra])}")
+    extra = checked_extra(extra, _SPECS, "NB301")
+    check_names(names, _SPECS, extra, "NB301")
 
     root = resolve_data_dir(data_dir)
     needs_file = ids is None or any(n in _SPECS for n in names)

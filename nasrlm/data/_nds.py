@@ -23,7 +23,6 @@ column, with ``n_runs`` saying how many records it averages.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import json
 import math
@@ -37,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from nasrlm.data._datadir import data_file, resolve_data_dir
-from nasrlm.data._nb201 import UnknownObjectiveError
+from nasrlm.data._loader_utils import check_names, checked_extra
 from nasrlm.data._table import BenchmarkTable, Objective
 from search_spaces.anynet import ANYNET_SPACES
 from search_spaces.nds import NDS_CELL_SPACES
@@ -177,7 +176,7 @@ def load_nds_json(path: str | os.PathLike[str], space: str | None = None,
     if space not in _SPACES:
         raise ValueError(f"{space!r} is not an NDS space; expected one of {', '.join(NDS_FILES)}")
     names = list(objectives) if objectives is not None else list(_SPECS)
-    _check_names(names, {})
+    check_names(names, _SPECS, {}, "NDS")
     table = _read(_version(path), space)
     values = np.column_stack([table.columns[n] for n in names]) if names else None
     return BenchmarkTable(space, list(table.ids), [_SPECS[n].objective for n in names],
@@ -201,8 +200,8 @@ def load_nds(objectives: Sequence[str], data_dir: str | os.PathLike[str] | None 
     ``TABLE_LOADERS`` holds, with ``space`` bound). ``ids`` picks rows (NaN where the file lacks one);
     ``extra`` adds columns as for the other tables."""
     names = [objectives] if isinstance(objectives, str) else list(objectives)
-    extra = dict(extra or {})
-    _check_names(names, extra)
+    extra = checked_extra(extra, _SPECS, "NDS")
+    check_names(names, _SPECS, extra, "NDS")
     root = resolve_data_dir(data_dir)
     relpath = f"{NDS_DIR}/{NDS_FILES[space]}.json"
     needs_file = ids is None or bool(set(names) - set(extra))
@@ -227,22 +226,6 @@ def load_nds(objectives: Sequence[str], data_dir: str | os.PathLike[str] | None 
         values[:, j] = np.where(rows >= 0, table.columns[name][rows], math.nan)  # type: ignore[union-attr]
         used.append(_SPECS[name].objective)
     return BenchmarkTable(space, row_ids, used, values, str(root) if root is not None else None)
-
-
-def _check_names(names: Sequence[str], extra: Mapping[str, tuple[Objective, Mapping[str, float]]]) -> None:
-    for name, (obj, _) in extra.items():
-        if name in _SPECS:
-            raise ValueError(f"extra objective {name!r} shadows a built-in NDS objective; rename it")
-        if obj.name != name:
-            raise ValueError(f"extra objective keyed {name!r} is named {obj.name!r}")
-    if len(set(names)) != len(names):
-        raise ValueError(f"objective listed twice: {[n for n in names if names.count(n) > 1][0]!r}")
-    for name in names:
-        if name not in _SPECS and name not in extra:
-            close = difflib.get_close_matches(name, [*_SPECS, *extra], n=3)
-            hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
-            raise UnknownObjectiveError(f"unknown NDS objective {name!r}{hint}; valid names: "
-                                        f"{', '.join([*_SPECS, *extra])}")
 
 
 #: one ``TABLE_LOADERS`` entry per NDS space: (loader, lister), each with the space bound.

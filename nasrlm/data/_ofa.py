@@ -20,7 +20,6 @@ steps (r = 172 scores as 160).
 from __future__ import annotations
 
 import csv
-import difflib
 import functools
 import math
 import os
@@ -33,7 +32,7 @@ from typing import cast
 import numpy as np
 
 from nasrlm.data._datadir import data_file, resolve_data_dir
-from nasrlm.data._nb201 import UnknownObjectiveError
+from nasrlm.data._loader_utils import check_names, checked_extra
 from nasrlm.data._table import BenchmarkTable, Objective
 from search_spaces.ofa import EXPANDS, KERNELS, OFAMBv3Arch, OFAMobileNetV3
 
@@ -198,21 +197,8 @@ def load_ofa_mbv3(objectives: Sequence[str], data_dir: str | os.PathLike[str] | 
     :class:`~nasrlm.data.DataFileNotFoundError` where a needed file is missing.
     """
     names = [objectives] if isinstance(objectives, str) else list(objectives)
-    extra = dict(extra or {})
-    for name, (obj, _) in extra.items():
-        if name in _SPECS:
-            raise ValueError(f"extra objective {name!r} shadows a built-in ofa_mbv3 objective; rename it")
-        if obj.name != name:
-            raise ValueError(f"extra objective keyed {name!r} is named {obj.name!r}")
-    if len(set(names)) != len(names):
-        raise ValueError(f"objective listed twice: {[n for n in names if names.count(n) > 1][0]!r}")
-    valid = [*_SPECS, *extra]
-    for name in names:
-        if name not in valid:
-            close = difflib.get_close_matches(name, valid, n=3)
-            hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
-            raise UnknownObjectiveError(f"unknown ofa_mbv3 objective {name!r}{hint}; valid names: "
-                                        f"{', '.join(valid)}")
+    extra = checked_extra(extra, _SPECS, "ofa_mbv3")
+    check_names(names, _SPECS, extra, "ofa_mbv3")
 
     root = resolve_data_dir(data_dir)
     latency: _Latency | None = None
