@@ -48,6 +48,28 @@ class _Scope:
         """Declare ``n`` weight tensors of ``shape`` (float32) — values come at materialisation."""
         return self.op(PARAM_OP, n_out=n, domain=PARAM_DOMAIN, shape=list(shape))
 
+    def conv(self, x: str, c_in: int, c_out: int, kernel: int | tuple[int, int] = 1,
+             stride: int | tuple[int, int] = 1, *, groups: int = 1, dilation: int = 1,
+             bias: bool = False) -> str:
+        """A 2-D convolution with "same" padding (``dilation * (k - 1) // 2`` per side) and its weights.
+
+        Attributes left at their ONNX defaults are omitted, so texts stay short and canonical.
+        """
+        kernel = (kernel, kernel) if isinstance(kernel, int) else tuple(kernel)
+        stride = (stride, stride) if isinstance(stride, int) else tuple(stride)
+        pads = [dilation * (k - 1) // 2 for k in kernel]
+        attrs: dict[str, list[int] | int] = {"kernel_shape": list(kernel)}
+        if any(pads):
+            attrs["pads"] = pads + pads
+        if stride != (1, 1):
+            attrs["strides"] = list(stride)
+        if dilation != 1:
+            attrs["dilations"] = [dilation, dilation]
+        if groups != 1:
+            attrs["group"] = groups
+        weights = [self.param(c_out, c_in // groups, *kernel)] + ([self.param(c_out)] if bias else [])
+        return self.op("Conv", x, *weights, **attrs)
+
     def call(self, function: str, *inputs: str, n_out: int = 1) -> str | list[str]:
         """Call a local function previously defined with :meth:`ModelBuilder.function`."""
         return self.op(function, *inputs, n_out=n_out, domain=self.model.domain)

@@ -175,15 +175,7 @@ class FBNet(SearchSpace[FBNetArch]):
 # --- blocks, each an ONNX local function defined once per distinct configuration -------------
 def _conv_bn(f, x: str, c_in: int, c_out: int, k: int = 1, stride: int = 1, groups: int = 1) -> str:
     """Bias-free conv (padding k // 2) followed by an affine BatchNorm."""
-    attrs: dict[str, list[int] | int] = {"kernel_shape": [k, k]}
-    if k > 1:
-        attrs["pads"] = [k // 2] * 4
-    if stride != 1:
-        attrs["strides"] = [stride, stride]
-    if groups != 1:
-        attrs["group"] = groups
-    y = f.op("Conv", x, f.param(c_out, c_in // groups, k, k), **attrs)
-    return f.op("BatchNormalization", y, *f.param(c_out, n=4))
+    return f.op("BatchNormalization", f.conv(x, c_in, c_out, k, stride, groups=groups), *f.param(c_out, n=4))
 
 
 def _suffix(c_in: int, c_out: int, stride: int) -> str:

@@ -390,22 +390,6 @@ class NDSCellSpace(SearchSpace[CellArch]):
 
 
 # --- blocks: ONNX local functions, one per distinct shape, and inline ops -------------------------------
-def _conv(f, x: str, c_in: int, c_out: int, kernel: tuple[int, int], stride: tuple[int, int] = (1, 1),
-          dilation: int = 1, groups: int = 1) -> str:
-    """Bias-free conv with "same" padding for odd kernels (``dilation * (k - 1) / 2`` per side)."""
-    pads = [dilation * (k - 1) // 2 for k in kernel]
-    attrs: dict[str, Any] = {"kernel_shape": list(kernel)}
-    if any(pads):
-        attrs["pads"] = pads + pads
-    if stride != (1, 1):
-        attrs["strides"] = list(stride)
-    if dilation != 1:
-        attrs["dilations"] = [dilation, dilation]
-    if groups != 1:
-        attrs["group"] = groups
-    return f.op("Conv", x, f.param(c_out, c_in // groups, *kernel), **attrs)
-
-
 def _bn(f, x: str, c: int) -> str:
     return f.op("BatchNormalization", x, *f.param(c, n=4))
 
@@ -416,13 +400,13 @@ def _suffix(c_in: int, c_out: int, stride: int) -> str:
 
 def _stem(b: ModelBuilder, c: int) -> str:
     def body(f, x):
-        return _bn(f, _conv(f, x, 3, c, (3, 3)), c)
+        return _bn(f, f.conv(x, 3, c, 3), c)
     return b.function(f"stem_{c}", 1, body)
 
 
 def _relu_conv_bn(b: ModelBuilder, c_in: int, c_out: int, k: int = 1, stride: int = 1) -> str:
     def body(f, x):
-        return _bn(f, _conv(f, f.op("Relu", x), c_in, c_out, (k, k), (stride, stride)), c_out)
+        return _bn(f, f.conv(f.op("Relu", x), c_in, c_out, k, stride), c_out)
     return b.function(f"conv_{k}x{k}_{_suffix(c_in, c_out, stride)}", 1, body)
 
 
@@ -473,16 +457,16 @@ def _op_conv(b: ModelBuilder, f, x: str, spec: OpSpec, c: int, stride: int) -> s
 
 def _op_conv_fact(b: ModelBuilder, f, x: str, spec: OpSpec, c: int, stride: int) -> str:
     def body(g, y):
-        y = _conv(g, g.op("Relu", y), c, c, (1, spec.k), (1, stride))
-        return _bn(g, _conv(g, y, c, c, (spec.k, 1), (stride, 1)), c)
+        y = g.conv(g.op("Relu", y), c, c, (1, spec.k), (1, stride))
+        return _bn(g, g.conv(y, c, c, (spec.k, 1), (stride, 1)), c)
     name = f"conv_{spec.k}x1_1x{spec.k}_{_suffix(c, c, stride)}"
     return f.call(b.function(name, 1, body), x)
 
 
 def _op_sep(b: ModelBuilder, f, x: str, spec: OpSpec, c: int, stride: int) -> str:
     def half(g, y, s):
-        y = _conv(g, g.op("Relu", y), c, c, (spec.k, spec.k), (s, s), spec.dilation, groups=c)
-        return _bn(g, _conv(g, y, c, c, (1, 1)), c)
+        y = g.conv(g.op("Relu", y), c, c, spec.k, s, dilation=spec.dilation, groups=c)
+        return _bn(g, g.conv(y, c, c), c)
 
     def body(g, y):
         return half(g, half(g, y, stride), 1)
@@ -493,8 +477,8 @@ def _op_sep(b: ModelBuilder, f, x: str, spec: OpSpec, c: int, stride: int) -> st
 
 def _op_dil(b: ModelBuilder, f, x: str, spec: OpSpec, c: int, stride: int) -> str:
     def body(g, y):
-        y = _conv(g, g.op("Relu", y), c, c, (spec.k, spec.k), (stride, stride), spec.dilation, groups=c)
-        return _bn(g, _conv(g, y, c, c, (1, 1)), c)
+        y = g.conv(g.op("Relu", y), c, c, spec.k, stride, dilation=spec.dilation, groups=c)
+        return _bn(g, g.conv(y, c, c), c)
     return f.call(b.function(f"dil_conv_{spec.k}x{spec.k}_{_suffix(c, c, stride)}", 1, body), x)
 
 

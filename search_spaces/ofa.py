@@ -714,19 +714,6 @@ def _describe(resolutions: Sequence[int]) -> str:
 
 
 # --- ONNX: blocks as local functions, one definition per distinct configuration -----------------------
-def _conv(f, x: str, c_in: int, c_out: int, k: int = 1, stride: int = 1, groups: int = 1,
-          bias: bool = False) -> str:
-    attrs: dict[str, list[int] | int] = {"kernel_shape": [k, k]}
-    if k > 1:
-        attrs["pads"] = [k // 2] * 4
-    if stride != 1:
-        attrs["strides"] = [stride, stride]
-    if groups != 1:
-        attrs["group"] = groups
-    weights = [f.param(c_out, c_in // groups, k, k)] + ([f.param(c_out)] if bias else [])
-    return f.op("Conv", x, *weights, **attrs)
-
-
 def _bn(f, x: str, c: int, eps: float) -> str:
     if eps == 1e-5:  # ONNX's default
         return f.op("BatchNormalization", x, *f.param(c, n=4))
@@ -764,16 +751,16 @@ def _mbconv(b: ModelBuilder, blk: MBConv, eps: float) -> str:
     def body(f, x):
         y = x
         if blk.expand_conv:
-            y = _act(b, f, _bn(f, _conv(f, y, blk.c_in, blk.mid), blk.mid, eps), blk.act)
-        y = _conv(f, y, blk.mid, blk.mid, k=blk.kernel, stride=blk.stride, groups=blk.mid)
+            y = _act(b, f, _bn(f, f.conv(y, blk.c_in, blk.mid), blk.mid, eps), blk.act)
+        y = f.conv(y, blk.mid, blk.mid, kernel=blk.kernel, stride=blk.stride, groups=blk.mid)
         y = _act(b, f, _bn(f, y, blk.mid, eps), blk.act)
         if blk.se:
             se_mid = make_divisible(blk.mid // 4)
             s = f.op("GlobalAveragePool", y)
-            s = f.op("Relu", _conv(f, s, blk.mid, se_mid, bias=True))
-            s = f.op("HardSigmoid", _conv(f, s, se_mid, blk.mid, bias=True), alpha=1.0 / 6.0, beta=0.5)
+            s = f.op("Relu", f.conv(s, blk.mid, se_mid, bias=True))
+            s = f.op("HardSigmoid", f.conv(s, se_mid, blk.mid, bias=True), alpha=1.0 / 6.0, beta=0.5)
             y = f.op("Mul", y, s)
-        y = _bn(f, _conv(f, y, blk.mid, blk.c_out), blk.c_out, eps)
+        y = _bn(f, f.conv(y, blk.mid, blk.c_out), blk.c_out, eps)
         return f.op("Add", y, x) if blk.residual else y
     return b.function(name, 1, body)
 
@@ -784,17 +771,17 @@ def build_mobilenet(spec: MobileNetSpec, input_shape: Sequence[int], domain: str
     eps = spec.bn_eps
 
     def stem(f, x):
-        return _act(b, f, _bn(f, _conv(f, x, input_shape[1], spec.stem, k=3, stride=2), spec.stem, eps),
+        return _act(b, f, _bn(f, f.conv(x, input_shape[1], spec.stem, kernel=3, stride=2), spec.stem, eps),
                     spec.stem_act)
 
     def head(f, x):
         c = spec.blocks[-1].c_out
         if spec.head == "mbv3":  # final expand, pool, bias-free feature-mix conv without BN, h-swish
-            y = f.op("HardSwish", _bn(f, _conv(f, x, c, spec.final_expand), spec.final_expand, eps))
+            y = f.op("HardSwish", _bn(f, f.conv(x, c, spec.final_expand), spec.final_expand, eps))
             y = f.op("GlobalAveragePool", y)
-            y = f.op("HardSwish", _conv(f, y, spec.final_expand, spec.feature_mix))
+            y = f.op("HardSwish", f.conv(y, spec.final_expand, spec.feature_mix))
         elif spec.head == "proxyless":  # feature mix (conv, BN, ReLU6), then pool
-            y = _act(b, f, _bn(f, _conv(f, x, c, spec.feature_mix), spec.feature_mix, eps), "relu6")
+            y = _act(b, f, _bn(f, f.conv(x, c, spec.feature_mix), spec.feature_mix, eps), "relu6")
             y = f.op("GlobalAveragePool", y)
         else:
             raise ValueError(f"unknown head {spec.head!r}")
@@ -813,15 +800,15 @@ def _bottleneck(b: ModelBuilder, blk: Bottleneck) -> str:
     name = f"bottleneck_{blk.c_in}_{blk.mid}_{blk.c_out}" + (f"_s{blk.stride}" if blk.stride != 1 else "")
 
     def body(f, x):
-        y = f.op("Relu", _bn(f, _conv(f, x, blk.c_in, blk.mid), blk.mid, 1e-5))
-        y = f.op("Relu", _bn(f, _conv(f, y, blk.mid, blk.mid, k=3, stride=blk.stride), blk.mid, 1e-5))
-        y = _bn(f, _conv(f, y, blk.mid, blk.c_out), blk.c_out, 1e-5)
+        y = f.op("Relu", _bn(f, f.conv(x, blk.c_in, blk.mid), blk.mid, 1e-5))
+        y = f.op("Relu", _bn(f, f.conv(y, blk.mid, blk.mid, kernel=3, stride=blk.stride), blk.mid, 1e-5))
+        y = _bn(f, f.conv(y, blk.mid, blk.c_out), blk.c_out, 1e-5)
         if blk.identity:
             shortcut = x
         else:
             pooled = x if blk.stride == 1 else f.op(
                 "AveragePool", x, kernel_shape=[blk.stride] * 2, strides=[blk.stride] * 2, ceil_mode=1)
-            shortcut = _bn(f, _conv(f, pooled, blk.c_in, blk.c_out), blk.c_out, 1e-5)
+            shortcut = _bn(f, f.conv(pooled, blk.c_in, blk.c_out), blk.c_out, 1e-5)
         return f.op("Relu", f.op("Add", y, shortcut))
     return b.function(name, 1, body)
 
@@ -832,10 +819,10 @@ def build_resnet(spec: ResNetSpec, input_shape: Sequence[int], domain: str) -> o
     m, c = spec.stem_mid, spec.stem_out
 
     def stem(f, x):
-        y = f.op("Relu", _bn(f, _conv(f, x, input_shape[1], m, k=3, stride=2), m, 1e-5))
+        y = f.op("Relu", _bn(f, f.conv(x, input_shape[1], m, kernel=3, stride=2), m, 1e-5))
         if spec.stem_residual:
-            y = f.op("Add", f.op("Relu", _bn(f, _conv(f, y, m, m, k=3), m, 1e-5)), y)
-        y = f.op("Relu", _bn(f, _conv(f, y, m, c, k=3), c, 1e-5))
+            y = f.op("Add", f.op("Relu", _bn(f, f.conv(y, m, m, kernel=3), m, 1e-5)), y)
+        y = f.op("Relu", _bn(f, f.conv(y, m, c, kernel=3), c, 1e-5))
         return f.op("MaxPool", y, kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
 
     def head(f, x):

@@ -130,3 +130,20 @@ def test_materialize_without_weights_counts_the_same() -> None:
         assert all(not init.raw_data and not init.float_data for init in shapes_only.graph.initializer)
         assert count_parameters(shapes_only) == count_parameters(executable) > 0
         assert count_macs(shapes_only) == count_macs(executable) > 0
+
+
+def test_conv_writes_same_padding_and_only_non_default_attributes() -> None:
+    b = ModelBuilder("toy", domain="toy")
+    plain = b.main.conv("x", 4, 8)
+    strided = b.main.conv(plain, 8, 8, 3, 2, groups=8, bias=True)
+    y = b.main.conv(strided, 8, 8, (1, 5), (1, 1), dilation=2)
+    attrs = {n.output[0]: {a.name: helper.get_attribute_value(a) for a in n.attribute}
+             for n in b.main.nodes if n.op_type == "Conv"}
+    assert attrs[plain] == {"kernel_shape": [1, 1]}
+    assert attrs[strided] == {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "strides": [2, 2], "group": 8}
+    assert attrs[y] == {"kernel_shape": [1, 5], "pads": [0, 4, 0, 4], "dilations": [2, 2]}
+    model = materialize(b.build((1, 4, 8, 8), y, (1, 8, 4, 4)))
+    assert count_parameters(model) == 4 * 8 + (8 * 9 + 8) + 8 * 8 * 5
+    out = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": np.ones((1, 4, 8, 8), np.float32)})[0]
+    assert out.shape == (1, 8, 4, 4)
