@@ -49,3 +49,9 @@ def data_file(data_dir: str | os.PathLike[str] | None, relpath: str) -> Path:
         raise DataFileNotFoundError(f"benchmark data file {relpath} not found in data directory "
                                     f"{str(root)!r}; {_HOW}")
     return path
+
+
+def file_version(path: Path) -> tuple[str, int, int]:
+    """(path, mtime, size): a cache key for parsed files, so an edited file is read again."""
+    st = path.stat()
+    return str(path), st.st_mtime_ns, st.st_size

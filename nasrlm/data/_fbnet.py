@@ -27,7 +27,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from nasrlm.data._datadir import data_file, resolve_data_dir
+from nasrlm.data._datadir import data_file, file_version, resolve_data_dir
 from nasrlm.data._loader_utils import check_names, checked_extra, extra_ids, require_names
 from nasrlm.data._nb201 import _BATCH1_DEVICES, _GPUS, _ZC_LOWER_IS_BETTER
 from nasrlm.data._table import BenchmarkTable, Objective
@@ -102,9 +102,7 @@ class _Csv:
 
 
 def _read(root: Path | None, relpath: str) -> _Csv:
-    path = data_file(root, relpath)
-    st = path.stat()
-    return _read_cached((str(path), st.st_mtime_ns, st.st_size), relpath)
+    return _read_cached(file_version(data_file(root, relpath)), relpath)
 
 
 @functools.lru_cache(maxsize=4)

@@ -34,7 +34,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from nasrlm.data._datadir import data_file, resolve_data_dir
+from nasrlm.data._datadir import data_file, file_version, resolve_data_dir
 from nasrlm.data._loader_utils import check_names, checked_extra, extra_ids, require_names
 from nasrlm.data._table import BenchmarkTable, Objective
 from search_spaces.nasbench101 import NUM_CELLS, NasBench101, NB101Cell, hash_labels, hash_module
@@ -97,9 +97,7 @@ class _Json:
 
 
 def _read(root: Path | None) -> _Json:
-    path = data_file(root, FIRST_20K_JSON)
-    st = path.stat()
-    return _read_cached((str(path), st.st_mtime_ns, st.st_size))
+    return _read_cached(file_version(data_file(root, FIRST_20K_JSON)))
 
 
 @functools.lru_cache(maxsize=4)

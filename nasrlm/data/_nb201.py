@@ -26,7 +26,7 @@ from types import MappingProxyType
 import numpy as np
 
 from nasrlm.data._analog import load_analog_nasbench
-from nasrlm.data._datadir import data_file, resolve_data_dir
+from nasrlm.data._datadir import data_file, file_version, resolve_data_dir
 from nasrlm.data._loader_utils import check_names, checked_extra
 from nasrlm.data._table import BenchmarkTable, Objective
 from search_spaces.nasbench201 import NasBench201
@@ -160,14 +160,9 @@ class _Csv:
     columns: Mapping[str, np.ndarray]  # read-only float64 arrays
 
 
-def _version(path: Path) -> tuple[str, int, int]:
-    st = path.stat()
-    return str(path), st.st_mtime_ns, st.st_size
-
-
 def _read_csv(path: Path, relpath: str, numeric: Sequence[str], *, where: tuple[str, str] | None = None,
               complete: bool = True) -> _Csv:
-    return _read_csv_cached(_version(path), relpath, tuple(numeric), where, complete)
+    return _read_csv_cached(file_version(path), relpath, tuple(numeric), where, complete)
 
 
 @functools.lru_cache(maxsize=32)
@@ -219,7 +214,7 @@ def _index_of(t: _Csv, relpath: str) -> np.ndarray:
 
 def _archs(root: Path) -> tuple[str, ...]:
     """Arch strings in the benchmark's own index order (``archs.csv``, sorted by ``nb201_index``)."""
-    return _archs_cached(_version(data_file(root, ARCHS_CSV)))
+    return _archs_cached(file_version(data_file(root, ARCHS_CSV)))
 
 
 @functools.lru_cache(maxsize=4)
@@ -233,7 +228,7 @@ def _archs_cached(version: tuple[str, int, int]) -> tuple[str, ...]:
 def _read_latency(root: Path | None) -> _Csv:
     path = data_file(root, LATENCY_CSV)
     t = _read_csv(path, LATENCY_CSV, ("nb201_index", *_columns_of(LATENCY_CSV)))
-    _check_latency_index(_version(path), _version(data_file(root, ARCHS_CSV)))
+    _check_latency_index(file_version(path), file_version(data_file(root, ARCHS_CSV)))
     return t
 
 

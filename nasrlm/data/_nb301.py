@@ -22,12 +22,11 @@ import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from types import MappingProxyType
 
 import numpy as np
 
-from nasrlm.data._datadir import data_file, resolve_data_dir
+from nasrlm.data._datadir import data_file, file_version, resolve_data_dir
 from nasrlm.data._loader_utils import check_names, checked_extra
 from nasrlm.data._table import BenchmarkTable, Objective
 from search_spaces.nds import NB301
@@ -124,11 +123,6 @@ def _score(record: Mapping, key: str) -> float:
     return math.nan if value is None else float(value)
 
 
-def _version(path: Path) -> tuple[str, int, int]:
-    st = path.stat()
-    return str(path), st.st_mtime_ns, st.st_size
-
-
 def load_nb301(objectives: Sequence[str], data_dir: str | os.PathLike[str] | None = None,
                ids: Sequence[str] | None = None, *,
                extra: Mapping[str, tuple[Objective, Mapping[str, float]]] | None = None) -> BenchmarkTable:
@@ -144,7 +138,7 @@ def load_nb301(objectives: Sequence[str], data_dir: str | os.PathLike[str] | Non
 
     root = resolve_data_dir(data_dir)
     needs_file = ids is None or any(n in _SPECS for n in names)
-    table = _read(_version(data_file(root, ZERO_COST_JSON))) if needs_file else None
+    table = _read(file_version(data_file(root, ZERO_COST_JSON))) if needs_file else None
     if ids is None:
         row_ids = list(table.ids)  # type: ignore[union-attr]
     else:

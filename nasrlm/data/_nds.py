@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from nasrlm.data._datadir import data_file, resolve_data_dir
+from nasrlm.data._datadir import data_file, file_version, resolve_data_dir
 from nasrlm.data._loader_utils import check_names, checked_extra
 from nasrlm.data._table import BenchmarkTable, Objective
 from search_spaces.anynet import ANYNET_SPACES
@@ -131,11 +131,6 @@ class _Table:
     columns: Mapping[str, np.ndarray]  # read-only float64, by objective name
 
 
-def _version(path: Path) -> tuple[str, int, int]:
-    st = path.stat()
-    return str(path), st.st_mtime_ns, st.st_size
-
-
 @functools.lru_cache(maxsize=8)
 def _read(version: tuple[str, int, int], space_name: str) -> _Table:
     path = version[0]
@@ -177,7 +172,7 @@ def load_nds_json(path: str | os.PathLike[str], space: str | None = None,
         raise ValueError(f"{space!r} is not an NDS space; expected one of {', '.join(NDS_FILES)}")
     names = list(objectives) if objectives is not None else list(_SPECS)
     check_names(names, _SPECS, {}, "NDS")
-    table = _read(_version(path), space)
+    table = _read(file_version(path), space)
     values = np.column_stack([table.columns[n] for n in names]) if names else None
     return BenchmarkTable(space, list(table.ids), [_SPECS[n].objective for n in names],
                           values if values is not None else np.empty((len(table.ids), 0)), str(path.parent))
@@ -205,7 +200,7 @@ def load_nds(objectives: Sequence[str], data_dir: str | os.PathLike[str] | None 
     root = resolve_data_dir(data_dir)
     relpath = f"{NDS_DIR}/{NDS_FILES[space]}.json"
     needs_file = ids is None or bool(set(names) - set(extra))
-    table = _read(_version(data_file(root, relpath)), space) if needs_file else None
+    table = _read(file_version(data_file(root, relpath)), space) if needs_file else None
     if ids is None:
         row_ids = list(table.ids)  # type: ignore[union-attr]
     else:

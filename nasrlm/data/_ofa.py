@@ -31,7 +31,7 @@ from typing import cast
 
 import numpy as np
 
-from nasrlm.data._datadir import data_file, resolve_data_dir
+from nasrlm.data._datadir import data_file, file_version, resolve_data_dir
 from nasrlm.data._loader_utils import check_names, checked_extra
 from nasrlm.data._table import BenchmarkTable, Objective
 from search_spaces.ofa import EXPANDS, KERNELS, OFAMBv3Arch, OFAMobileNetV3
@@ -142,11 +142,6 @@ class _Latency:
     columns: Mapping[str, np.ndarray]
 
 
-def _version(path: Path) -> tuple[str, int, int]:
-    st = path.stat()
-    return str(path), st.st_mtime_ns, st.st_size
-
-
 @functools.lru_cache(maxsize=4)
 def _latency_cached(version: tuple[str, int, int]) -> _Latency:
     """HELP's rows as canonical ids (every row must parse; no two may be the same network)."""
@@ -220,7 +215,7 @@ def load_ofa_mbv3(objectives: Sequence[str], data_dir: str | os.PathLike[str] | 
             continue
         spec = _SPECS[name]
         if spec.column is None:
-            predictor = _predictor_cached(_version(data_file(root, PREDICTOR_NPZ)))
+            predictor = _predictor_cached(file_version(data_file(root, PREDICTOR_NPZ)))
             values[:, j] = 100.0 * predictor.predict(archs)
         else:
             latency = latency or _read_latency(root)
@@ -232,7 +227,7 @@ def load_ofa_mbv3(objectives: Sequence[str], data_dir: str | os.PathLike[str] | 
 
 
 def _read_latency(root: Path | None) -> _Latency:
-    return _latency_cached(_version(data_file(root, LATENCY_CSV)))
+    return _latency_cached(file_version(data_file(root, LATENCY_CSV)))
 
 
 def _parse_ids(ids: Sequence[str]) -> list[OFAMBv3Arch]:
