@@ -250,10 +250,12 @@ class RLMSampler(BaseSampler):
                              warmup_fraction=0.1, learning_rate=1e-3, seed=self._seed + self._rounds,
                              progress=self.progress)
         order = (*self._free_names, *self._objective_names)
-        # free labels keep the scale they were pre-trained with; objectives get room beyond the best
-        # value seen so far, or no candidate could ever be predicted to extend the front
+        # free labels keep the scale they were pre-trained with (without pre-training, none was fitted on
+        # more than the trials: refit it); objectives get room beyond the best value seen so far, or no
+        # candidate could ever be predicted to extend the front
+        refit = self._objective_names if self.pretrain_archs else True
         self._predictor.fit([self.text_of(i) for i in ids], values, order, config,
-                            refit_normalizers=self._objective_names, headroom=OBJECTIVE_HEADROOM)
+                            refit_normalizers=refit, headroom=OBJECTIVE_HEADROOM)
         self._rounds += 1
         if self.on_fit is not None:
             self.on_fit(len(ids), time.perf_counter() - start)
