@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from nasrlm.data import load_table  # noqa: E402
 from nasrlm.free_labels import FREE_OBJECTIVES, free_labels  # noqa: E402
 from nasrlm.predictor import RLMPredictor  # noqa: E402
-from nasrlm.search._sampler import DEFAULT_MODEL  # noqa: E402
+from nasrlm.search import DEFAULT_MODEL  # noqa: E402
 from nasrlm.tokenizers import OnnxTokenizer  # noqa: E402
 from nasrlm.training import TrainConfig  # noqa: E402
 from search_spaces import NasBench201  # noqa: E402
