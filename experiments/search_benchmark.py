@@ -22,8 +22,7 @@ import torch
 
 from nasrlm.metrics import hypervolume
 from nasrlm.plots import hypervolume_plot_data, plot_hypervolume
-from nasrlm.search import ArchEvaluator, Truth, make_sampler, run_search, score
-from nasrlm.search._report import reference_point
+from nasrlm.search import ArchEvaluator, Truth, make_sampler, reference_point, run_search, score
 from search_spaces import get_space
 
 

@@ -7,7 +7,15 @@
 from nasrlm.measure import is_profile
 from nasrlm.search._evaluate import ArchEvaluator, MissingValueError
 from nasrlm.search._job import SAMPLERS, JobOutput, make_sampler, search_job, summary
-from nasrlm.search._report import PredictedFront, Scores, Truth, predicted_front, score, write_report
+from nasrlm.search._report import (
+                                  PredictedFront,
+                                  Scores,
+                                  Truth,
+                                  predicted_front,
+                                  reference_point,
+                                  score,
+                                  write_report,
+)
 from nasrlm.search._run import SearchResult, run_search
 from nasrlm.search._sampler import DEFAULT_MODEL, RLMSampler, SpaceMismatchError
 
@@ -28,6 +36,7 @@ __all__ = [
     "Truth",
     "is_profile",
     "predicted_front",
+    "reference_point",
     "run_search",
     "score",
     "write_report",

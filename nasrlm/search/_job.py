@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 
 from nasrlm.measure import LatencyStore, is_profile
 from nasrlm.search._evaluate import ArchEvaluator
-from nasrlm.search._report import PredictedFront, Truth, predicted_front, score, write_report
+from nasrlm.search._report import PredictedFront, Truth, predicted_front, reference_point, score, write_report
 from nasrlm.search._run import SearchResult, run_search
 from nasrlm.search._sampler import RLMSampler
 from search_spaces import SearchSpace
@@ -110,8 +110,6 @@ def _predicted(sampler: RLMSampler, result: SearchResult, truth: Truth | None) -
 
 def summary(job: JobOutput) -> list[str]:
     """Lines for the terminal: quality, front size and where the files are."""
-    from nasrlm.search._report import reference_point
-
     reference = reference_point([job.result, *job.baselines], job.truth)
     lines = []
     for r in [job.result, *job.baselines]:

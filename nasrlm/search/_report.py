@@ -53,6 +53,7 @@ class Scores:
 
 
 def reference_point(results: Sequence[SearchResult], truth: Truth | None) -> np.ndarray:
+    """Hypervolume reference: the median of the whole space when known, else of everything evaluated."""
     if truth is not None:
         return median_reference(truth.values)
     return median_reference(np.vstack([r.values for r in results]))

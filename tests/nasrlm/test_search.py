@@ -123,6 +123,8 @@ def test_rejects_meaningless_settings() -> None:
         RLMSampler(SPACE, n_startup_trials=1)
     with pytest.raises(ValueError, match="num_samples"):
         RLMSampler(SPACE, num_samples=0)
+    with pytest.raises(ValueError, match="temperature"):
+        RLMSampler(SPACE, temperature=0.0)
 
 
 def test_every_cli_sampler_has_a_factory() -> None:

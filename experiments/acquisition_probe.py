@@ -1,0 +1,165 @@
+"""How good must the surrogate be, and which acquisition spends it best? A simulated NB201 search.
+
+The RLMSampler's hypervolume depends on two things: how well its model ranks architectures, and how
+its acquisition turns predictions into proposals. This probe separates them. It replays the sampler's
+loop on the published table without any model: a *synthetic surrogate* of chosen quality predicts each
+objective as its true normal score plus a fixed per-architecture error (Gaussian, standard deviation
+set so that the prediction has the requested Kendall tau with the truth), and its predictive samples
+scatter around that prediction with the same spread, i.e. it is calibrated. Then each acquisition
+variant searches with it for ``--budget`` evaluations.
+
+    python experiments/acquisition_probe.py --data-dir ../shared/data --taus 1,0.8,0.55 --seeds 0,1,2
+
+tau 1 is an oracle (every acquisition should find the whole front); 0.55 is roughly what the sampler's
+model reaches on accuracy with 100 labels (experiments/README.md, "Predictor probe").
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import norm
+
+from nasrlm.metrics import expected_hypervolume_improvement, hypervolume, hypervolume_history, pareto_mask
+from nasrlm.search import ArchEvaluator, Truth, reference_point
+from search_spaces import get_space
+
+
+@dataclass
+class Surrogate:
+    """Synthetic predictions in the objectives' units: truth's normal score + fixed error, + sample noise."""
+
+    values: np.ndarray  # (n, m) truth
+    sigma: np.ndarray  # (m,) error std in normal-score units
+    rng: np.random.Generator
+
+    def __post_init__(self) -> None:
+        n = len(self.values)
+        ranks = self.values.argsort(axis=0).argsort(axis=0)
+        self.scores = norm.ppf((ranks + 0.5) / n)
+        self.mean = self.scores + self.rng.normal(size=self.scores.shape) * self.sigma
+        self.sorted = np.sort(self.values, axis=0)
+
+    def samples(self, idx: np.ndarray, num: int) -> np.ndarray:
+        """(len(idx), num, m) draws mapped back through each objective's quantile function."""
+        if not np.any(self.sigma):
+            return self.values[idx][:, None, :]
+        noise = self.rng.normal(size=(len(idx), num, self.values.shape[1]))
+        z = self.mean[idx][:, None, :] + noise * self.sigma
+        q = np.clip(norm.cdf(z) * len(self.values), 0, len(self.values) - 1).astype(int)
+        return np.stack([self.sorted[q[..., j], j] for j in range(self.values.shape[1])], axis=-1)
+
+
+def sigma_for_tau(tau: float) -> float:
+    """Error std giving Kendall ``tau`` between a standard normal and itself plus the error."""
+    if tau >= 1:
+        return 0.0
+    r = math.sin(math.pi * tau / 2)
+    return math.sqrt(1 / r**2 - 1)
+
+
+Policy = Callable[[Surrogate, np.ndarray, list[int], np.random.Generator], list[int]]
+
+
+def greedy_ehvi(per_fit: int, candidates: int | None, samples: int = 16) -> Policy:
+    """The sampler's acquisition: EHVI over candidates, believer-median greedy batch of ``per_fit``."""
+
+    def policy(s: Surrogate, maximize: np.ndarray, seen: list[int], rng: np.random.Generator) -> list[int]:
+        n = len(s.values)
+        pool = np.setdiff1d(np.arange(n) if candidates is None else rng.choice(n, candidates, replace=False),
+                            seen)
+        draws = s.samples(pool, samples)
+        observed = s.values[seen]
+        reference = np.median(observed, axis=0)
+        medians = np.median(draws, axis=1)
+        alive = np.ones(len(pool), dtype=bool)
+        chosen = []
+        for _ in range(per_fit):
+            gain = expected_hypervolume_improvement(draws[alive], observed, reference, maximize)
+            pick = (np.flatnonzero(alive)[int(np.argmax(gain))] if np.any(gain > 0)
+                    else int(rng.choice(np.flatnonzero(alive))))
+            chosen.append(int(pool[pick]))
+            alive[pick] = False
+            observed = np.vstack([observed, medians[pick]])
+        return chosen
+
+    return policy
+
+
+def thompson(per_fit: int, candidates: int | None) -> Policy:
+    """Each proposal: one joint draw per candidate, propose the draw's best HV gain (no believer)."""
+
+    def policy(s: Surrogate, maximize: np.ndarray, seen: list[int], rng: np.random.Generator) -> list[int]:
+        n = len(s.values)
+        pool = np.setdiff1d(np.arange(n) if candidates is None else rng.choice(n, candidates, replace=False),
+                            seen)
+        observed = s.values[seen]
+        reference = np.median(observed, axis=0)
+        chosen: list[int] = []
+        for _ in range(per_fit):
+            draws = s.samples(pool, 1)
+            gain = expected_hypervolume_improvement(draws, observed, reference, maximize)
+            gain[np.isin(pool, chosen)] = -1
+            chosen.append(int(pool[int(np.argmax(gain))]))
+            observed = np.vstack([observed, draws[int(np.argmax(gain)), 0]])
+        return chosen
+
+    return policy
+
+
+POLICIES: dict[str, Policy] = {
+    "ehvi10-pool2000": greedy_ehvi(10, 2000),
+    "ehvi10-all": greedy_ehvi(10, None),
+    "ehvi1-all": greedy_ehvi(1, None),
+    "ehvi5-all": greedy_ehvi(5, None),
+    "thompson10-all": thompson(10, None),
+}
+
+
+def run(policy: Policy, surrogate: Surrogate, maximize: np.ndarray, budget: int, startup: int,
+        rng: np.random.Generator) -> list[int]:
+    seen = [int(i) for i in rng.choice(len(surrogate.values), startup, replace=False)]
+    while len(seen) < budget:
+        seen += [i for i in policy(surrogate, maximize, seen, rng) if i not in seen][: budget - len(seen)]
+    return seen
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", required=True)
+    parser.add_argument("--objectives", default="acc,pixel3")
+    parser.add_argument("--taus", default="1,0.8,0.55", help="Kendall tau of the synthetic surrogate")
+    parser.add_argument("--policies", default=",".join(POLICIES))
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--budget", type=int, default=100)
+    parser.add_argument("--startup", type=int, default=10)
+    args = parser.parse_args()
+
+    space = get_space("nb201")
+    evaluator = ArchEvaluator.for_names(space, args.objectives.split(","), data_dir=args.data_dir)
+    truth = Truth(*evaluator.truth())
+    maximize = np.array(evaluator.maximize)
+    reference = reference_point([], truth)
+    true_hv = hypervolume(truth.values, reference, maximize)
+    front = set(np.flatnonzero(pareto_mask(truth.values, maximize)).tolist())
+    print(f"| surrogate tau | policy | HV ratio @{args.budget} | recall |")
+    print("|---|---|---|---|")
+    for tau in (float(t) for t in args.taus.split(",")):
+        for name in args.policies.split(","):
+            ratios, recalls = [], []
+            for seed in (int(s) for s in args.seeds.split(",")):
+                rng = np.random.default_rng(seed)
+                surrogate = Surrogate(truth.values, np.full(len(maximize), sigma_for_tau(tau)), rng)
+                seen = run(POLICIES[name], surrogate, maximize, args.budget, args.startup, rng)
+                ratios.append(hypervolume_history(truth.values[seen], reference, maximize)[-1] / true_hv)
+                recalls.append(len(front.intersection(seen)) / len(front))
+            hv = f"{np.mean(ratios):.3f} ± {np.std(ratios):.3f}"
+            print(f"| {tau} | {name} | {hv} | {np.mean(recalls):.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
