@@ -270,7 +270,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     torch_threads(args.threads)
     print(f"training on {len(ids):,} architectures of {space.name}: {', '.join(names)}", file=sys.stderr)
     tokenizer = OnnxTokenizer.train_on_spaces(seed=args.seed)
-    predictor = RLMPredictor.create(tokenizer, [*FREE_OBJECTIVES, *objectives], **MODEL_SIZES[args.size])
+    # a published column named like a free label (``params_m``) is the same quantity: one tag for both,
+    # pre-trained on the counted values and then trained on the table's
+    free = [o for o in FREE_OBJECTIVES if o.name not in names]
+    predictor = RLMPredictor.create(tokenizer, [*free, *objectives], **MODEL_SIZES[args.size])
     config = TrainConfig(max_epochs=args.epochs, batch_size=args.batch_size, learning_rate=args.lr,
                          seed=args.seed, max_minutes=args.max_minutes, progress=not args.quiet)
     if args.pretrain:

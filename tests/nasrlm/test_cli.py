@@ -134,3 +134,21 @@ def test_train_predict_eval_end_to_end(capsys, tmp_path: Path) -> None:
     assert code == 0 and scores["acc"]["n"] == 40 and -1 <= scores["acc"]["kendall"] <= 1
     code, _, err = run(capsys, "eval", str(tmp_path), "--data", str(data))
     assert code == 2 and "not a nasrlm model directory" in err
+
+
+def test_train_on_a_published_column_named_like_a_free_label(capsys, tmp_path: Path) -> None:
+    """NB101 and FBNet tables publish ``params_m``; pre-training on the counted one must not clash."""
+
+    from nasrlm.data import Objective
+    from nasrlm.free_labels import free_labels
+    from search_spaces import NasBench201
+
+    space = NasBench201()
+    ids = space.sample_ids(12, seed=3)
+    published = free_labels(space, ids)[:, :1]
+    table = BenchmarkTable("nb201", ids, [Objective("params_m", "M", "published parameters", "test", False)],
+                           published)
+    data = table.to_csv(tmp_path / "train.csv")
+    code, _, err = run(capsys, "train", "--data", str(data), "-o", str(tmp_path / "model"), "--size", "tiny",
+                       "--epochs", "1", "--pretrain", "4", "--quiet")
+    assert code == 0 and "saved" in err, err
