@@ -15,6 +15,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -383,17 +384,24 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nasrlm", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"nasrlm {__version__}")
-    parser.add_argument("--plugin", action="append", default=[], metavar="MODULE|FILE.py",
-                        help="import this module or .py file first, so the search spaces it registers "
-                             f"exist (repeatable; also ${PLUGINS_ENV}, comma-separated); "
-                             "put it before the command")
+    plugin_help = ("import this module or .py file first, so the search spaces it registers exist "
+                   f"(repeatable; also ${PLUGINS_ENV}, comma-separated)")
+    parser.add_argument("--plugin", action="append", default=[], metavar="MODULE|FILE.py", help=plugin_help)
+    # the same option after the command (`nasrlm search --plugin my.py ...`), collected separately
+    # because a subparser's default would overwrite what was given before the command
+    plugins = argparse.ArgumentParser(add_help=False)
+    plugins.add_argument("--plugin", action="append", default=[], dest="command_plugins",
+                         metavar="MODULE|FILE.py", help=plugin_help)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("spaces", help="list the search spaces")
+    def command(name: str, **options: Any) -> argparse.ArgumentParser:
+        return sub.add_parser(name, parents=[plugins], **options)
+
+    p = command("spaces", help="list the search spaces")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_spaces)
 
-    p = sub.add_parser("export", help="architecture -> canonical ONNX text or ONNX model")
+    p = command("export", help="architecture -> canonical ONNX text or ONNX model")
     p.add_argument("space")
     _add_selection(p)
     p.add_argument("--format", choices=["text", "jsonl", "onnx"], default="text",
@@ -402,7 +410,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_export)
 
-    p = sub.add_parser("measure", help="time architectures with onnxruntime on this machine (resumable)")
+    p = command("measure", help="time architectures with onnxruntime on this machine (resumable)")
     p.add_argument("space")
     p.add_argument("--device", default="cpu-1t-b1",
                    help="profile 'cpu-<threads>t-b<batch>' or 'cuda-b<batch>' (default cpu-1t-b1)")
@@ -415,7 +423,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_measure)
 
-    p = sub.add_parser("data", help="a table of objectives (published or measured), one row per architecture")
+    p = command("data", help="a table of objectives (published or measured), one row per architecture")
     p.add_argument("space")
     p.add_argument("--objectives", required=True, help="comma-separated names, e.g. acc,pixel3,cpu-1t-b1")
     p.add_argument("--data-dir", help="benchmark data directory (default $NASRLM_DATA)")
@@ -423,7 +431,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True, help="CSV file to write ('-' for stdout)")
     p.set_defaults(func=cmd_data)
 
-    p = sub.add_parser("train", help="train a regression language model on a 'nasrlm data' table")
+    p = command("train", help="train a regression language model on a 'nasrlm data' table")
     p.add_argument("--data", required=True, help="CSV written by 'nasrlm data'")
     p.add_argument("-o", "--output", required=True, help="model directory to write")
     p.add_argument("--objectives", help="columns to learn, in decode order (default: all, as in the table)")
@@ -440,14 +448,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_train)
 
-    p = sub.add_parser("predict", help="predicted distribution of every objective, as JSON")
+    p = command("predict", help="predicted distribution of every objective, as JSON")
     p.add_argument("model", help="model directory written by 'nasrlm train'")
     p.add_argument("--space", required=True)
     _add_selection(p)
     p.add_argument("--samples", type=int, default=64, help="decoder samples per architecture")
     p.set_defaults(func=cmd_predict)
 
-    p = sub.add_parser("eval", help="rank correlation of predictions with a 'nasrlm data' table, as JSON")
+    p = command("eval", help="rank correlation of predictions with a 'nasrlm data' table, as JSON")
     p.add_argument("model")
     p.add_argument("--data", required=True)
     p.add_argument("--space", help="search space (default: the one recorded with the table)")
@@ -457,12 +465,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true")
     p.set_defaults(func=cmd_eval)
 
-    p = sub.add_parser("objectives", help="list the objectives 'nasrlm data' knows for a space")
+    p = command("objectives", help="list the objectives 'nasrlm data' knows for a space")
     p.add_argument("space")
     p.add_argument("--data-dir", help="benchmark data directory (default $NASRLM_DATA)")
     p.set_defaults(func=cmd_objectives)
 
-    p = sub.add_parser("search", help="multi-objective architecture search; writes plots and a report")
+    p = command("search", help="multi-objective architecture search; writes plots and a report")
     p.add_argument("space")
     p.add_argument("--objectives", required=True,
                    help="comma-separated, e.g. acc,pixel3 (tables) or acc,cpu-1t-b1 (measured live)")
@@ -479,7 +487,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_search)
 
-    p = sub.add_parser("demo", help="the main job: NB201 accuracy vs latency search, plots in runs/demo")
+    p = command("demo", help="the main job: NB201 accuracy vs latency search, plots in runs/demo")
     p.add_argument("--budget", type=int, default=100, help="evaluations (default 100)")
     p.add_argument("--out", default="runs/demo", help="output directory (default runs/demo)")
     p.add_argument("--data-dir", help="use published tables (acc, pixel3) instead of live measurement")
@@ -493,7 +501,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        load_plugins([*os.environ.get(PLUGINS_ENV, "").split(","), *args.plugin])
+        load_plugins([*os.environ.get(PLUGINS_ENV, "").split(","), *args.plugin, *args.command_plugins])
         return args.func(args)
     except (CliError, ValueError, KeyError, FileNotFoundError, RuntimeError) as error:
         message = str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)

@@ -100,6 +100,12 @@ def test_plugin_from_the_environment(capsys: pytest.CaptureFixture[str], isolate
     assert out.count("\ntinymb ") + out.startswith("tinymb ") == 2 and err == ""
 
 
+def test_plugin_option_after_the_command(capsys: pytest.CaptureFixture[str], isolated: None) -> None:
+    assert main(["spaces", "--plugin", str(PLUGIN)]) == 0
+    out, err = capsys.readouterr()
+    assert "tinymb" in out and err == ""
+
+
 @pytest.mark.slow
 def test_worked_example_end_to_end(capsys: pytest.CaptureFixture[str], isolated: None, tmp_path: Path,
                                    monkeypatch: pytest.MonkeyPatch) -> None:
