@@ -7,6 +7,7 @@ baselines on the same evaluator, asks the RLM for its predicted front, and write
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -62,13 +63,22 @@ def search_job(space: SearchSpace, objectives: Sequence[str], *, budget: int, ou
     (default ``<out_dir>/latency.db``) the first time an architecture needs them.
     """
     out = Path(out_dir)
+    created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     store = None
     if any(is_profile(n) for n in objectives):
         store = LatencyStore(db or out / "latency.db")
         log(f"latency measured live on this machine (onnxruntime), stored in {store.path}")
     try:
-        evaluator = ArchEvaluator.for_names(space, objectives, data_dir=data_dir, store=store)
+        try:
+            evaluator = ArchEvaluator.for_names(space, objectives, data_dir=data_dir, store=store)
+        except Exception:  # a bad objective name or data dir: leave no empty run directory behind
+            if store is not None:
+                store.close()
+                store = None
+            if created:
+                shutil.rmtree(out, ignore_errors=True)
+            raise
         for o in evaluator.objectives:
             log(f"  {o.header:<16} {'maximise' if o.higher_is_better else 'minimise'}  {o.description}")
         main = make_sampler(sampler, space, seed, progress=False)

@@ -203,3 +203,11 @@ def test_search_job_end_to_end_with_the_rlm(tmp_path, monkeypatch) -> None:
     assert [r.sampler for r in job.baselines] == ["random"]
     report = job.files["report"].read_text()
     assert "| rlm |" in report and "| random |" in report and "predicted front" in report
+
+
+def test_search_job_with_a_bad_objective_leaves_no_run_directory(tmp_path) -> None:
+    out = tmp_path / "runs" / "typo"
+    with pytest.raises(ValueError, match="no_such_objective"):
+        search_job(SPACE, ["no_such_objective", "cpu-1t-b1"], budget=2, out_dir=out, sampler="random",
+                   data_dir=tmp_path, progress=False)
+    assert not out.exists()
