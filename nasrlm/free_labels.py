@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import onnx
 from tqdm.auto import tqdm
 
-from exporters import count_macs, count_parameters, materialize
+from exporters import count_macs, count_parameters, materialize, to_text
 from nasrlm.data import Objective
 from search_spaces import SearchSpace
 
@@ -27,6 +28,25 @@ def free_labels(space: SearchSpace, arch_ids: Sequence[str], *, progress: bool =
     """``(len(arch_ids), 2)`` array of millions of parameters and of multiply–accumulates."""
     out = np.empty((len(arch_ids), len(FREE_OBJECTIVES)), dtype=np.float64)
     for row, arch_id in enumerate(tqdm(arch_ids, desc="free labels", unit="arch", disable=not progress)):
-        model = materialize(space.build_onnx(space.parse(arch_id)), weights=False)  # shapes suffice
-        out[row] = count_parameters(model) / 1e6, count_macs(model) / 1e6
+        out[row] = _free_labels_of(space.build_onnx(space.parse(arch_id)))
     return out
+
+
+def texts_and_free_labels(space: SearchSpace, arch_ids: Sequence[str], *, progress: bool = False
+                          ) -> tuple[list[str], np.ndarray]:
+    """Canonical texts (as ``space.to_text`` prints them) and :func:`free_labels`, one ONNX build each.
+
+    What the regression model needs of every architecture; building once matters for spaces whose
+    build is slow, such as torch modules traced by the exporter.
+    """
+    texts, out = [], np.empty((len(arch_ids), len(FREE_OBJECTIVES)), dtype=np.float64)
+    for row, arch_id in enumerate(tqdm(arch_ids, desc="architectures", unit="arch", disable=not progress)):
+        model = space.build_onnx(space.parse(arch_id))
+        texts.append(to_text(model))
+        out[row] = _free_labels_of(model)
+    return texts, out
+
+
+def _free_labels_of(model: onnx.ModelProto) -> tuple[float, float]:
+    shapes_only = materialize(model, weights=False)  # shapes suffice, and are faster
+    return count_parameters(shapes_only) / 1e6, count_macs(shapes_only) / 1e6

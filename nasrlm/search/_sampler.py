@@ -167,9 +167,18 @@ class RLMSampler(BaseSampler):
         return self._ids[key]
 
     def text_of(self, arch_id: str) -> str:
-        if arch_id not in self._texts:
-            self._texts[arch_id] = self.space.to_text(self.space.parse(arch_id))
+        self._describe([arch_id])
         return self._texts[arch_id]
+
+    def _describe(self, arch_ids: Sequence[str]) -> None:
+        """Text and free labels of each new architecture, from one ONNX build (tracing torch is slow)."""
+        from nasrlm.free_labels import texts_and_free_labels
+
+        todo = [i for i in dict.fromkeys(arch_ids) if i not in self._free]
+        if todo:
+            texts, free = texts_and_free_labels(self.space, todo, progress=self.progress and len(todo) > 1)
+            self._texts.update(zip(todo, texts, strict=True))
+            self._free.update(zip(todo, free, strict=True))
 
     def _taken_ids(self, study: Study, trial: FrozenTrial) -> set[str]:
         """Ids evaluated or being evaluated by other trials: never proposed again."""
@@ -209,6 +218,7 @@ class RLMSampler(BaseSampler):
         self._objective_names = tuple(o.name for o in objectives)
         pool = list(dict.fromkeys(self.arch_id_of(p) for p in self._pool_params))
         self.log(f"learning the ONNX tokenizer on {len(pool):,} architectures")
+        self._describe(pool)
         texts = [self.text_of(i) for i in pool]
         tokenizer = OnnxTokenizer.train(texts, seed=self._seed)
         torch.manual_seed(self._seed)  # the initial weights
@@ -218,6 +228,7 @@ class RLMSampler(BaseSampler):
             # many architectures seen a few times beat a few seen many times (same number of steps)
             ids = self.space.sample_ids(self.pretrain_archs, seed=self._seed)
             self.log(f"pre-training on free labels (parameters, MACs) of {len(ids):,} architectures")
+            self._describe(ids)
             epochs = max(PRETRAIN_EPOCHS, math.ceil(2 * self.fit_steps / math.ceil(len(ids) / 32)))
             self._predictor.fit([self.text_of(i) for i in ids], self.free_labels_of(ids), self._free_names,
                                 TrainConfig(max_epochs=epochs, validation_fraction=0.0, seed=self._seed,
@@ -231,11 +242,7 @@ class RLMSampler(BaseSampler):
 
     def free_labels_of(self, arch_ids: Sequence[str]) -> np.ndarray:
         """Free labels (parameters, MACs) of ``arch_ids``, computed once per architecture."""
-        from nasrlm.free_labels import free_labels
-
-        todo = [i for i in dict.fromkeys(arch_ids) if i not in self._free]
-        if todo:
-            self._free.update(zip(todo, free_labels(self.space, todo, progress=self.progress), strict=True))
+        self._describe(arch_ids)
         return np.array([self._free[i] for i in arch_ids]).reshape(len(arch_ids), len(self._free_names))
 
     def _fit(self, study: Study, complete: Sequence[FrozenTrial]) -> None:

@@ -1,0 +1,33 @@
+from __future__ import annotations
+
+import numpy as np
+
+from nasrlm.free_labels import free_labels, texts_and_free_labels
+from search_spaces import NasBench201
+
+
+class CountingNB201(NasBench201):
+    """NB201 that counts its ONNX builds (a torch space pays a trace for each)."""
+
+    builds = 0
+
+    def build_onnx(self, arch):
+        self.builds += 1
+        return super().build_onnx(arch)
+
+
+def test_free_labels_of_a_known_cell() -> None:
+    space = NasBench201()
+    arch = "|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|nor_conv_3x3~0|nor_conv_3x3~1|nor_conv_3x3~2|"
+    params, macs = free_labels(space, [arch])[0]
+    assert params == 1.531546  # the largest NB201 network, as NAS-Bench-201 counts it (1.53 M)
+    assert 200 < macs < 250  # ~220 MFLOPs in NAS-Bench-201's table (MACs + a few element-wise ops)
+
+
+def test_texts_and_free_labels_build_each_architecture_once() -> None:
+    space = CountingNB201()
+    ids = space.sample_ids(5, seed=4)
+    texts, labels = texts_and_free_labels(space, ids)
+    assert space.builds == len(ids)
+    assert texts == [space.to_text(space.parse(i)) for i in ids]
+    np.testing.assert_array_equal(labels, free_labels(space, ids))
