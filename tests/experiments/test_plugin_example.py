@@ -70,7 +70,7 @@ def test_conformance_suite_passes() -> None:
 
 
 def test_plugin_text_is_the_same_in_every_process() -> None:
-    """The cross-process check the suite skips for spaces it cannot rebuild by name, through the CLI."""
+    """The hash-seed check through the CLI, as the guide shows it for spaces the suite cannot rebuild."""
     argv = ("nasrlm", "--plugin", str(PLUGIN), "export", "tinymb", "--random", "4", "--format", "jsonl")
     (code1, out1, err1), (code2, out2, err2) = map(_finish, [_start(*argv, seed=s) for s in (1, 2)])
     assert code1 == code2 == 0, err1 + err2
