@@ -31,6 +31,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from nasrlm.data import Objective
 from nasrlm.metrics import expected_hypervolume_improvement, pareto_mask
+from nasrlm.search._prior import FreeLabelPrior
 from search_spaces import SearchSpace
 
 #: Network for the sampler's model: small enough to refit in seconds on two cores.
@@ -63,6 +64,9 @@ class RLMSampler(BaseSampler):
         num_samples: decoded samples per candidate for the expected improvement.
         temperature: softmax temperature of those samples; above 1 widens a model that, refitted on a
             few dozen trials, is overconfident (its 50 % intervals held a quarter of the truth).
+        free_label_prior: predict each objective as a straight line (in normal scores) through the free
+            label that best explains the trials, and train the model on what that line leaves over
+            (see :mod:`nasrlm.search._prior`); without it the model learns each objective whole.
         pretrain_archs: random architectures whose free labels (parameters, MACs) pre-train the model
             (:data:`PRETRAIN_EPOCHS` passes) before it sees any trial; 0 skips pre-training.
         fit_steps: optimiser steps per refit (the model is warm-started from the previous round).
@@ -74,8 +78,8 @@ class RLMSampler(BaseSampler):
 
     def __init__(self, space: SearchSpace, *, n_startup_trials: int = 10, proposals_per_fit: int = 10,
                  num_candidates: int = 2000, num_samples: int = 16, temperature: float = 1.0,
-                 pretrain_archs: int = 3000, fit_steps: int = 150, model: dict[str, Any] | None = None,
-                 seed: int | None = None,
+                 free_label_prior: bool = False, pretrain_archs: int = 3000, fit_steps: int = 150,
+                 model: dict[str, Any] | None = None, seed: int | None = None,
                  independent_sampler: BaseSampler | None = None, progress: bool = False) -> None:
         if n_startup_trials < 2:
             raise ValueError("n_startup_trials must be at least 2 (the model needs two examples)")
@@ -91,6 +95,8 @@ class RLMSampler(BaseSampler):
         if temperature <= 0:
             raise ValueError(f"temperature must be positive, got {temperature}")
         self.temperature = temperature
+        self.free_label_prior = free_label_prior
+        self._prior: FreeLabelPrior | None = None
         self.pretrain_archs = pretrain_archs
         self.fit_steps = fit_steps
         self.model_options = dict(DEFAULT_MODEL if model is None else model)
@@ -101,6 +107,7 @@ class RLMSampler(BaseSampler):
         self._lock = threading.RLock()
         self._predictor: Any = None  # RLMPredictor, created lazily (imports torch)
         self._objective_names: tuple[str, ...] = ()
+        self._model_names: tuple[str, ...] = ()  # the objectives' names inside the model
         self._queue: list[dict[str, Any]] = []
         self._rounds = 0
         self._ids: dict[tuple, str] = {}
@@ -216,6 +223,10 @@ class RLMSampler(BaseSampler):
         if clash:
             raise ValueError(f"objective name(s) {sorted(clash)} clash with the free labels")
         self._objective_names = tuple(o.name for o in objectives)
+        if self.free_label_prior:  # the model's numbers are residuals: never let them pass for values
+            objectives = [Objective(f"{o.name} (residual)", "normal score", f"{o.name} minus the free-label "
+                                    "prior", o.source, o.higher_is_better) for o in objectives]
+        self._model_names = tuple(o.name for o in objectives)
         pool = list(dict.fromkeys(self.arch_id_of(p) for p in self._pool_params))
         self.log(f"learning the ONNX tokenizer on {len(pool):,} architectures")
         self._describe(pool)
@@ -256,17 +267,23 @@ class RLMSampler(BaseSampler):
             rows.setdefault(self.arch_id_of(t.params), t.values)
         ids = list(rows)
         # the free labels come first in the decode order: the model learns each objective given them
-        values = np.hstack([self.free_labels_of(ids), np.array([rows[i] for i in ids], dtype=np.float64)])
+        free = self.free_labels_of(ids)
+        targets = np.array([rows[i] for i in ids], dtype=np.float64)
+        if self.free_label_prior:
+            pool = list(dict.fromkeys(self.arch_id_of(p) for p in self._pool_params))
+            self._prior = FreeLabelPrior.fit(free, targets, self.free_labels_of(pool))
+            targets = self._prior.residuals(free, targets)
+        values = np.hstack([free, targets])
         batch = min(32, len(ids))
         epochs = max(1, math.ceil(self.fit_steps / math.ceil(len(ids) / batch)))
         config = TrainConfig(max_epochs=epochs, batch_size=batch, validation_fraction=0.0,
                              warmup_fraction=0.1, learning_rate=1e-3, seed=self._seed + self._rounds,
                              progress=self.progress)
-        order = (*self._free_names, *self._objective_names)
+        order = (*self._free_names, *self._model_names)
         # free labels keep the scale they were pre-trained with (without pre-training, none was fitted on
         # more than the trials: refit it); objectives get room beyond the best value seen so far, or no
         # candidate could ever be predicted to extend the front
-        refit = self._objective_names if self.pretrain_archs else True
+        refit = self._model_names if self.pretrain_archs else True
         self._predictor.fit([self.text_of(i) for i in ids], values, order, config,
                             refit_normalizers=refit, headroom=OBJECTIVE_HEADROOM)
         self._rounds += 1
@@ -308,9 +325,10 @@ class RLMSampler(BaseSampler):
         texts = [self.text_of(i) for i in arch_ids]
         free = self.free_labels_of(arch_ids)
         given = {name: free[:, k] for k, name in enumerate(self._free_names)}
-        return self._predictor.sample(texts, self._objective_names, given=given, batch_size=64, seed=seed,
-                                      temperature=self.temperature,
-                                      num_samples=num_samples or self.num_samples, progress=self.progress)
+        samples = self._predictor.sample(texts, self._model_names, given=given, batch_size=64, seed=seed,
+                                         temperature=self.temperature,
+                                         num_samples=num_samples or self.num_samples, progress=self.progress)
+        return samples if self._prior is None else self._prior.values(free, samples)
 
     def _candidates(self, search_space: dict[str, BaseDistribution], front: Sequence[dict[str, Any]],
                     taken: set[str]) -> dict[str, dict[str, Any]]:

@@ -97,6 +97,19 @@ def test_the_model_is_trained_and_predicts_every_objective() -> None:
     assert samples.shape == (1, 5, 2) and np.isfinite(samples).all()
 
 
+def test_with_the_free_label_prior_the_model_learns_residuals_and_predicts_values() -> None:
+    sampler = tiny_sampler(free_label_prior=True)
+    study = make_study(sampler)
+    study.optimize(toy_objective, n_trials=8)
+    assert sampler.predictor.decode_order[-2:] == ("acc (residual)", "lat (residual)")
+    ids = SPACE.sample_ids(30, seed=5)
+    samples = sampler.predict_samples(ids, num_samples=4)
+    truth = np.array([toy_values(i) for i in ids])
+    # in the objectives' units: around the toy's values, not around residual normal scores near 0
+    assert samples.shape == (30, 4, 2) and np.isfinite(samples).all()
+    assert abs(np.median(samples[..., 0]) - np.median(truth[:, 0])) < 15
+
+
 def test_pretraining_learns_free_labels_of_random_architectures_first() -> None:
     sampler = tiny_sampler(pretrain_archs=12)
     logs: list[str] = []

@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.stats import kendalltau, norm
+
+from nasrlm.search._prior import FreeLabelPrior, NormalScores
+
+
+def test_normal_scores_round_trip_and_extend_straight_beyond_the_data() -> None:
+    values = np.array([3.0, 1.0, 2.0, 2.0, 10.0])
+    scores = NormalScores.fit(values)
+    inside = np.array([1.0, 1.5, 2.0, 7.0, 10.0])
+    np.testing.assert_allclose(scores.inverse(scores.forward(inside)), inside)
+    tied = (norm.ppf(0.3) + norm.ppf(0.5)) / 2  # the two 2s are the 2nd and 3rd of 5
+    assert scores.forward(np.array([2.0]))[0] == pytest.approx(tied)
+    beyond = scores.forward(np.array([-8.0, 0.0, 11.0, 19.0]))
+    assert beyond[0] < beyond[1] < scores.scores[0] and scores.scores[-1] < beyond[2] < beyond[3]
+    np.testing.assert_allclose(scores.inverse(beyond), [-8.0, 0.0, 11.0, 19.0])
+
+
+def test_one_distinct_value_maps_to_itself() -> None:
+    scores = NormalScores.fit(np.array([4.0, 4.0]))
+    assert scores.inverse(np.array([-1.0, 2.0])).tolist() == [4.0, 4.0]
+    with pytest.raises(ValueError, match="at least one"):
+        NormalScores.fit(np.array([]))
+
+
+def test_prior_follows_the_free_label_that_explains_the_trials() -> None:
+    rng = np.random.default_rng(0)
+    reference = rng.lognormal(size=(2000, 2))
+    free = reference[:30]
+    # objective 0 rises with free label 1; objective 1 falls with free label 0
+    values = np.stack([np.log(free[:, 1]) + 0.1 * rng.normal(size=30), 5 - free[:, 0]], axis=1)
+    prior = FreeLabelPrior.fit(free, values, reference)
+    assert prior.label.tolist() == [1, 0] and prior.slope[0] > 0.8 and prior.slope[1] < -0.8
+    residuals = prior.residuals(free, values)
+    assert np.abs(residuals).max() < 0.6
+    np.testing.assert_allclose(prior.values(free, residuals), values)
+    # knowing nothing (zero residual), unseen architectures are ranked by their free label
+    unseen = reference[1000:1200]
+    guess = prior.values(unseen, np.zeros((200, 4, 2)))
+    assert guess.shape == (200, 4, 2)
+    assert kendalltau(guess[:, 0, 0], unseen[:, 1])[0] > 0.99
+    assert kendalltau(guess[:, 0, 1], -unseen[:, 0])[0] > 0.99
+
+
+def test_prior_without_any_relation_is_flat() -> None:
+    free = np.ones((5, 2))
+    prior = FreeLabelPrior.fit(free, np.arange(5.0)[:, None], np.random.default_rng(1).random((50, 2)))
+    assert prior.slope.tolist() == [0.0]
+    np.testing.assert_allclose(prior.values(free, prior.residuals(free, np.arange(5.0)[:, None])),
+                               np.arange(5.0)[:, None])
