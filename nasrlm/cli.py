@@ -349,10 +349,25 @@ def cmd_search(args: argparse.Namespace) -> int:
     out = Path(args.out or f"runs/{space.name}-{args.sampler}-seed{args.seed}")
     job = search_job(space, names, budget=args.budget, out_dir=out, sampler=args.sampler, seed=args.seed,
                      storage=args.storage, study_name=args.study_name, data_dir=args.data_dir, db=args.db,
-                     compare=compare, progress=not args.quiet, command=" ".join(["nasrlm", *sys.argv[1:]]))
+                     compare=compare, sampler_options=_rlm_options(args.rlm_option), progress=not args.quiet,
+                     command=" ".join(["nasrlm", *sys.argv[1:]]))
     for line in summary(job):
         print(line)
     return 0
+
+
+def _rlm_options(pairs: Sequence[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs; values are JSON where they parse (2.5, true, {"d_model": 32}), else strings."""
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise CliError(f"--rlm-option takes KEY=VALUE, got {pair!r}")
+        try:
+            options[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key.strip()] = value
+    return options
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -477,6 +492,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--budget", type=int, required=True, help="objective evaluations (completed trials)")
     p.add_argument("--sampler", choices=list(SAMPLER_NAMES), default="rlm", help="default rlm")
     p.add_argument("--compare", metavar="NAMES", help="also run these samplers, e.g. random,nsga2,tpe")
+    p.add_argument("--rlm-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="an RLMSampler setting, e.g. num_candidates=4000 or temperature=2 (repeatable; "
+                        "see the README)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--storage", help="Optuna storage URL, e.g. sqlite:///study.db (resumes); default memory")
     p.add_argument("--study-name", help="default <space>-<sampler>-seed<seed>")

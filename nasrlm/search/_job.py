@@ -6,12 +6,14 @@ baselines on the same evaluator, asks the RLM for its predicted front, and write
 
 from __future__ import annotations
 
+import inspect
 import os
 import shutil
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import optuna
@@ -36,11 +38,24 @@ SAMPLERS: dict[str, SamplerFactory] = {
 }
 
 
-def make_sampler(name: str, space: SearchSpace, seed: int, *, progress: bool = False
-                 ) -> optuna.samplers.BaseSampler:
+#: RLMSampler settings a user may change by name (``nasrlm search --rlm-option KEY=VALUE``).
+RLM_OPTIONS = tuple(n for n in inspect.signature(RLMSampler).parameters
+                    if n not in ("space", "seed", "progress", "independent_sampler"))
+
+
+def make_sampler(name: str, space: SearchSpace, seed: int, *, progress: bool = False,
+                 options: dict[str, Any] | None = None) -> optuna.samplers.BaseSampler:
+    """The sampler ``name``; ``options`` are keyword arguments of :class:`RLMSampler` (``rlm`` only)."""
     if name not in SAMPLERS:
         raise ValueError(f"unknown sampler {name!r}; choose from {', '.join(SAMPLERS)}")
-    return SAMPLERS[name](space, seed, progress)
+    if not options:
+        return SAMPLERS[name](space, seed, progress)
+    if name != "rlm":
+        raise ValueError(f"sampler options apply to the rlm sampler, not {name!r}")
+    unknown = sorted(set(options) - set(RLM_OPTIONS))
+    if unknown:
+        raise ValueError(f"unknown rlm option {unknown[0]!r}; choose from {', '.join(RLM_OPTIONS)}")
+    return RLMSampler(space, seed=seed, progress=progress, **options)
 
 
 @dataclass
@@ -55,13 +70,16 @@ class JobOutput:
 def search_job(space: SearchSpace, objectives: Sequence[str], *, budget: int, out_dir: str | Path,
                sampler: str = "rlm", seed: int = 0, storage: str | None = None, study_name: str | None = None,
                data_dir: str | os.PathLike[str] | None = None, db: str | Path | None = None,
-               compare: Sequence[str] = (), progress: bool = True, command: str = "",
+               compare: Sequence[str] = (), sampler_options: dict[str, Any] | None = None,
+               progress: bool = True, command: str = "",
                log: Callable[[str], None] = lambda line: tqdm.write(line, file=sys.stderr)) -> JobOutput:
     """Search ``space`` for ``objectives`` with ``budget`` evaluations and write the report to ``out_dir``.
 
     Objectives named like device profiles are measured on this machine into the SQLite store ``db``
-    (default ``<out_dir>/latency.db``) the first time an architecture needs them.
+    (default ``<out_dir>/latency.db``) the first time an architecture needs them. ``sampler_options``
+    are keyword arguments of :class:`RLMSampler` for the main sampler (see :func:`make_sampler`).
     """
+    main = make_sampler(sampler, space, seed, progress=False, options=sampler_options)  # checked first
     out = Path(out_dir)
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
@@ -81,7 +99,6 @@ def search_job(space: SearchSpace, objectives: Sequence[str], *, budget: int, ou
             raise
         for o in evaluator.objectives:
             log(f"  {o.header:<16} {'maximise' if o.higher_is_better else 'minimise'}  {o.description}")
-        main = make_sampler(sampler, space, seed, progress=False)
         if isinstance(main, RLMSampler) and progress:
             main.on_fit = lambda n, seconds: log(f"  model trained on {n} evaluations in {seconds:.1f} s")
             main.log = lambda line: log(f"  {line}")

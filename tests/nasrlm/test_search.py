@@ -16,6 +16,7 @@ from nasrlm.search import (
     RLMSampler,
     SpaceMismatchError,
     Truth,
+    make_sampler,
     run_search,
     search_job,
     write_report,
@@ -144,6 +145,25 @@ def test_every_cli_sampler_has_a_factory() -> None:
     assert set(cli.SAMPLER_NAMES) == set(SAMPLERS)
 
 
+def test_rlm_options_reach_the_sampler_and_bad_ones_say_what_is_valid() -> None:
+    sampler = make_sampler("rlm", SPACE, 0, options={"temperature": 2.0, "free_label_prior": True})
+    assert sampler.temperature == 2.0 and sampler.free_label_prior
+    with pytest.raises(ValueError, match="unknown rlm option 'temprature'; choose from .*temperature"):
+        make_sampler("rlm", SPACE, 0, options={"temprature": 2.0})
+    with pytest.raises(ValueError, match="apply to the rlm sampler, not 'tpe'"):
+        make_sampler("tpe", SPACE, 0, options={"temperature": 2.0})
+
+
+def test_cli_rlm_option_errors_are_one_line(capsys, tmp_path) -> None:
+    out = tmp_path / "run"
+    for option, says in [("temperature", "KEY=VALUE"), ("no_such=1", "unknown rlm option 'no_such'")]:
+        code = cli.main(["search", "nb201", "--objectives", "acc,cpu-1t-b1", "--budget", "2",
+                         "--out", str(out), "--rlm-option", option])
+        err = capsys.readouterr().err
+        assert code == 2 and err.count("\n") == 1 and says in err, err
+    assert not out.exists()
+
+
 # --- evaluation, runner, report ---------------------------------------------------------------------
 def toy_table(ids: list[str]) -> BenchmarkTable:
     objectives = [Objective("acc", "%", "toy accuracy", "test", True),
@@ -224,3 +244,12 @@ def test_search_job_with_a_bad_objective_leaves_no_run_directory(tmp_path) -> No
         search_job(SPACE, ["no_such_objective", "cpu-1t-b1"], budget=2, out_dir=out, sampler="random",
                    data_dir=tmp_path, progress=False)
     assert not out.exists()
+
+
+def test_readme_lists_every_rlm_option() -> None:
+    from pathlib import Path
+
+    from nasrlm.search._job import RLM_OPTIONS
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert [o for o in RLM_OPTIONS if f"`{o}`" not in readme] == []
