@@ -13,6 +13,7 @@ hypervolume-vs-evaluations plot.
 from __future__ import annotations
 
 import argparse
+import json
 import platform
 import time
 
@@ -36,6 +37,7 @@ def main() -> None:
     parser.add_argument("--report-at", default="100,300", help="budgets to report (≤ --budget)")
     parser.add_argument("--plot", default="experiments/search_hv.png")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rlm-options", default="{}", help='RLMSampler keywords as JSON: {"temperature": 2}')
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     optuna.logging.set_verbosity(optuna.logging.ERROR)
@@ -56,8 +58,10 @@ def main() -> None:
         histories, recalls, seconds = [], [], []
         for seed in (int(s) for s in args.seeds.split(",")):
             start = time.perf_counter()
-            result = run_search(space, evaluator, make_sampler(sampler, space, seed), budget=args.budget,
-                                label=sampler, study_name=f"{sampler}-{seed}", progress=False)
+            options = json.loads(args.rlm_options) if sampler == "rlm" else None
+            result = run_search(space, evaluator, make_sampler(sampler, space, seed, options=options),
+                                budget=args.budget, label=sampler, study_name=f"{sampler}-{seed}",
+                                progress=False)
             seconds.append(time.perf_counter() - start)
             s = score(result, reference, truth)
             histories.append(s.history)
