@@ -12,6 +12,7 @@ from search_spaces._registry import (
     get_space,
     register_space,
 )
+from search_spaces._subset import SubsetSpace
 from search_spaces._torch_space import TorchSearchSpace
 from search_spaces.anynet import AnyNetArch, AnyNetSpace, NDSResNet, NDSResNeXtA, NDSResNeXtB, NDSVanilla
 from search_spaces.fbnet import FBNet, FBNetArch
@@ -64,6 +65,7 @@ __all__ = [
     "OFAResNet50",
     "OFAResNet50Arch",
     "SearchSpace",
+    "SubsetSpace",
     "TorchSearchSpace",
     "UnknownSpaceError",
     "available_spaces",

@@ -84,17 +84,22 @@ class ArchEvaluator:
             values.append(float(value))
         return values
 
+    def tabulated(self) -> tuple[list[str], np.ndarray] | None:
+        """The table's architectures with every objective known (ids, values); ``None`` if any is live."""
+        if self.table is None or any(is_profile(n) for n in self.names):
+            return None
+        columns = [self.table.names.index(n) for n in self.names]
+        values = self.table.values[:, columns]
+        known = np.isfinite(values).all(axis=1)
+        return [i for i, k in zip(self.table.ids, known, strict=True) if k], values[known]
+
     def truth(self) -> tuple[list[str], np.ndarray] | None:
         """Every architecture with all objectives known (ids, values): the true front comes from it.
 
         ``None`` when an objective is measured live (nobody has measured the whole space) or the
         table does not cover the space.
         """
-        if self.table is None or any(is_profile(n) for n in self.names):
+        tabulated = self.tabulated()
+        if tabulated is None or self.space.size is None or len(tabulated[0]) < self.space.size:
             return None
-        columns = [self.table.names.index(n) for n in self.names]
-        values = self.table.values[:, columns]
-        known = np.isfinite(values).all(axis=1)
-        if self.space.size is None or known.sum() < self.space.size:
-            return None
-        return [i for i, k in zip(self.table.ids, known, strict=True) if k], values[known]
+        return tabulated

@@ -24,7 +24,7 @@ from nasrlm.search._evaluate import ArchEvaluator
 from nasrlm.search._report import PredictedFront, Truth, predicted_front, reference_point, score, write_report
 from nasrlm.search._run import SearchResult, run_search
 from nasrlm.search._sampler import RLMSampler
-from search_spaces import SearchSpace
+from search_spaces import SearchSpace, SubsetSpace
 
 SamplerFactory = Callable[[SearchSpace, int, bool], optuna.samplers.BaseSampler]
 
@@ -79,7 +79,7 @@ def search_job(space: SearchSpace, objectives: Sequence[str], *, budget: int, ou
     (default ``<out_dir>/latency.db``) the first time an architecture needs them. ``sampler_options``
     are keyword arguments of :class:`RLMSampler` for the main sampler (see :func:`make_sampler`).
     """
-    main = make_sampler(sampler, space, seed, progress=False, options=sampler_options)  # checked first
+    make_sampler(sampler, space, seed, options=sampler_options)  # a bad name or option fails before any file
     out = Path(out_dir)
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
@@ -99,6 +99,8 @@ def search_job(space: SearchSpace, objectives: Sequence[str], *, budget: int, ou
             raise
         for o in evaluator.objectives:
             log(f"  {o.header:<16} {'maximise' if o.higher_is_better else 'minimise'}  {o.description}")
+        space, evaluator = _restricted_to_table(space, evaluator, log)
+        main = make_sampler(sampler, space, seed, progress=False, options=sampler_options)
         if isinstance(main, RLMSampler) and progress:
             main.on_fit = lambda n, seconds: log(f"  model trained on {n} evaluations in {seconds:.1f} s")
             main.log = lambda line: log(f"  {line}")
@@ -124,6 +126,22 @@ def search_job(space: SearchSpace, objectives: Sequence[str], *, budget: int, ou
         if store is not None:
             store.close()
     return JobOutput(result, baselines, files, truth, predicted)
+
+
+def _restricted_to_table(space: SearchSpace, evaluator: ArchEvaluator, log: Callable[[str], None]
+                         ) -> tuple[SearchSpace, ArchEvaluator]:
+    """Where every objective is looked up and the table covers part of the space, search its rows only.
+
+    Otherwise nearly every trial would ask for a cell the table cannot answer (NB101's published
+    table has 20,000 of 423,624 cells).
+    """
+    tabulated = evaluator.tabulated()
+    if tabulated is None or (space.size is not None and len(tabulated[0]) >= space.size):
+        return space, evaluator
+    of = f" of {space.size:,}" if space.size is not None else ""
+    log(f"searching the {len(tabulated[0]):,}{of} {space.name} architectures with every objective tabulated")
+    subset = SubsetSpace(space, tabulated[0])
+    return subset, ArchEvaluator(subset, evaluator.objectives, evaluator.table, evaluator.store)
 
 
 def _predicted(sampler: RLMSampler, result: SearchResult, truth: Truth | None) -> PredictedFront:

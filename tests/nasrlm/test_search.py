@@ -238,6 +238,17 @@ def test_search_job_end_to_end_with_the_rlm(tmp_path, monkeypatch) -> None:
     assert "| rlm |" in report and "| random |" in report and "predicted front" in report
 
 
+def test_search_job_on_a_table_covering_part_of_the_space_searches_its_rows(tmp_path, monkeypatch) -> None:
+    ids = SPACE.sample_ids(60, seed=7)  # 60 of 15,625 cells: almost every random cell would be missing
+    monkeypatch.setattr("nasrlm.search._evaluate.load_table", lambda space, names, data_dir: toy_table(ids))
+    lines: list[str] = []
+    job = search_job(SPACE, ["acc", "lat"], budget=20, out_dir=tmp_path / "run", sampler="random",
+                     progress=False, log=lines.append)
+    assert set(job.result.arch_ids) <= set(ids) and len(job.result.arch_ids) == 20
+    assert any("searching the 60 of 15,625 nb201 architectures" in line for line in lines)
+    assert job.truth is not None and len(job.truth.ids) == 60  # the true front of the tabulated rows
+
+
 def test_search_job_with_a_bad_objective_leaves_no_run_directory(tmp_path) -> None:
     out = tmp_path / "runs" / "typo"
     with pytest.raises(ValueError, match="no_such_objective"):
