@@ -281,6 +281,8 @@ def main() -> None:
 
     def record(task: str, target: str, n: int, method: str, value: tuple[float, float]) -> None:
         results[(task, target, n, method)].append(value)
+        print(f"  {task} {target} N={n} {method}: Kendall {value[0]:.3f}, Spearman {value[1]:.3f}",
+              flush=True)
 
     pretrain_s = []
     for seed in map(int, a.seeds.split(",")):
@@ -298,11 +300,20 @@ def main() -> None:
             scratch = RLMPredictor.create(tokenizer, objectives, **MODELS[a.model])
         base = None
         if "rlm" in methods:
-            torch.manual_seed(seed)
-            base = RLMPredictor.create(tokenizer, objectives, **MODELS[a.model])
-            print(f"seed {seed}: pre-training on free labels of {a.pretrain_per_space} archs x "
-                  f"{len(available_spaces())} spaces", flush=True)
-            pretrain_s.append(pretrain(base, a.pretrain_per_space, a.pretrain_epochs, seed, a.cache))
+            # pre-training is the long part (most of an hour on two busy cores): kept and reused
+            tags = hashlib.sha256(",".join(o.name for o in objectives).encode()).hexdigest()[:8]
+            name = f"pretrained-{a.model}-{a.pretrain_per_space}x{a.pretrain_epochs}-seed{seed}-{tags}"
+            saved = a.cache / name
+            if (saved / "config.json").is_file():
+                print(f"seed {seed}: pre-trained model from {saved}", flush=True)
+                base = RLMPredictor.load(saved)
+            else:
+                torch.manual_seed(seed)
+                base = RLMPredictor.create(tokenizer, objectives, **MODELS[a.model])
+                print(f"seed {seed}: pre-training on free labels of {a.pretrain_per_space} archs x "
+                      f"{len(available_spaces())} spaces", flush=True)
+                pretrain_s.append(pretrain(base, a.pretrain_per_space, a.pretrain_epochs, seed, a.cache))
+                base.save(saved)
         for name in task_names:
             if name == "unseen":
                 run_unseen(base, scratch, methods, seed, a, record)
