@@ -14,9 +14,10 @@ def test_normal_scores_round_trip_and_extend_straight_beyond_the_data() -> None:
     np.testing.assert_allclose(scores.inverse(scores.forward(inside)), inside)
     tied = (norm.ppf(0.3) + norm.ppf(0.5)) / 2  # the two 2s are the 2nd and 3rd of 5
     assert scores.forward(np.array([2.0]))[0] == pytest.approx(tied)
-    beyond = scores.forward(np.array([-8.0, 0.0, 11.0, 19.0]))
+    beyond = scores.forward(np.array([-8.0, 0.5, 10.5, 19.0]))
     assert beyond[0] < beyond[1] < scores.scores[0] and scores.scores[-1] < beyond[2] < beyond[3]
-    np.testing.assert_allclose(scores.inverse(beyond), [-8.0, 0.0, 11.0, 19.0])
+    # back within 10 % of the range (9) of the data: 0.5 and 10.5 are, -8 and 19 are clipped
+    np.testing.assert_allclose(scores.inverse(beyond), [0.1, 0.5, 10.5, 10.9])
 
 
 def test_one_distinct_value_maps_to_itself() -> None:
