@@ -8,13 +8,13 @@ from nasrlm.measure import is_profile
 from nasrlm.search._evaluate import ArchEvaluator, MissingValueError
 from nasrlm.search._job import SAMPLERS, JobOutput, make_sampler, search_job, summary
 from nasrlm.search._report import (
-                                  PredictedFront,
-                                  Scores,
-                                  Truth,
-                                  predicted_front,
-                                  reference_point,
-                                  score,
-                                  write_report,
+    PredictedFront,
+    Scores,
+    Truth,
+    predicted_front,
+    reference_point,
+    score,
+    write_report,
 )
 from nasrlm.search._run import SearchResult, run_search
 from nasrlm.search._sampler import DEFAULT_MODEL, RLMSampler, SpaceMismatchError

@@ -116,6 +116,7 @@ class RLMSampler(BaseSampler):
         self._texts: dict[str, str] = {}
         self._free: dict[str, np.ndarray] = {}
         self._pool_params: list[dict[str, Any]] = []  # candidate parameters drawn once
+        self._pool_ids: list[str] = []  # their distinct architectures, known once the model exists
         #: called after each refit with (completed trials used, seconds); the CLI's progress hook
         self.on_fit: Callable[[int, float], None] | None = None
         #: called with a line before each long step (pre-training, scoring); e.g. ``print``
@@ -229,7 +230,7 @@ class RLMSampler(BaseSampler):
             objectives = [Objective(f"{o.name} (residual)", "normal score", f"{o.name} minus the free-label "
                                     "prior", o.source, o.higher_is_better) for o in objectives]
         self._model_names = tuple(o.name for o in objectives)
-        pool = list(dict.fromkeys(self.arch_id_of(p) for p in self._pool_params))
+        pool = self._pool_ids = list(dict.fromkeys(self.arch_id_of(p) for p in self._pool_params))
         self.log(f"learning the ONNX tokenizer on {len(pool):,} architectures")
         self._describe(pool)
         texts = [self.text_of(i) for i in pool]
@@ -272,8 +273,7 @@ class RLMSampler(BaseSampler):
         free = self.free_labels_of(ids)
         targets = np.array([rows[i] for i in ids], dtype=np.float64)
         if self.free_label_prior:
-            pool = list(dict.fromkeys(self.arch_id_of(p) for p in self._pool_params))
-            self._prior = FreeLabelPrior.fit(free, targets, self.free_labels_of(pool))
+            self._prior = FreeLabelPrior.fit(free, targets, self.free_labels_of(self._pool_ids))
             targets = self._prior.residuals(free, targets)
         values = np.hstack([free, targets])
         batch = min(32, len(ids))
