@@ -42,6 +42,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from _gbdt import gbdt_predict
 from scipy import stats
 
 from nasrlm.data import load_table
@@ -102,18 +103,6 @@ def one_hot(space: SearchSpace, ids: list[str]) -> np.ndarray:
         else:
             rows.append(np.array([float(b == o) for b in arch.blocks for o in BLOCKS]))
     return np.array(rows)
-
-
-def gbdt(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, seed: int) -> np.ndarray:
-    from sklearn.ensemble import HistGradientBoostingRegressor
-
-    out = np.empty((len(x_test), y_train.shape[1]))
-    for k in range(y_train.shape[1]):
-        leaf = max(2, min(20, len(y_train) // 20))  # sklearn's default of 20 starves small N
-        model = HistGradientBoostingRegressor(max_iter=300, learning_rate=0.05, min_samples_leaf=leaf,
-                                              random_state=seed)
-        out[:, k] = model.fit(x_train, y_train[:, k]).predict(x_test)
-    return out
 
 
 # --- the RLM --------------------------------------------------------------------------------------
@@ -190,7 +179,7 @@ def run_task(task: Task, base: RLMPredictor | None, scratch: RLMPredictor | None
             runs["macs"] = np.repeat(data.free[test, 1:2], len(task.targets), axis=1)
         if x is not None:
             features = np.hstack([x, data.free])
-            runs["gbdt"] = gbdt(features[train], y, features[test], seed)
+            runs["gbdt"] = gbdt_predict(features[train], y, features[test], seed)
         for method, start in (("rlm", base), ("rlm-scratch", scratch)):
             if start is None or method not in methods:
                 continue
@@ -233,7 +222,7 @@ def run_unseen(base: RLMPredictor | None, scratch: RLMPredictor | None, methods:
         if "macs" in methods:
             runs["macs"] = data.free[test, 1]
         if x is not None:
-            runs["gbdt"] = gbdt(x[adapt], y, x[test], seed)[:, 0]
+            runs["gbdt"] = gbdt_predict(x[adapt], y, x[test], seed)[:, 0]
         for method, start in starts.items():
             if start is None or method not in methods:
                 continue
