@@ -22,6 +22,7 @@ from nasrlm.data import Objective
 from nasrlm.inference import sample_scaled
 from nasrlm.model import RegressionLM, RLMConfig
 from nasrlm.normalize import Normalizer
+from nasrlm.prior import FreeLabelPrior
 from nasrlm.tokenizers import NumberTokenizer, OnnxTokenizer
 from nasrlm.training import TrainConfig, TrainReport, pad_batch, train
 
@@ -58,6 +59,11 @@ class RLMPredictor:
         self.normalizers = dict(normalizers or {})
         #: objectives predicted by default, in decode order: those of the latest :meth:`fit`
         self.decode_order = tuple(decode_order)
+        #: set by ``fit(..., prior_from=...)``: the free-label prior, the free labels it reads and the
+        #: objectives the model predicts as residuals of it
+        self.prior: FreeLabelPrior | None = None
+        self.prior_free: tuple[str, ...] = ()
+        self.prior_objectives: tuple[str, ...] = ()
 
     @classmethod
     def create(cls, tokenizer: OnnxTokenizer, objectives: Sequence[Objective],
@@ -80,19 +86,28 @@ class RLMPredictor:
 
     def fit(self, texts: Sequence[str], values: np.ndarray, objectives: Sequence[str],
             config: TrainConfig | None = None, *, refit_normalizers: bool | Collection[str] = True,
-            headroom: float = 0.0) -> TrainReport:
+            headroom: float = 0.0, prior_from: Sequence[str] = ()) -> TrainReport:
         """Train on ``values`` (n, len(objectives); NaN = unknown), decoding ``objectives`` in this order.
 
         Call it twice to pre-train on free labels and then fine-tune on the expensive ones; each
         call fits the normalisers of the objectives it trains (``refit_normalizers``: all, none, or
         just the named ones; an objective without a normaliser always gets one). ``headroom`` lets
         predictions go past the training labels' range (see :meth:`Normalizer.fit`).
+
+        ``prior_from`` names columns of ``objectives`` that are free labels (known for every
+        architecture, e.g. ``("params", "macs")``, decoded first): every other objective is then
+        learned as what a straight line through the best of them leaves unexplained
+        (:class:`~nasrlm.prior.FreeLabelPrior`), and :meth:`sample` adds the line back — it then needs
+        those free labels ``given``. With few labels the model alone ranks below its free labels.
         """
         objectives = tuple(objectives)
         values = np.asarray(values, dtype=np.float64).reshape(len(texts), len(objectives))
         unknown = [o for o in objectives if o not in self.objectives]
         if unknown:
             raise ValueError(f"objective(s) {unknown} are not among this model's {list(self.objectives)}")
+        self.prior, self.prior_free, self.prior_objectives = None, (), ()
+        if prior_from:
+            values = self._fit_prior(values, objectives, tuple(prior_from))
         for k, name in enumerate(objectives):
             refit = refit_normalizers if isinstance(refit_normalizers, bool) else name in refit_normalizers
             if refit or name not in self.normalizers:
@@ -101,6 +116,26 @@ class RLMPredictor:
         report = train(self.model, self.encode_texts(texts), targets, objectives, config)
         self.decode_order = objectives
         return report
+
+    def _fit_prior(self, values: np.ndarray, objectives: tuple[str, ...],
+                   free: tuple[str, ...]) -> np.ndarray:
+        """Fit the free-label prior; ``values`` with the other objectives replaced by residuals."""
+        absent = [f for f in free if f not in objectives]
+        if absent:
+            raise ValueError(f"prior_from: {absent} are not among the objectives trained "
+                             f"({list(objectives)})")
+        free_cols = [objectives.index(f) for f in free]
+        rest = [k for k in range(len(objectives)) if k not in free_cols]
+        if not rest:
+            raise ValueError("prior_from names every objective: nothing is left to predict from them")
+        x = values[:, free_cols]
+        if np.isnan(x).any():
+            raise ValueError(f"prior_from: the free labels {list(free)} must be known for every row")
+        self.prior = FreeLabelPrior.fit(x, values[:, rest], x)
+        self.prior_free, self.prior_objectives = free, tuple(objectives[k] for k in rest)
+        values = values.copy()
+        values[:, rest] = self.prior.residuals(x, values[:, rest])
+        return values
 
     def _targets(self, values: np.ndarray, objectives: tuple[str, ...]) -> np.ndarray:
         numbers = self.model.vocab.numbers
@@ -127,6 +162,11 @@ class RLMPredictor:
         missing = [o for o in (*given, *objectives) if o not in self.normalizers]
         if missing:
             raise ValueError(f"objective(s) {missing} were never trained; trained: {self.trained_objectives}")
+        residual = [k for k, o in enumerate(objectives) if o in self.prior_objectives]
+        if residual and any(f not in given for f in self.prior_free):
+            raise ValueError(f"this model predicts {[objectives[k] for k in residual]} from the free labels "
+                             f"{list(self.prior_free)}: pass them as given={{name: values}} "
+                             "(nasrlm.free_labels.free_labels computes them)")
         given_tokens = None
         if given:
             known = np.stack([np.asarray(v, dtype=np.float64).reshape(len(texts)) for v in given.values()], 1)
@@ -146,7 +186,21 @@ class RLMPredictor:
                                    temperature=temperature, generator=generator, given=prefix)
             for k, name in enumerate(objectives):
                 out[start : start + len(input_ids), :, k] = self.normalizers[name].inverse(scaled[..., k])
+        if residual and self.prior is not None:
+            free = np.stack([np.asarray(given[f], dtype=np.float64).reshape(len(texts))
+                             for f in self.prior_free], axis=1)
+            values = self.prior.values(free, self._residual_block(out, objectives))
+            for k in residual:
+                out[..., k] = values[..., self.prior_objectives.index(objectives[k])]
         return out
+
+    def _residual_block(self, out: np.ndarray, objectives: tuple[str, ...]) -> np.ndarray:
+        """(n, samples, len(prior_objectives)) residual samples; objectives not asked for stay 0."""
+        block = np.zeros((*out.shape[:2], len(self.prior_objectives)))
+        for j, name in enumerate(self.prior_objectives):
+            if name in objectives:
+                block[..., j] = out[..., objectives.index(name)]
+        return block
 
     def predict(self, texts: Sequence[str], objectives: Sequence[str] | None = None, **options
                 ) -> list[dict[str, Prediction]]:
@@ -182,6 +236,9 @@ class RLMPredictor:
             "normalizers": {k: v.to_dict() for k, v in self.normalizers.items()},
             "decode_order": list(self.decode_order),
         }
+        if self.prior is not None:
+            meta["prior"] = {"free_labels": list(self.prior_free), "predicts": list(self.prior_objectives),
+                             "fit": self.prior.to_dict()}
         (path / "config.json").write_text(json.dumps(meta, indent=2) + "\n")
         return path
 
@@ -201,5 +258,10 @@ class RLMPredictor:
         model.eval()
         tokenizer = OnnxTokenizer.from_bytes(files[2].read_bytes())
         normalizers = {k: Normalizer.from_dict(v) for k, v in meta["normalizers"].items()}
-        return cls(tokenizer, model, [Objective(**o) for o in meta["objectives"]], normalizers,
-                   meta["decode_order"])
+        predictor = cls(tokenizer, model, [Objective(**o) for o in meta["objectives"]], normalizers,
+                        meta["decode_order"])
+        if "prior" in meta:
+            predictor.prior = FreeLabelPrior.from_dict(meta["prior"]["fit"])
+            predictor.prior_free = tuple(meta["prior"]["free_labels"])
+            predictor.prior_objectives = tuple(meta["prior"]["predicts"])
+        return predictor

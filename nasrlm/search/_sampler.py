@@ -31,7 +31,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from nasrlm.data import Objective
 from nasrlm.metrics import expected_hypervolume_improvement, pareto_mask
-from nasrlm.search._prior import FreeLabelPrior
+from nasrlm.prior import FreeLabelPrior
 from search_spaces import SearchSpace
 
 #: Network for the sampler's model: small enough to refit in seconds on two cores.
@@ -67,7 +67,7 @@ class RLMSampler(BaseSampler):
             them, but made the search worse there (HV ratio @100 0.43 against 0.64-0.71 at 1.0).
         free_label_prior: predict each objective as a straight line (in normal scores) through the free
             label that best explains the trials, and train the model on what that line leaves over
-            (see :mod:`nasrlm.search._prior`); without it the model learns each objective whole and
+            (see :mod:`nasrlm.prior`); without it the model learns each objective whole and
             ranks unseen architectures worse than the free label alone.
         pretrain_archs: random architectures whose free labels (parameters, MACs) pre-train the model
             (:data:`PRETRAIN_EPOCHS` passes) before it sees any trial; 0 skips pre-training.

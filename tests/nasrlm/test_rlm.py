@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from scipy.stats import kendalltau
 
 from nasrlm.data import Objective
 from nasrlm.inference import sample_digits
@@ -150,3 +151,29 @@ def test_normalizer_headroom_reaches_past_the_training_range() -> None:
     np.testing.assert_allclose(roomy.inverse(inside), values)
     with pytest.raises(ValueError, match="headroom"):
         Normalizer.fit(values, headroom=0.5)
+
+
+def test_free_label_prior_ranks_by_the_free_label_before_any_learning_and_is_saved(corpus, tmp_path) -> None:
+    tokenizer, texts, values = corpus
+    convs = np.sqrt(values[:, 1] - 1)  # the toy "free label": known for every architecture
+    free = Objective("convs", "count", "conv ops in the cell", "test", True)
+    torch.manual_seed(0)
+    predictor = RLMPredictor.create(tokenizer, (free, *OBJECTIVES), **TINY)
+    labelled = np.column_stack([convs, values[:, 1]])
+    one_step = TrainConfig(max_epochs=1, batch_size=48, validation_fraction=0.0, progress=False)
+    predictor.fit(texts, labelled, ("convs", "lat"), one_step, prior_from=("convs",))
+    assert predictor.prior_free == ("convs",) and predictor.prior_objectives == ("lat",)
+    with pytest.raises(ValueError, match="given"):
+        predictor.sample(texts[:4], ("lat",), num_samples=4)
+    samples = predictor.sample(texts, ("lat",), num_samples=8, given={"convs": convs})
+    # one optimiser step teaches the model nothing; the prior alone orders latency by the conv count
+    assert kendalltau(np.median(samples[:, :, 0], axis=1), values[:, 1])[0] > 0.9
+    assert samples.min() >= values[:, 1].min() - 0.1 * np.ptp(values[:, 1])
+
+    predictor.save(tmp_path / "model")
+    loaded = RLMPredictor.load(tmp_path / "model")
+    assert loaded.prior_objectives == ("lat",)
+    np.testing.assert_array_equal(loaded.sample(texts, ("lat",), num_samples=8, given={"convs": convs}),
+                                  samples)
+    with pytest.raises(ValueError, match="prior_from"):
+        predictor.fit(texts, labelled, ("convs", "lat"), one_step, prior_from=("acc",))

@@ -1,5 +1,6 @@
 """The free-label prior: what the parameter count or the MACs alone say about each objective.
 
+Used by :class:`~nasrlm.predictor.RLMPredictor` (``fit(..., prior_from=...)``) and by the sampler.
 Refitted on a few dozen trials, the sampler's model ranked unseen NB201 cells *worse* than the free
 labels it is given (accuracy Kendall 0.39-0.50 against 0.58 for the parameter count alone;
 experiments/README.md, "What the sampler's model knows"). So each objective is predicted as a straight
@@ -33,12 +34,21 @@ class NormalScores:
 
     @classmethod
     def fit(cls, values: np.ndarray) -> NormalScores:
-        values = np.sort(np.asarray(values, dtype=np.float64).ravel())
+        """From the known (non-NaN) ``values``."""
+        values = np.asarray(values, dtype=np.float64).ravel()
+        values = np.sort(values[~np.isnan(values)])
         if len(values) == 0:
-            raise ValueError("normal scores need at least one value")
+            raise ValueError("normal scores need at least one known value")
         distinct, group = np.unique(values, return_inverse=True)
         scores = norm.ppf((np.arange(len(values)) + 0.5) / len(values))
         return cls(distinct, np.bincount(group, scores) / np.bincount(group))
+
+    def to_dict(self) -> dict[str, list[float]]:
+        return {"knots": self.knots.tolist(), "scores": self.scores.tolist()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, list[float]]) -> NormalScores:
+        return cls(np.asarray(data["knots"], dtype=np.float64), np.asarray(data["scores"], dtype=np.float64))
 
     @property
     def _slope(self) -> float:  # scores per unit of value, for the straight tails
@@ -77,7 +87,7 @@ class FreeLabelPrior:
 
     @classmethod
     def fit(cls, free: np.ndarray, values: np.ndarray, reference_free: np.ndarray) -> FreeLabelPrior:
-        """From the trials' ``free`` labels (n, f) and ``values`` (n, m).
+        """From the trials' ``free`` labels (n, f) and ``values`` (n, m; NaN = unknown).
 
         ``reference_free`` (many architectures' free labels) fixes each free label's normal scores.
         """
@@ -85,11 +95,12 @@ class FreeLabelPrior:
         z_free = np.stack([s.forward(free[:, j]) for j, s in enumerate(free_scores)], axis=1)
         objectives, labels, intercepts, slopes = [], [], [], []
         for k in range(values.shape[1]):
+            known = ~np.isnan(values[:, k])
             scores = NormalScores.fit(values[:, k])
-            z = scores.forward(values[:, k])
+            z = scores.forward(values[known, k])
             best = (0, 0.0, 0.0, 0.0)  # (label, |correlation|, intercept, slope)
             for j in range(z_free.shape[1]):
-                x = z_free[:, j]
+                x = z_free[known, j]
                 if np.std(x) == 0 or np.std(z) == 0:
                     continue
                 r = float(np.corrcoef(x, z)[0, 1])
@@ -101,6 +112,20 @@ class FreeLabelPrior:
             intercepts.append(best[2])
             slopes.append(best[3])
         return cls(objectives, free_scores, np.array(labels), np.array(intercepts), np.array(slopes))
+
+    def to_dict(self) -> dict:
+        """Plain JSON-ready lists (checkpoints never pickle)."""
+        return {"objectives": [s.to_dict() for s in self.objectives],
+                "free": [s.to_dict() for s in self.free], "label": self.label.tolist(),
+                "intercept": self.intercept.tolist(), "slope": self.slope.tolist()}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> FreeLabelPrior:
+        return cls([NormalScores.from_dict(s) for s in data["objectives"]],
+                   [NormalScores.from_dict(s) for s in data["free"]],
+                   np.asarray(data["label"], dtype=np.int64),
+                   np.asarray(data["intercept"], dtype=np.float64),
+                   np.asarray(data["slope"], dtype=np.float64))
 
     def mean(self, free: np.ndarray) -> np.ndarray:
         """(n, m) prior mean scores of architectures with these free labels."""

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy.stats import kendalltau, norm
 
-from nasrlm.search._prior import FreeLabelPrior, NormalScores
+from nasrlm.prior import FreeLabelPrior, NormalScores
 
 
 def test_normal_scores_round_trip_and_extend_straight_beyond_the_data() -> None:
