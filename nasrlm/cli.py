@@ -282,7 +282,17 @@ def cmd_train(args: argparse.Namespace) -> int:
         labels = free_labels(space, pre_ids, progress=not args.quiet)
         print(f"pre-training on free labels of {len(pre_ids):,} architectures", file=sys.stderr)
         predictor.fit(_texts(space, pre_ids), labels, [o.name for o in FREE_OBJECTIVES], config)
-    report = predictor.fit(_texts(space, ids), values[keep], names, config)
+    values, prior_from = values[keep], ()
+    if args.prior:
+        # the free labels are decoded first (and given at inference); the rest are learned as residuals
+        prior_from = tuple(o.name for o in free)
+        if not prior_from:
+            raise CliError("--prior: the table's own columns are the free labels; nothing to predict from")
+        print(f"free-label prior: {', '.join(prior_from)} computed for {len(ids):,} architectures",
+              file=sys.stderr)
+        values = np.hstack([free_labels(space, ids, progress=not args.quiet), values])
+        names = [*prior_from, *names]
+    report = predictor.fit(_texts(space, ids), values, names, config, prior_from=prior_from)
     predictor.save(args.output)
     print(f"saved {args.output}: best epoch {report.best_epoch + 1} of {len(report.train_loss)} "
           f"({report.stopped_by}), {report.seconds:.0f} s", file=sys.stderr)
@@ -296,13 +306,26 @@ def torch_threads(threads: int | None) -> None:
         torch.set_num_threads(threads)
 
 
+def _prior_inputs(predictor: Any, space: search_spaces.SearchSpace, ids: Sequence[str]
+                  ) -> dict[str, np.ndarray] | None:
+    """The free labels a model trained with ``--prior`` reads, computed from each architecture's graph."""
+    if not predictor.prior_free:
+        return None
+    from nasrlm.free_labels import FREE_OBJECTIVES, free_labels
+
+    labels = free_labels(space, ids)
+    names = [o.name for o in FREE_OBJECTIVES]
+    return {name: labels[:, names.index(name)] for name in predictor.prior_free}
+
+
 def cmd_predict(args: argparse.Namespace) -> int:
     from nasrlm.predictor import RLMPredictor
 
     predictor = RLMPredictor.load(args.model)
     space = _space(args.space)
     ids = _arch_ids(space, args)
-    predictions = predictor.predict(_texts(space, ids), num_samples=args.samples, seed=args.seed)
+    predictions = predictor.predict(_texts(space, ids), num_samples=args.samples, seed=args.seed,
+                                    given=_prior_inputs(predictor, space, ids))
     out = {i: {k: v.to_dict() for k, v in p.items()} for i, p in zip(ids, predictions, strict=True)}
     print(json.dumps(out, indent=2))
     return 0
@@ -324,7 +347,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
                        f"{args.model}")
     truth = np.stack([table.column(n) for n in names], axis=1)
     samples = predictor.sample(_texts(space, table.ids), names, num_samples=args.samples, seed=args.seed,
-                               progress=not args.quiet)
+                               progress=not args.quiet, given=_prior_inputs(predictor, space, table.ids))
     median = np.median(samples, axis=1)
     result = {}
     for k, name in enumerate(names):
@@ -454,6 +477,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--size", choices=list(MODEL_SIZES), default="small", help="model size (default small)")
     p.add_argument("--pretrain", type=int, default=0, metavar="N",
                    help="first pre-train on free labels (params, MACs) of N random architectures")
+    p.add_argument("--prior", action="store_true",
+                   help="learn each objective as what a straight line through the best free label "
+                        "(params, MACs) leaves unexplained; predict/eval compute the free labels")
     p.add_argument("--epochs", type=int, default=60, help="maximum epochs (early stopping picks the best)")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--lr", type=float, default=2e-3, help="peak learning rate (AdamW)")

@@ -152,12 +152,12 @@ class RLMPredictor:
                given: dict[str, np.ndarray] | None = None) -> np.ndarray:
         """Samples in the objectives' units, shape (len(texts), num_samples, len(objectives)).
 
-        ``objectives`` defaults to :attr:`decode_order`, the objectives of the latest fit.
+        ``objectives`` defaults to :attr:`predicts`, the objectives of the latest fit.
         ``given`` maps objectives known for every text (e.g. free labels) to their values; they are
         fed to the decoder before ``objectives``, which are then sampled conditioned on them (train
         with them first in the decode order).
         """
-        objectives = tuple(objectives or self.decode_order)
+        objectives = tuple(objectives or self.predicts)
         given = dict(given or {})
         missing = [o for o in (*given, *objectives) if o not in self.normalizers]
         if missing:
@@ -205,7 +205,7 @@ class RLMPredictor:
     def predict(self, texts: Sequence[str], objectives: Sequence[str] | None = None, **options
                 ) -> list[dict[str, Prediction]]:
         """Median, mean and quantiles per objective for each text (see :meth:`sample` for options)."""
-        objectives = tuple(objectives or self.decode_order)
+        objectives = tuple(objectives or self.predicts)
         samples = self.sample(texts, objectives, **options)
         qs = np.quantile(samples, QUANTILES, axis=1)  # (q, n, k)
         return [
@@ -215,6 +215,11 @@ class RLMPredictor:
              for k, name in enumerate(objectives)}
             for i in range(len(texts))
         ]
+
+    @property
+    def predicts(self) -> tuple[str, ...]:
+        """What :meth:`sample` predicts by default: the latest fit's objectives, minus the prior's inputs."""
+        return tuple(o for o in self.decode_order if o not in self.prior_free)
 
     @property
     def trained_objectives(self) -> tuple[str, ...]:

@@ -152,3 +152,23 @@ def test_train_on_a_published_column_named_like_a_free_label(capsys, tmp_path: P
     code, _, err = run(capsys, "train", "--data", str(data), "-o", str(tmp_path / "model"), "--size", "tiny",
                        "--epochs", "1", "--pretrain", "4", "--quiet")
     assert code == 0 and "saved" in err, err
+
+
+def test_train_with_the_free_label_prior_then_predict_and_eval_compute_free_labels(capsys, tmp_path) -> None:
+    from nasrlm.data import Objective
+    from nasrlm.free_labels import free_labels
+    from search_spaces import NasBench201
+
+    space = NasBench201()
+    ids = space.sample_ids(30, seed=4)
+    latency = 1 + 2 * free_labels(space, ids)[:, 1:]  # explained by the MACs alone
+    table = BenchmarkTable("nb201", ids, [Objective("lat", "ms", "toy latency", "test", False)], latency)
+    data = table.to_csv(tmp_path / "train.csv")
+    model = tmp_path / "model"
+    code, _, err = run(capsys, "train", "--data", str(data), "-o", str(model), "--size", "tiny",
+                       "--epochs", "1", "--prior", "--quiet")
+    assert code == 0 and "free-label prior" in err, err
+    code, out, _ = run(capsys, "eval", str(model), "--data", str(data), "--samples", "4", "--quiet")
+    assert code == 0 and json.loads(out)["lat"]["kendall"] > 0.9  # one epoch: the prior's ranking
+    code, out, _ = run(capsys, "predict", str(model), "--space", "nb201", "--arch", ids[0], "--samples", "4")
+    assert code == 0 and set(json.loads(out)[ids[0]]) == {"lat"}
