@@ -18,11 +18,13 @@ In one process, on the same splits for every method:
      *source* devices (every FBNet device except the held-out ones), then on ``--adapt`` measurements of
      a held-out device it has never seen, and is tested on that device.
 
-Methods: ``rlm`` (the pre-trained model), ``rlm-scratch`` (same fine-tuning from random weights: does
-cross-space pre-training help?), ``gbdt`` (gradient-boosted trees on the one-hot encoding of the
-architecture plus the two free labels), and for latency tasks ``macs`` (ranking by MACs alone, no
-training). Prints markdown tables for experiments/README.md. Texts and free labels are cached under
-``--cache``; ``--smoke`` runs a tiny configuration (to check the script, not to measure).
+Methods: ``rlm`` (the pre-trained model), ``rlm-prior`` (the same, learning each expensive label as the
+residual of the free-label prior: ``RLMPredictor.fit(prior_from=...)``), ``rlm-scratch`` (same
+fine-tuning from random weights: does cross-space pre-training help?), ``gbdt`` (gradient-boosted
+trees on the one-hot encoding of the architecture plus the two free labels), and for latency tasks
+``macs`` (ranking by MACs alone, no training). Prints markdown tables for experiments/README.md.
+Texts and free labels are cached under ``--cache``; ``--smoke`` runs a tiny configuration (to check
+the script, not to measure).
 """
 
 from __future__ import annotations
@@ -112,13 +114,13 @@ def epochs_for(n: int, batch: int, steps: int) -> int:
 
 
 def fine_tune(predictor: RLMPredictor, data: Encoded, train: np.ndarray, values: np.ndarray,
-              names: tuple[str, ...], seed: int, steps: int) -> RLMPredictor:
-    """A fine-tuned copy: free labels first in the decode order, then ``names``."""
+              names: tuple[str, ...], seed: int, steps: int, prior: bool = False) -> RLMPredictor:
+    """A fine-tuned copy: free labels first in the decode order, then ``names`` (residuals if ``prior``)."""
     model = copy.deepcopy(predictor)
     config = TrainConfig(max_epochs=epochs_for(len(train), 32, steps), batch_size=min(32, len(train)),
                          validation_fraction=0.0, learning_rate=1e-3, seed=seed, progress=False)
     model.fit([data.texts[i] for i in train], np.hstack([data.free[train], values]), (*FREE, *names), config,
-              refit_normalizers=names)
+              refit_normalizers=names, prior_from=FREE if prior else ())
     return model
 
 
@@ -180,11 +182,11 @@ def run_task(task: Task, base: RLMPredictor | None, scratch: RLMPredictor | None
         if x is not None:
             features = np.hstack([x, data.free])
             runs["gbdt"] = gbdt_predict(features[train], y, features[test], seed)
-        for method, start in (("rlm", base), ("rlm-scratch", scratch)):
+        for method, start in (("rlm", base), ("rlm-prior", base), ("rlm-scratch", scratch)):
             if start is None or method not in methods:
                 continue
             t = time.perf_counter()
-            tuned = fine_tune(start, data, train, y, task.targets, seed, a.steps)
+            tuned = fine_tune(start, data, train, y, task.targets, seed, a.steps, prior=method == "rlm-prior")
             runs[method] = rlm_medians(tuned, data, test, task.targets, a.samples)
             print(f"  {task.name} N={n} {method}: {time.perf_counter() - t:.0f} s", flush=True)
         for method, pred in runs.items():
@@ -206,13 +208,14 @@ def run_unseen(base: RLMPredictor | None, scratch: RLMPredictor | None, methods:
     source_rows, rest = order[: a.source_n], order[a.source_n :]
     adapt, test = rest[: a.adapt], rest[a.adapt :]
     x = np.hstack([one_hot(space, table.ids), data.free]) if "gbdt" in methods else None
-    starts = {"rlm": base, "rlm-scratch": scratch}
+    starts = {"rlm": base, "rlm-prior": base, "rlm-scratch": scratch}
     tuned_sources = {}
     for method, start in starts.items():
         if start is not None and method in methods:
             t = time.perf_counter()
             labels = table.values[source_rows][:, : len(sources)]
-            tuned_sources[method] = fine_tune(start, data, source_rows, labels, sources, seed, a.source_steps)
+            tuned_sources[method] = fine_tune(start, data, source_rows, labels, sources, seed, a.source_steps,
+                                              prior=method == "rlm-prior")
             print(f"  unseen: {method} on {len(sources)} source devices, {time.perf_counter() - t:.0f} s",
                   flush=True)
     for device in UNSEEN:
@@ -226,10 +229,11 @@ def run_unseen(base: RLMPredictor | None, scratch: RLMPredictor | None, methods:
         for method, start in starts.items():
             if start is None or method not in methods:
                 continue
-            tuned = fine_tune(start, data, adapt, y, (device,), seed, a.steps)
+            prior = method == "rlm-prior"
+            tuned = fine_tune(start, data, adapt, y, (device,), seed, a.steps, prior)
             runs[f"{method} (no source devices)"] = rlm_medians(tuned, data, test, (device,), a.samples)[:, 0]
             if method in tuned_sources:
-                tuned = fine_tune(tuned_sources[method], data, adapt, y, (device,), seed, a.steps)
+                tuned = fine_tune(tuned_sources[method], data, adapt, y, (device,), seed, a.steps, prior)
                 medians = rlm_medians(tuned, data, test, (device,), a.samples)
                 runs[f"{method} + source devices"] = medians[:, 0]
         for method, pred in runs.items():
@@ -288,7 +292,7 @@ def main() -> None:
         if "rlm-scratch" in methods:
             scratch = RLMPredictor.create(tokenizer, objectives, **MODELS[a.model])
         base = None
-        if "rlm" in methods:
+        if {"rlm", "rlm-prior"} & methods:
             # pre-training is the long part (most of an hour on two busy cores): kept and reused
             tags = hashlib.sha256(",".join(o.name for o in objectives).encode()).hexdigest()[:8]
             name = f"pretrained-{a.model}-{a.pretrain_per_space}x{a.pretrain_epochs}-seed{seed}-{tags}"

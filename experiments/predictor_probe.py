@@ -55,12 +55,16 @@ def main() -> None:
     p.add_argument("--pre-epochs", type=int, default=0, help="passes over the free labels (0: none)")
     p.add_argument("--pre-n", type=int, default=15625, help="architectures pre-trained on")
     p.add_argument("--given", action="store_true", help="decode free labels first; give them at inference")
+    p.add_argument("--prior", action="store_true",
+                   help="with --given: learn the objectives as residuals of the free-label prior")
     p.add_argument("--epochs", type=int, default=40)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--model", choices=list(MODELS), default="sampler")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--cache", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")) / "nb201_free.npz")
     a = p.parse_args()
+    if a.prior and not a.given:
+        p.error("--prior needs --given (the prior reads the free labels at inference)")
     torch.set_num_threads(a.threads)
     objectives = tuple(a.objectives.split(","))
     space = NasBench201()
@@ -80,7 +84,7 @@ def main() -> None:
     names = (*FREE, *objectives) if a.given else objectives
     values = np.hstack([free[train], table.values[train]]) if a.given else table.values[train]
     config = TrainConfig(max_epochs=a.epochs, seed=a.seed, validation_fraction=0, learning_rate=a.lr)
-    predictor.fit([texts[i] for i in train], values, names, config)
+    predictor.fit([texts[i] for i in train], values, names, config, prior_from=FREE if a.prior else ())
     fit_s = time.perf_counter() - start - pre_s
     given = {n: free[test, k] for k, n in enumerate(FREE)} if a.given else None
     median = np.median(predictor.sample([texts[i] for i in test], objectives, num_samples=16, seed=0,
