@@ -5,6 +5,8 @@
 In one process, on the same random splits (train on N, test on 5,000 others, per seed):
 - ``rlm``: the regression language model (digit decoder, all objectives in one model);
 - ``rlm+pre``: the same, pre-trained on free labels (params, MACs) of ``--pretrain`` architectures;
+- ``rlm+prior``: ``rlm+pre``, then fine-tuned with the free labels decoded first (given at inference)
+  and every objective learned as the residual of the free-label prior (``fit(prior_from=...)``);
 - ``mse-head``: the same encoder, mean-pooled, with an MSE regression head (the paper's ablation);
 - ``gbdt``: gradient-boosted trees on one-hot edge operations, one model per objective;
 - zero-cost proxies (``nb201/zero_cost_725.csv``, no training), against accuracy on their 725 cells.
@@ -37,6 +39,7 @@ from nasrlm.training import TrainConfig, pad_batch
 from search_spaces import NasBench201
 
 OBJECTIVES = ("acc", "pixel3", "eyeriss", "gold_6226", "1080ti_1")
+FREE = tuple(o.name for o in FREE_OBJECTIVES)
 SIZES = {
     "tiny": {"d_model": 32, "num_heads": 2, "d_ff": 64, "encoder_layers": 1, "decoder_layers": 1},
     "small": {},
@@ -137,7 +140,7 @@ def main() -> None:
     parser.add_argument("--train-sizes", default="100,1000")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--test-size", type=int, default=5000)
-    parser.add_argument("--methods", default="rlm,rlm+pre,mse-head,gbdt")
+    parser.add_argument("--methods", default="rlm,rlm+pre,rlm+prior,mse-head,gbdt")
     parser.add_argument("--pretrain", type=int, default=3000, help="architectures with free labels")
     parser.add_argument("--size", choices=list(SIZES), default="small")
     parser.add_argument("--epochs", type=int, default=60)
@@ -160,6 +163,13 @@ def main() -> None:
     texts = {i: space.to_text(space.parse(i)) for i in ids}
     tokenizer = OnnxTokenizer.train_on_spaces(seed=0)
 
+    known_free: dict[str, np.ndarray] = {}  # free labels by arch id, each computed once
+
+    def free_of(arch_ids: list[str]) -> np.ndarray:
+        todo = list(dict.fromkeys(i for i in arch_ids if i not in known_free))
+        known_free.update(zip(todo, free_labels(space, todo, progress=len(todo) > 100), strict=True))
+        return np.array([known_free[i] for i in arch_ids]).reshape(len(arch_ids), len(FREE))
+
     scores: dict[tuple[str, int, str], list[tuple[float, float]]] = defaultdict(list)
     seconds: dict[tuple[str, int], list[float]] = defaultdict(list)
     for seed in seeds:
@@ -167,9 +177,9 @@ def main() -> None:
         test = order[: args.test_size]
         test_ids = [ids[i] for i in test]
         pre_ids = free = None
-        if "rlm+pre" in methods:
+        if {"rlm+pre", "rlm+prior"} & set(methods):
             pre_ids = space.sample_ids(args.pretrain, seed=1000 + seed)
-            free = free_labels(space, pre_ids, progress=True)
+            free = free_of(pre_ids)
         for n in sizes:
             train = order[args.test_size : args.test_size + n]
             train_ids = [ids[i] for i in train]
@@ -177,16 +187,21 @@ def main() -> None:
             config = TrainConfig(max_epochs=args.epochs, seed=seed, max_minutes=args.max_minutes)
             for method in methods:
                 start = time.perf_counter()
-                if method in ("rlm", "rlm+pre"):
+                if method in ("rlm", "rlm+pre", "rlm+prior"):
                     predictor = RLMPredictor.create(tokenizer, [*FREE_OBJECTIVES, *table.objectives],
                                                     **SIZES[args.size])
                     torch.manual_seed(seed)
-                    if method == "rlm+pre":
-                        predictor.fit([texts[i] for i in pre_ids], free,
-                                      [o.name for o in FREE_OBJECTIVES], config)
-                    predictor.fit([texts[i] for i in train_ids], y_train, OBJECTIVES, config)
+                    if method != "rlm":
+                        predictor.fit([texts[i] for i in pre_ids], free, FREE, config)
+                    given = None
+                    if method == "rlm+prior":
+                        predictor.fit([texts[i] for i in train_ids], np.hstack([free_of(train_ids), y_train]),
+                                      (*FREE, *OBJECTIVES), config, prior_from=FREE)
+                        given = dict(zip(FREE, free_of(test_ids).T, strict=True))
+                    else:
+                        predictor.fit([texts[i] for i in train_ids], y_train, OBJECTIVES, config)
                     train_s = time.perf_counter() - start
-                    samples = predictor.sample([texts[i] for i in test_ids], OBJECTIVES,
+                    samples = predictor.sample([texts[i] for i in test_ids], OBJECTIVES, given=given,
                                                num_samples=args.samples, seed=seed, progress=True)
                     pred = np.median(samples, axis=1)
                 elif method == "mse-head":
