@@ -69,8 +69,9 @@ class RLMSampler(BaseSampler):
             label that best explains the trials, and train the model on what that line leaves over
             (see :mod:`nasrlm.prior`); without it the model learns each objective whole and
             ranks unseen architectures worse than the free label alone.
-        pretrain_archs: random architectures whose free labels (parameters, MACs) pre-train the model
-            (:data:`PRETRAIN_EPOCHS` passes) before it sees any trial; 0 skips pre-training.
+        pretrain_archs: architectures whose free labels (parameters, MACs) pre-train the model
+            (:data:`PRETRAIN_EPOCHS` passes) before it sees any trial: the candidate pool first (its
+            texts and free labels are needed anyway), topped up with random ones; 0 skips pre-training.
         fit_steps: optimiser steps per refit (the model is warm-started from the previous round).
         model: overrides of :class:`~nasrlm.model.RLMConfig` (default :data:`DEFAULT_MODEL`).
         seed: makes the whole search reproducible (same seed, same trials).
@@ -80,7 +81,7 @@ class RLMSampler(BaseSampler):
 
     def __init__(self, space: SearchSpace, *, n_startup_trials: int = 10, proposals_per_fit: int = 10,
                  num_candidates: int = 2000, num_samples: int = 16, temperature: float = 1.0,
-                 free_label_prior: bool = True, pretrain_archs: int = 3000, fit_steps: int = 150,
+                 free_label_prior: bool = True, pretrain_archs: int = 2000, fit_steps: int = 150,
                  model: dict[str, Any] | None = None, seed: int | None = None,
                  independent_sampler: BaseSampler | None = None, progress: bool = False) -> None:
         if n_startup_trials < 2:
@@ -240,7 +241,10 @@ class RLMSampler(BaseSampler):
                                               **self.model_options)
         if self.pretrain_archs:
             # many architectures seen a few times beat a few seen many times (same number of steps)
-            ids = self.space.sample_ids(self.pretrain_archs, seed=self._seed)
+            ids = pool[: self.pretrain_archs]
+            if len(ids) < self.pretrain_archs:
+                extra = self.space.sample_ids(self.pretrain_archs - len(ids), seed=self._seed)
+                ids = list(dict.fromkeys([*ids, *extra]))
             self.log(f"pre-training on free labels (parameters, MACs) of {len(ids):,} architectures")
             self._describe(ids)
             epochs = max(PRETRAIN_EPOCHS, math.ceil(2 * self.fit_steps / math.ceil(len(ids) / 32)))

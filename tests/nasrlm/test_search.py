@@ -111,14 +111,20 @@ def test_with_the_free_label_prior_the_model_learns_residuals_and_predicts_value
     assert abs(np.median(samples[..., 0]) - np.median(truth[:, 0])) < 15
 
 
-def test_pretraining_learns_free_labels_of_random_architectures_first() -> None:
-    sampler = tiny_sampler(pretrain_archs=12)
+@pytest.mark.parametrize("archs", [12, 100])
+def test_pretraining_learns_free_labels_of_the_candidate_pool_first(archs: int) -> None:
+    sampler = tiny_sampler(pretrain_archs=archs)  # a pool of 40 draws
     logs: list[str] = []
     sampler.log = logs.append
     make_study(sampler).optimize(toy_objective, n_trials=5)
-    assert any("pre-training on free labels" in line and "12 architectures" in line for line in logs)
-    pretrained = SPACE.sample_ids(12, seed=0)
-    assert set(pretrained) <= set(sampler._free)  # their free labels were computed for the pre-training
+    said = [line for line in logs if "pre-training on free labels" in line]
+    assert len(said) == 1
+    count = int(said[0].split(" of ")[1].split()[0])
+    pool = len(sampler._pool_ids)
+    if archs <= pool:
+        assert count == archs  # the pool's first architectures, nothing else described
+    else:
+        assert pool < count <= archs  # the whole pool, topped up with random (distinct) ones
     assert {"params_m", "macs_m"} <= set(sampler.predictor.trained_objectives)
 
 
