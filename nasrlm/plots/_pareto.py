@@ -28,6 +28,9 @@ __all__ = ["Axis", "ParetoPlotData", "pareto_figure", "pareto_plot_data", "plot_
 
 #: An axis is drawn on a log scale when its positive data span more than this factor (two decades).
 LOG_SPAN = 100.0
+#: Evaluated points worse than this many interquartile ranges beyond the quartiles (Tukey's fence) do
+#: not stretch an axis: one chance-level network at 10 % accuracy would squash every front to a line.
+FENCE_IQR = 1.5
 
 _FOUND = "tab:orange"
 _PREDICTED = "tab:blue"
@@ -66,10 +69,21 @@ class ParetoPlotData:
     background: np.ndarray | None
     log_scale: tuple[bool, ...]  # per axis
     title: str
+    #: per axis, the shown (low, high) when far-off dominated points are left out, else None
+    limits: tuple[tuple[float, float] | None, ...] = ()
 
     @property
     def n_objectives(self) -> int:
         return len(self.axes)
+
+    def beyond_limits(self, points: np.ndarray, axes: Sequence[int]) -> int:
+        """How many of ``points`` fall outside the shown range of any of ``axes``."""
+        out = np.zeros(len(points), dtype=bool)
+        for k in axes:
+            if self.limits and self.limits[k] is not None:
+                low, high = self.limits[k]
+                out |= (points[:, k] < low) | (points[:, k] > high)
+        return int(out.sum())
 
     @property
     def found_front(self) -> np.ndarray:
@@ -153,11 +167,41 @@ def pareto_plot_data(axes: Sequence[Axis], evaluated: Any, *, evaluated_ids: Seq
             high = arr
     parts = [p for p in (values, true, pred, low, high, bg) if p is not None]
     log_scale = tuple(_wants_log([p[:, i] for p in parts]) for i in range(len(axes)))
+    on_front = pareto_mask(values, [a.maximize for a in axes])
+    must_show = [p for p in (values[on_front], true, pred, low, high) if p is not None]
+    limits = tuple(_limits(values[:, i], [p[:, i] for p in must_show], axes[i].maximize, log_scale[i])
+                   for i in range(len(axes)))
     return ParetoPlotData(
-        axes=axes, evaluated=values, on_front=pareto_mask(values, [a.maximize for a in axes]),
-        evaluated_ids=ids, true_front=true, predicted_front=pred, predicted_low=low, predicted_high=high,
-        background=bg, log_scale=log_scale, title=title,
+        axes=axes, evaluated=values, on_front=on_front, evaluated_ids=ids, true_front=true,
+        predicted_front=pred, predicted_low=low, predicted_high=high, background=bg, log_scale=log_scale,
+        title=title, limits=limits,
     )
+
+
+def _limits(column: np.ndarray, must_show: Sequence[np.ndarray], maximize: bool, log: bool
+            ) -> tuple[float, float] | None:
+    """The axis range without evaluated points beyond Tukey's fence on the *worse* side, or None.
+
+    Fronts (found, true, predicted with their quantiles) are always inside; only dominated outliers
+    are left out, and only when there are any.
+    """
+    transform = np.log10 if log else (lambda v: v)
+    values = transform(column[np.isfinite(column)])
+    shown = np.concatenate([transform(np.ravel(p)[np.isfinite(np.ravel(p))]) for p in must_show] or [[]])
+    if values.size < 4:
+        return None
+    q1, q3 = np.percentile(values, [25, 75])
+    fence = q1 - FENCE_IQR * (q3 - q1) if maximize else q3 + FENCE_IQR * (q3 - q1)
+    if shown.size:
+        fence = min(fence, shown.min()) if maximize else max(fence, shown.max())
+    outside = values < fence if maximize else values > fence
+    if not outside.any():
+        return None
+    inside = np.concatenate([values[~outside], shown])
+    low, high = float(inside.min()), float(inside.max())
+    pad = 0.05 * (high - low or 1.0)
+    low, high = low - pad, high + pad
+    return (10**low, 10**high) if log else (low, high)
 
 
 def _best_first(points: np.ndarray, x_axis: Axis, y_axis: Axis) -> np.ndarray:
@@ -174,8 +218,10 @@ def _draw_panel(ax: Any, data: ParetoPlotData, i: int, j: int) -> None:
         ax.scatter(data.background[:, i], data.background[:, j], s=3, c=_BACKGROUND, linewidths=0,
                    rasterized=True, zorder=0, label=f"search space ({len(data.background):,})")
     dominated = data.evaluated[~data.on_front]
+    beyond = data.beyond_limits(dominated, (i, j))
     ax.scatter(dominated[:, i], dominated[:, j], s=14, c=_DOMINATED, alpha=0.8, linewidths=0, zorder=1,
-               label=f"evaluated, dominated ({len(dominated):,})")
+               label=f"evaluated, dominated ({len(dominated):,}"
+                     + (f"; {beyond} off the axes)" if beyond else ")"))
     if data.true_front is not None and len(data.true_front):
         true = data.true_front[:, [i, j]]
         if staircase:
@@ -212,6 +258,10 @@ def _draw_panel(ax: Any, data: ParetoPlotData, i: int, j: int) -> None:
         ax.set_xscale("log")
     if data.log_scale[j]:
         ax.set_yscale("log")
+    if data.limits and data.limits[i] is not None:
+        ax.set_xlim(*data.limits[i])
+    if data.limits and data.limits[j] is not None:
+        ax.set_ylim(*data.limits[j])
     ax.grid(True, which="major", alpha=0.35)
     ax.grid(True, which="minor", alpha=0.12)
 

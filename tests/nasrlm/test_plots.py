@@ -194,3 +194,20 @@ def test_plot_hypervolume_writes_a_png(tmp_path: Path, no_pyplot_figures: None) 
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     fig = hypervolume_figure(hypervolume_plot_data(curves))
     assert fig.axes[0].get_lines()[0].get_xdata()[0] == 1  # x counts evaluations from 1
+
+
+def test_a_far_dominated_outlier_does_not_stretch_the_axes() -> None:
+    rng = np.random.default_rng(0)
+    values = np.column_stack([rng.uniform(85, 94, 40), rng.uniform(1, 5, 40)])
+    assert pareto_plot_data([ACC, PIXEL3], values).limits == (None, None)
+    chance = np.vstack([values, [[10.0, 1.5]]])  # a chance-level network: dominated, far away
+    data = pareto_plot_data([ACC, PIXEL3], chance)
+    (low, high), latency = data.limits
+    assert 10.0 < low < values[:, 0].min() and high > values[:, 0].max() and latency is None
+    assert data.beyond_limits(chance, (0, 1)) == 1 and data.beyond_limits(values, (0, 1)) == 0
+    # a front is always shown, however far: here the outlier is the only fast network
+    fast = np.vstack([values, [[10.0, 0.1]]])
+    assert pareto_plot_data([ACC, PIXEL3], fast).limits[0] is None
+    figure = pareto_figure(data)
+    assert figure.axes[0].get_xlim()[0] == pytest.approx(low)
+    assert any("1 off the axes" in t.get_text() for t in figure.legends[0].get_texts())
