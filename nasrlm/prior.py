@@ -11,27 +11,22 @@ label's ranking; knowing more, the model corrects it — the role a prior mean p
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 from scipy.stats import norm
 
-#: Each tail beyond the data continues the straight line through its outermost quarter of values...
-TAIL_SHARE = 0.25
-#: ...and mapped-back values may pass the data by this share of that quarter's span: enough for a
-#: prediction to extend the front a little, never as far as the whole range allows (one chance-level
-#: cell at 10 % accuracy let a range-based room predict 101.8 %).
-TAIL_ROOM = 0.5
+#: How far beyond the observed range (as a share of it) a mapped-back value may go; the same room the
+#: model's label normalisers keep (``OBJECTIVE_HEADROOM``), so a prediction can extend the front a little.
+HEADROOM = 0.1
 
 
 @dataclass(frozen=True)
 class NormalScores:
     """A monotone map from values to standard-normal scores (empirical CDF), straight beyond the data.
 
-    Each tail follows the outer quarter of the data (:data:`TAIL_SHARE`), and mapped back, values stay
-    within :data:`TAIL_ROOM` of that quarter's span beyond the data: a tail as steep as the whole
-    range's average predicted 144 % accuracy and negative latencies far from the trials.
+    Mapped back, values stay within :data:`HEADROOM` of the data's range on either side: a straight
+    tail alone predicted 144 % accuracy and negative latencies for architectures far from the trials.
     """
 
     knots: np.ndarray  # distinct values, increasing
@@ -55,34 +50,29 @@ class NormalScores:
     def from_dict(cls, data: dict[str, list[float]]) -> NormalScores:
         return cls(np.asarray(data["knots"], dtype=np.float64), np.asarray(data["scores"], dtype=np.float64))
 
-    def _tail(self, upper: bool) -> tuple[float, float]:
-        """(scores per unit of value, room in units) of one tail, from its outer quarter of knots."""
-        k = max(2, math.ceil(TAIL_SHARE * len(self.knots)))
-        knots, scores = (self.knots[-k:], self.scores[-k:]) if upper else (self.knots[:k], self.scores[:k])
-        span = float(knots[-1] - knots[0])
-        return float(scores[-1] - scores[0]) / span, TAIL_ROOM * span
+    @property
+    def _slope(self) -> float:  # scores per unit of value, for the straight tails
+        if len(self.knots) < 2:
+            return 0.0
+        return float((self.scores[-1] - self.scores[0]) / (self.knots[-1] - self.knots[0]))
 
     def forward(self, values: np.ndarray) -> np.ndarray:
         values = np.asarray(values, dtype=np.float64)
+        low, high, slope = self.knots[0], self.knots[-1], self._slope
         out = np.interp(values, self.knots, self.scores)
-        if len(self.knots) < 2:
-            return out
-        (low_slope, _), (high_slope, _) = self._tail(False), self._tail(True)
-        low, high = self.knots[0], self.knots[-1]
-        out = np.where(values < low, self.scores[0] + (values - low) * low_slope, out)
-        return np.where(values > high, self.scores[-1] + (values - high) * high_slope, out)
+        out = np.where(values < low, self.scores[0] + (values - low) * slope, out)
+        return np.where(values > high, self.scores[-1] + (values - high) * slope, out)
 
     def inverse(self, scores: np.ndarray) -> np.ndarray:
         scores = np.asarray(scores, dtype=np.float64)
         if len(self.knots) < 2:
             return np.full_like(scores, self.knots[0])
-        (low_slope, low_room), (high_slope, high_room) = self._tail(False), self._tail(True)
-        low, high = self.scores[0], self.scores[-1]
+        low, high, slope = self.scores[0], self.scores[-1], self._slope
         out = np.interp(scores, self.scores, self.knots)
-        out = np.where(scores < low, np.maximum(self.knots[0] + (scores - low) / low_slope,
-                                                self.knots[0] - low_room), out)
-        return np.where(scores > high, np.minimum(self.knots[-1] + (scores - high) / high_slope,
-                                                  self.knots[-1] + high_room), out)
+        out = np.where(scores < low, self.knots[0] + (scores - low) / slope, out)
+        out = np.where(scores > high, self.knots[-1] + (scores - high) / slope, out)
+        room = HEADROOM * (self.knots[-1] - self.knots[0])
+        return np.clip(out, self.knots[0] - room, self.knots[-1] + room)
 
 
 @dataclass(frozen=True)
