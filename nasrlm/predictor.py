@@ -95,7 +95,7 @@ class RLMPredictor:
         predictions go past the training labels' range (see :meth:`Normalizer.fit`).
 
         ``prior_from`` names columns of ``objectives`` that are free labels (known for every
-        architecture, e.g. ``("params", "macs")``, decoded first): every other objective is then
+        architecture, e.g. ``("params_m", "macs_m")``, decoded first): every other objective is then
         learned as what a straight line through the best of them leaves unexplained
         (:class:`~nasrlm.prior.FreeLabelPrior`), and :meth:`sample` adds the line back — it then needs
         those free labels ``given``. With few labels the model alone ranks below its free labels.
