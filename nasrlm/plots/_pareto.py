@@ -165,11 +165,13 @@ def pareto_plot_data(axes: Sequence[Axis], evaluated: Any, *, evaluated_ids: Seq
             low = arr
         else:
             high = arr
-    parts = [p for p in (values, true, pred, low, high, bg) if p is not None]
+    # what was measured sets the scale; predictions far beyond it are said to be off the axes
+    parts = [p for p in (values, true, bg) if p is not None]
     log_scale = tuple(_wants_log([p[:, i] for p in parts]) for i in range(len(axes)))
     on_front = pareto_mask(values, [a.maximize for a in axes])
-    must_show = [p for p in (values[on_front], true, pred, low, high) if p is not None]
-    limits = tuple(_limits(values[:, i], [p[:, i] for p in must_show], axes[i].maximize, log_scale[i])
+    must_show = [p for p in (values[on_front], true) if p is not None]
+    limits = tuple(_limits(values[:, i], [p[:, i] for p in must_show], None if pred is None else pred[:, i],
+                           axes[i].maximize, log_scale[i])
                    for i in range(len(axes)))
     return ParetoPlotData(
         axes=axes, evaluated=values, on_front=on_front, evaluated_ids=ids, true_front=true,
@@ -178,29 +180,40 @@ def pareto_plot_data(axes: Sequence[Axis], evaluated: Any, *, evaluated_ids: Seq
     )
 
 
-def _limits(column: np.ndarray, must_show: Sequence[np.ndarray], maximize: bool, log: bool
-            ) -> tuple[float, float] | None:
-    """The axis range without evaluated points beyond Tukey's fence on the *worse* side, or None.
+def _limits(column: np.ndarray, must_show: Sequence[np.ndarray], predicted: np.ndarray | None,
+            maximize: bool, log: bool) -> tuple[float, float] | None:
+    """The axis range of what was measured, or None when everything fits in it anyway.
 
-    Fronts (found, true, predicted with their quantiles) are always inside; only dominated outliers
-    are left out, and only when there are any.
+    Evaluated points beyond Tukey's fence on the axis' *worse* side are left out; the found and true
+    fronts are always inside. Predicted medians outside that range (a model extrapolating past every
+    measurement) are left out too, so that they do not set the scale.
     """
     transform = np.log10 if log else (lambda v: v)
-    values = transform(column[np.isfinite(column)])
-    shown = np.concatenate([transform(np.ravel(p)[np.isfinite(np.ravel(p))]) for p in must_show] or [[]])
-    if values.size < 4:
-        return None
-    q1, q3 = np.percentile(values, [25, 75])
-    fence = q1 - FENCE_IQR * (q3 - q1) if maximize else q3 + FENCE_IQR * (q3 - q1)
-    if shown.size:
-        fence = min(fence, shown.min()) if maximize else max(fence, shown.max())
-    outside = values < fence if maximize else values > fence
-    if not outside.any():
-        return None
+
+    def finite(v: np.ndarray) -> np.ndarray:
+        v = np.ravel(v)
+        v = v[np.isfinite(v)]
+        return transform(v[v > 0]) if log else v
+
+    values = finite(column)
+    shown = np.concatenate([finite(p) for p in must_show] or [np.zeros(0)])
+    outside = np.zeros(values.shape, dtype=bool)
+    if values.size >= 4:
+        q1, q3 = np.percentile(values, [25, 75])
+        fence = q1 - FENCE_IQR * (q3 - q1) if maximize else q3 + FENCE_IQR * (q3 - q1)
+        if shown.size:
+            fence = min(fence, shown.min()) if maximize else max(fence, shown.max())
+        outside = values < fence if maximize else values > fence
     inside = np.concatenate([values[~outside], shown])
+    if inside.size == 0:
+        return None
     low, high = float(inside.min()), float(inside.max())
     pad = 0.05 * (high - low or 1.0)
     low, high = low - pad, high + pad
+    guesses = np.zeros(0) if predicted is None else finite(predicted)
+    extrapolated = bool(np.any((guesses < low) | (guesses > high)))
+    if not outside.any() and not extrapolated:
+        return None
     return (10**low, 10**high) if log else (low, high)
 
 
@@ -243,9 +256,11 @@ def _draw_panel(ax: Any, data: ParetoPlotData, i: int, j: int) -> None:
             order = _best_first(pred, x_axis, y_axis)
             ax.plot(pred[order, 0], pred[order, 1], drawstyle="steps-post", color=_PREDICTED, lw=1.2,
                     ls="--", zorder=3)
+        off = data.beyond_limits(med, (i, j))
         ax.errorbar(pred[:, 0], pred[:, 1], xerr=xerr, yerr=yerr, fmt="D", ms=4, color=_PREDICTED,
                     ecolor=_PREDICTED, elinewidth=0.8, capsize=2, alpha=0.85, zorder=3,
-                    label=f"predicted front ({len(pred)})" + (", quantile range" if has_err else ""))
+                    label=f"predicted front ({len(pred)}" + (f"; {off} off the axes" if off else "")
+                          + (", with quantile range)" if has_err else ")"))
     found = data.evaluated[data.on_front][:, [i, j]]
     if staircase and len(found):
         line = found[_best_first(found, x_axis, y_axis)]
@@ -290,7 +305,10 @@ def pareto_figure(data: ParetoPlotData) -> Figure:
         ax.set_visible(False)
     # Below the panels, so that it hides no data and does not collide with the title.
     handles, labels = grid.flat[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 3 if single else 5),
+    columns = 3 if single else 5
+    if single and sum(map(len, labels)) > 100:  # long labels: two columns fit the figure's width
+        columns = 2
+    fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), columns),
                fontsize=8 if single else 9, frameon=False, markerscale=1.5 if single else 1.8)
     if data.title:
         fig.suptitle(data.title)

@@ -211,3 +211,16 @@ def test_a_far_dominated_outlier_does_not_stretch_the_axes() -> None:
     figure = pareto_figure(data)
     assert figure.axes[0].get_xlim()[0] == pytest.approx(low)
     assert any("1 off the axes" in t.get_text() for t in figure.legends[0].get_texts())
+
+
+def test_predictions_beyond_every_measurement_neither_set_the_scale_nor_the_range() -> None:
+    rng = np.random.default_rng(1)
+    values = np.column_stack([rng.uniform(85, 94, 30), rng.uniform(1, 5, 30)])
+    wild = np.array([[92.0, 2.0], [102.0, 5.0], [86.0, 0.005]])  # 102 % accuracy, 5 microseconds
+    data = pareto_plot_data([ACC, PIXEL3], values, predicted_front=wild)
+    assert data.log_scale == (False, False)  # 0.005 ms would have asked for a log axis
+    (acc_low, acc_high), (lat_low, _) = data.limits
+    assert acc_high < 102 and lat_low > 0.005 and acc_low < values[:, 0].min()
+    assert data.beyond_limits(wild, (0, 1)) == 2
+    texts = [t.get_text() for t in pareto_figure(data).legends[0].get_texts()]
+    assert any("predicted front (3; 2 off the axes)" in t for t in texts)
