@@ -105,6 +105,9 @@ def _check_utf8(texts: Iterable[str]) -> None:
 _PROBE = "<a:  \"b\">\n\tx = f (y,z)\r\n  \u2581 \u00e9\u6f22\U0001f642 \x00"
 
 
+#: serialized models learned by :meth:`OnnxTokenizer.train_on_spaces` in this process, by arguments
+_TRAINED_ON_SPACES: dict[tuple, bytes] = {}
+
 class OnnxTokenizer:
     """A sentencepiece model over canonical ONNX text, lossless on any string.
 
@@ -176,14 +179,19 @@ class OnnxTokenizer:
         names = sorted(set(search_spaces.available_spaces() if spaces is None else spaces))
         if not names:
             raise ValueError("no search spaces to train on")
-        texts: list[str] = []
-        for name in names:
-            space = search_spaces.get_space(name)
-            ids = space.sample_ids(samples_per_space, seed=seed)
-            texts.extend(space.to_text(space.parse(i)) for i in ids)
-        if vocab_size is None:
-            vocab_size = min(MAX_DEFAULT_VOCAB_SIZE, DEFAULT_VOCAB_SIZE * len(names))
-        return cls.train(texts, vocab_size, seed=seed, **options)
+        # the same spaces (by class), sizes and seed give the same model: learn it once per process
+        # (about 40 s on two cores for all 16 built-in spaces, mostly exporting their samples)
+        spaces_by_class = tuple((n, type(search_spaces.get_space(n)).__qualname__) for n in names)
+        key = (spaces_by_class, samples_per_space, vocab_size, seed, repr(sorted(options.items())))
+        if key not in _TRAINED_ON_SPACES:
+            texts: list[str] = []
+            for name in names:
+                space = search_spaces.get_space(name)
+                ids = space.sample_ids(samples_per_space, seed=seed)
+                texts.extend(space.to_text(space.parse(i)) for i in ids)
+            size = vocab_size or min(MAX_DEFAULT_VOCAB_SIZE, DEFAULT_VOCAB_SIZE * len(names))
+            _TRAINED_ON_SPACES[key] = cls.train(texts, size, seed=seed, **options).to_bytes()
+        return cls.from_bytes(_TRAINED_ON_SPACES[key])
 
     # --- encoding -----------------------------------------------------------------------------
     def encode(self, text: str, add_eos: bool = False) -> list[int]:

@@ -261,3 +261,6 @@ def test_train_on_spaces_defaults_to_every_registered_space():
     everything = OnnxTokenizer.train_on_spaces(None, samples_per_space=5, vocab_size=600, seed=0)
     named = OnnxTokenizer.train_on_spaces(available_spaces(), samples_per_space=5, vocab_size=600, seed=0)
     assert everything.to_bytes() == named.to_bytes()
+    assert everything is not named  # learned once per process, but every caller gets its own object
+    other_seed = OnnxTokenizer.train_on_spaces(None, samples_per_space=5, vocab_size=600, seed=1)
+    assert other_seed.to_bytes() != everything.to_bytes()
