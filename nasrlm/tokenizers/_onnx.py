@@ -181,12 +181,12 @@ class OnnxTokenizer:
             raise ValueError("no search spaces to train on")
         # the same spaces (by class), sizes and seed give the same model: learn it once per process
         # (about 40 s on two cores for all 16 built-in spaces, mostly exporting their samples)
-        spaces_by_class = tuple((n, type(search_spaces.get_space(n)).__qualname__) for n in names)
+        built = {name: search_spaces.get_space(name) for name in names}
+        spaces_by_class = tuple((name, type(space).__qualname__) for name, space in built.items())
         key = (spaces_by_class, samples_per_space, vocab_size, seed, repr(sorted(options.items())))
         if key not in _TRAINED_ON_SPACES:
             texts: list[str] = []
-            for name in names:
-                space = search_spaces.get_space(name)
+            for space in built.values():
                 ids = space.sample_ids(samples_per_space, seed=seed)
                 texts.extend(space.to_text(space.parse(i)) for i in ids)
             size = vocab_size or min(MAX_DEFAULT_VOCAB_SIZE, DEFAULT_VOCAB_SIZE * len(names))
