@@ -63,24 +63,34 @@ def sigma_for_tau(tau: float) -> float:
     return math.sqrt(1 / r**2 - 1)
 
 
-Policy = Callable[[Surrogate, np.ndarray, list[int], np.random.Generator], list[int]]
+Policy = Callable[[Surrogate, np.ndarray, list[int], int, np.random.Generator], list[int]]
 
 
-def greedy_ehvi(per_fit: int, candidates: int | None, samples: int = 16) -> Policy:
-    """The sampler's acquisition: EHVI over candidates, believer-median greedy batch of ``per_fit``."""
+def greedy_ehvi(per_fit: int, candidates: int | None, samples: int = 16,
+                reference: str = "observed") -> Policy:
+    """The sampler's acquisition: EHVI over candidates, believer-median greedy batch of ``per_fit``.
 
-    def policy(s: Surrogate, maximize: np.ndarray, seen: list[int], rng: np.random.Generator) -> list[int]:
+    ``reference``: the point EHVI is measured from, the median of all evaluations (``observed``, the
+    sampler's), of the random start-up evaluations only (``startup``: an unbiased sample of the space,
+    as the reported hypervolume's reference is the whole space's median), or of the candidates'
+    predicted medians (``predicted``).
+    """
+
+    def policy(s: Surrogate, maximize: np.ndarray, seen: list[int], startup: int,
+               rng: np.random.Generator) -> list[int]:
         n = len(s.values)
         pool = np.setdiff1d(np.arange(n) if candidates is None else rng.choice(n, candidates, replace=False),
                             seen)
         draws = s.samples(pool, samples)
         observed = s.values[seen]
-        reference = np.median(observed, axis=0)
         medians = np.median(draws, axis=1)
+        ref = {"observed": lambda: np.median(observed, axis=0),
+               "startup": lambda: np.median(observed[:startup], axis=0),
+               "predicted": lambda: np.median(medians, axis=0)}[reference]()
         alive = np.ones(len(pool), dtype=bool)
         chosen = []
         for _ in range(per_fit):
-            gain = expected_hypervolume_improvement(draws[alive], observed, reference, maximize)
+            gain = expected_hypervolume_improvement(draws[alive], observed, ref, maximize)
             pick = (np.flatnonzero(alive)[int(np.argmax(gain))] if np.any(gain > 0)
                     else int(rng.choice(np.flatnonzero(alive))))
             chosen.append(int(pool[pick]))
@@ -94,7 +104,8 @@ def greedy_ehvi(per_fit: int, candidates: int | None, samples: int = 16) -> Poli
 def thompson(per_fit: int, candidates: int | None) -> Policy:
     """Each proposal: one joint draw per candidate, propose the draw's best HV gain (no believer)."""
 
-    def policy(s: Surrogate, maximize: np.ndarray, seen: list[int], rng: np.random.Generator) -> list[int]:
+    def policy(s: Surrogate, maximize: np.ndarray, seen: list[int], startup: int,
+               rng: np.random.Generator) -> list[int]:
         n = len(s.values)
         pool = np.setdiff1d(np.arange(n) if candidates is None else rng.choice(n, candidates, replace=False),
                             seen)
@@ -114,6 +125,8 @@ def thompson(per_fit: int, candidates: int | None) -> Policy:
 
 POLICIES: dict[str, Policy] = {
     "ehvi10-pool2000": greedy_ehvi(10, 2000),
+    "ehvi10-pool2000-refstartup": greedy_ehvi(10, 2000, reference="startup"),
+    "ehvi10-pool2000-refpredicted": greedy_ehvi(10, 2000, reference="predicted"),
     "ehvi10-all": greedy_ehvi(10, None),
     "ehvi1-all": greedy_ehvi(1, None),
     "ehvi5-all": greedy_ehvi(5, None),
@@ -125,7 +138,8 @@ def run(policy: Policy, surrogate: Surrogate, maximize: np.ndarray, budget: int,
         rng: np.random.Generator) -> list[int]:
     seen = [int(i) for i in rng.choice(len(surrogate.values), startup, replace=False)]
     while len(seen) < budget:
-        seen += [i for i in policy(surrogate, maximize, seen, rng) if i not in seen][: budget - len(seen)]
+        fresh = [i for i in policy(surrogate, maximize, seen, startup, rng) if i not in seen]
+        seen += fresh[: budget - len(seen)]
     return seen
 
 

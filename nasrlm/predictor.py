@@ -86,7 +86,8 @@ class RLMPredictor:
 
     def fit(self, texts: Sequence[str], values: np.ndarray, objectives: Sequence[str],
             config: TrainConfig | None = None, *, refit_normalizers: bool | Collection[str] = True,
-            headroom: float = 0.0, prior_from: Sequence[str] = ()) -> TrainReport:
+            headroom: float = 0.0, prior_from: Sequence[str] = (),
+            prior_reference: np.ndarray | None = None) -> TrainReport:
         """Train on ``values`` (n, len(objectives); NaN = unknown), decoding ``objectives`` in this order.
 
         Call it twice to pre-train on free labels and then fine-tune on the expensive ones; each
@@ -99,6 +100,8 @@ class RLMPredictor:
         learned as what a straight line through the best of them leaves unexplained
         (:class:`~nasrlm.prior.FreeLabelPrior`), and :meth:`sample` adds the line back — it then needs
         those free labels ``given``. With few labels the model alone ranks below its free labels.
+        ``prior_reference`` (rows of those free labels) is the population the prior's normal scores
+        are taken over; by default the training rows, but a search should pass its candidates.
         """
         objectives = tuple(objectives)
         values = np.asarray(values, dtype=np.float64).reshape(len(texts), len(objectives))
@@ -107,7 +110,7 @@ class RLMPredictor:
             raise ValueError(f"objective(s) {unknown} are not among this model's {list(self.objectives)}")
         self.prior, self.prior_free, self.prior_objectives = None, (), ()
         if prior_from:
-            values = self._fit_prior(values, objectives, tuple(prior_from))
+            values = self._fit_prior(values, objectives, tuple(prior_from), prior_reference)
         for k, name in enumerate(objectives):
             refit = refit_normalizers if isinstance(refit_normalizers, bool) else name in refit_normalizers
             if refit or name not in self.normalizers:
@@ -117,8 +120,8 @@ class RLMPredictor:
         self.decode_order = objectives
         return report
 
-    def _fit_prior(self, values: np.ndarray, objectives: tuple[str, ...],
-                   free: tuple[str, ...]) -> np.ndarray:
+    def _fit_prior(self, values: np.ndarray, objectives: tuple[str, ...], free: tuple[str, ...],
+                   reference: np.ndarray | None) -> np.ndarray:
         """Fit the free-label prior; ``values`` with the other objectives replaced by residuals."""
         absent = [f for f in free if f not in objectives]
         if absent:
@@ -131,7 +134,13 @@ class RLMPredictor:
         x = values[:, free_cols]
         if np.isnan(x).any():
             raise ValueError(f"prior_from: the free labels {list(free)} must be known for every row")
-        self.prior = FreeLabelPrior.fit(x, values[:, rest], x)
+        if reference is None:
+            reference = x
+        reference = np.asarray(reference, dtype=np.float64)
+        if reference.ndim != 2 or reference.shape[1] != len(free) or not len(reference):
+            raise ValueError(f"prior_reference must be rows of the {len(free)} free labels {list(free)}, "
+                             f"got shape {reference.shape}")
+        self.prior = FreeLabelPrior.fit(x, values[:, rest], reference)
         self.prior_free, self.prior_objectives = free, tuple(objectives[k] for k in rest)
         values = values.copy()
         values[:, rest] = self.prior.residuals(x, values[:, rest])

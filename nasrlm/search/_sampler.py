@@ -31,7 +31,6 @@ from optuna.trial import FrozenTrial, TrialState
 
 from nasrlm.data import Objective
 from nasrlm.metrics import expected_hypervolume_improvement, pareto_mask
-from nasrlm.prior import FreeLabelPrior
 from search_spaces import SearchSpace
 
 #: Network for the sampler's model: small enough to refit in seconds on two cores. No dropout: it
@@ -102,7 +101,6 @@ class RLMSampler(BaseSampler):
             raise ValueError(f"temperature must be positive, got {temperature}")
         self.temperature = temperature
         self.free_label_prior = free_label_prior
-        self._prior: FreeLabelPrior | None = None
         self.pretrain_archs = pretrain_archs
         self.fit_steps = fit_steps
         self.model_options = dict(DEFAULT_MODEL if model is None else model)
@@ -113,7 +111,6 @@ class RLMSampler(BaseSampler):
         self._lock = threading.RLock()
         self._predictor: Any = None  # RLMPredictor, created lazily (imports torch)
         self._objective_names: tuple[str, ...] = ()
-        self._model_names: tuple[str, ...] = ()  # the objectives' names inside the model
         self._queue: list[dict[str, Any]] = []
         self._rounds = 0
         self._ids: dict[tuple, str] = {}
@@ -230,10 +227,6 @@ class RLMSampler(BaseSampler):
         if clash:
             raise ValueError(f"objective name(s) {sorted(clash)} clash with the free labels")
         self._objective_names = tuple(o.name for o in objectives)
-        if self.free_label_prior:  # the model's numbers are residuals: never let them pass for values
-            objectives = [Objective(f"{o.name} (residual)", "normal score", f"{o.name} minus the free-label "
-                                    "prior", o.source, o.higher_is_better) for o in objectives]
-        self._model_names = tuple(o.name for o in objectives)
         pool = self._pool_ids = list(dict.fromkeys(self.arch_id_of(p) for p in self._pool_params))
         self.log(f"learning the ONNX tokenizer on {len(pool):,} architectures")
         self._describe(pool)
@@ -279,22 +272,22 @@ class RLMSampler(BaseSampler):
         # the free labels come first in the decode order: the model learns each objective given them
         free = self.free_labels_of(ids)
         targets = np.array([rows[i] for i in ids], dtype=np.float64)
-        if self.free_label_prior:
-            self._prior = FreeLabelPrior.fit(free, targets, self.free_labels_of(self._pool_ids))
-            targets = self._prior.residuals(free, targets)
         values = np.hstack([free, targets])
         batch = min(32, len(ids))
         epochs = max(1, math.ceil(self.fit_steps / math.ceil(len(ids) / batch)))
         config = TrainConfig(max_epochs=epochs, batch_size=batch, validation_fraction=0.0,
                              warmup_fraction=0.1, learning_rate=1e-3, seed=self._seed + self._rounds,
                              progress=self.progress)
-        order = (*self._free_names, *self._model_names)
+        order = (*self._free_names, *self._objective_names)
         # free labels keep the scale they were pre-trained with (without pre-training, none was fitted on
         # more than the trials: refit it); objectives get room beyond the best value seen so far, or no
-        # candidate could ever be predicted to extend the front
-        refit = self._model_names if self.pretrain_archs else True
+        # candidate could ever be predicted to extend the front. The prior's normal scores are taken
+        # over the candidate pool, the population the proposals come from.
+        refit = self._objective_names if self.pretrain_archs else True
+        prior = ({"prior_from": self._free_names, "prior_reference": self.free_labels_of(self._pool_ids)}
+                 if self.free_label_prior else {})
         self._predictor.fit([self.text_of(i) for i in ids], values, order, config,
-                            refit_normalizers=refit, headroom=OBJECTIVE_HEADROOM)
+                            refit_normalizers=refit, headroom=OBJECTIVE_HEADROOM, **prior)
         self._rounds += 1
         if self.on_fit is not None:
             self.on_fit(len(ids), time.perf_counter() - start)
@@ -334,10 +327,9 @@ class RLMSampler(BaseSampler):
         texts = [self.text_of(i) for i in arch_ids]
         free = self.free_labels_of(arch_ids)
         given = {name: free[:, k] for k, name in enumerate(self._free_names)}
-        samples = self._predictor.sample(texts, self._model_names, given=given, batch_size=64, seed=seed,
-                                         temperature=self.temperature,
-                                         num_samples=num_samples or self.num_samples, progress=self.progress)
-        return samples if self._prior is None else self._prior.values(free, samples)
+        return self._predictor.sample(texts, self._objective_names, given=given, batch_size=64, seed=seed,
+                                      temperature=self.temperature,
+                                      num_samples=num_samples or self.num_samples, progress=self.progress)
 
     def _candidates(self, search_space: dict[str, BaseDistribution], front: Sequence[dict[str, Any]],
                     taken: set[str]) -> dict[str, dict[str, Any]]:

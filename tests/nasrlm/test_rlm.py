@@ -177,3 +177,19 @@ def test_free_label_prior_ranks_by_the_free_label_before_any_learning_and_is_sav
                                   samples)
     with pytest.raises(ValueError, match="prior_from"):
         predictor.fit(texts, labelled, ("convs", "lat"), one_step, prior_from=("acc",))
+
+
+def test_free_label_prior_takes_its_normal_scores_over_the_reference_population(corpus) -> None:
+    tokenizer, texts, values = corpus
+    convs = np.sqrt(values[:, 1] - 1)
+    free = Objective("convs", "count", "conv ops in the cell", "test", True)
+    predictor = RLMPredictor.create(tokenizer, (free, *OBJECTIVES), **TINY)
+    labelled = np.column_stack([convs, values[:, 1]])
+    one_step = TrainConfig(max_epochs=1, batch_size=48, validation_fraction=0.0, progress=False)
+    population = np.arange(0.0, 10.0, 0.5)[:, None]  # e.g. a search's candidates, not its trials
+    predictor.fit(texts, labelled, ("convs", "lat"), one_step, prior_from=("convs",),
+                  prior_reference=population)
+    np.testing.assert_array_equal(predictor.prior.free[0].knots, population[:, 0])
+    with pytest.raises(ValueError, match="prior_reference"):
+        predictor.fit(texts, labelled, ("convs", "lat"), one_step, prior_from=("convs",),
+                      prior_reference=np.ones((5, 2)))

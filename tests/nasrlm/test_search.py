@@ -102,7 +102,12 @@ def test_with_the_free_label_prior_the_model_learns_residuals_and_predicts_value
     sampler = tiny_sampler(free_label_prior=True)
     study = make_study(sampler)
     study.optimize(toy_objective, n_trials=8)
-    assert sampler.predictor.decode_order[-2:] == ("acc (residual)", "lat (residual)")
+    predictor = sampler.predictor
+    assert predictor.decode_order[-2:] == ("acc", "lat") and predictor.prior_objectives == ("acc", "lat")
+    assert predictor.prior_free == ("params_m", "macs_m")
+    # the prior's normal scores are over the candidate pool, not over the eight trials
+    pool = sampler.free_labels_of(sampler._pool_ids)
+    assert len(pool) > 8 and np.array_equal(predictor.prior.free[0].knots, np.unique(pool[:, 0]))
     ids = SPACE.sample_ids(30, seed=5)
     samples = sampler.predict_samples(ids, num_samples=4)
     truth = np.array([toy_values(i) for i in ids])
