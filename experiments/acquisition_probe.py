@@ -18,13 +18,16 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 from scipy.stats import norm
 
 from nasrlm.metrics import expected_hypervolume_improvement, hypervolume, hypervolume_history, pareto_mask
+from nasrlm.prior import FreeLabelPrior
 from nasrlm.search import ArchEvaluator, Truth, reference_point
 from search_spaces import get_space
 
@@ -55,6 +58,25 @@ class Surrogate:
         return np.stack([self.sorted[q[..., j], j] for j in range(self.values.shape[1])], axis=-1)
 
 
+@dataclass
+class PriorSurrogate:
+    """The RLMSampler without its model: the free-label prior refitted on the evaluated cells, its
+    residuals' spread as the predictive scatter. What the model must beat to be worth its cost."""
+
+    values: np.ndarray  # (n, m) truth
+    free: np.ndarray  # (n, f) free labels (parameters, MACs) of every cell
+    rng: np.random.Generator
+    spread: float = 1.0
+
+    def update(self, seen: list[int], pool: np.ndarray) -> None:
+        self.prior = FreeLabelPrior.fit(self.free[seen], self.values[seen], self.free[pool])
+        self.scale = self.prior.residuals(self.free[seen], self.values[seen]).std(axis=0) * self.spread
+
+    def samples(self, idx: np.ndarray, num: int) -> np.ndarray:
+        noise = self.rng.normal(size=(len(idx), num, self.values.shape[1])) * self.scale
+        return self.prior.values(self.free[idx], noise)
+
+
 def sigma_for_tau(tau: float) -> float:
     """Error std giving Kendall ``tau`` between a standard normal and itself plus the error."""
     if tau >= 1:
@@ -81,6 +103,8 @@ def greedy_ehvi(per_fit: int, candidates: int | None, samples: int = 16,
         n = len(s.values)
         pool = np.setdiff1d(np.arange(n) if candidates is None else rng.choice(n, candidates, replace=False),
                             seen)
+        if hasattr(s, "update"):
+            s.update(seen, pool)
         draws = s.samples(pool, samples)
         observed = s.values[seen]
         medians = np.median(draws, axis=1)
@@ -147,7 +171,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", required=True)
     parser.add_argument("--objectives", default="acc,pixel3")
-    parser.add_argument("--taus", default="1,0.8,0.55", help="Kendall tau of the synthetic surrogate")
+    parser.add_argument("--taus", default="1,0.8,0.55",
+                        help="Kendall tau of the synthetic surrogate; 'prior': the free-label prior alone")
+    parser.add_argument("--free-cache", type=Path,
+                        default=Path(os.environ.get("TMPDIR", "/tmp")) / "nb201_free.npz",
+                        help="free labels of every NB201 cell (written by predictor_probe.py), for 'prior'")
     parser.add_argument("--policies", default=",".join(POLICIES))
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--budget", type=int, default=100)
@@ -165,12 +193,19 @@ def main() -> None:
     front = set(np.flatnonzero(pareto_mask(truth.values, maximize)).tolist())
     print(f"| surrogate tau | spread | policy | HV ratio @{args.budget} | recall |")
     print("|---|---|---|---|---|")
-    for tau, spread in ((float(t), float(w)) for t in args.taus.split(",") for w in args.spreads.split(",")):
+    free = None
+    if "prior" in args.taus.split(","):
+        from predictor_probe import texts_and_free_labels
+
+        free = texts_and_free_labels(space, truth.ids, args.free_cache)[1]
+    for tau, spread in ((t, float(w)) for t in args.taus.split(",") for w in args.spreads.split(",")):
         for name in args.policies.split(","):
             ratios, recalls = [], []
             for seed in (int(s) for s in args.seeds.split(",")):
                 rng = np.random.default_rng(seed)
-                surrogate = Surrogate(truth.values, np.full(len(maximize), sigma_for_tau(tau)), rng, spread)
+                surrogate = (PriorSurrogate(truth.values, free, rng, spread) if tau == "prior" else
+                             Surrogate(truth.values, np.full(len(maximize), sigma_for_tau(float(tau))), rng,
+                                       spread))
                 seen = run(POLICIES[name], surrogate, maximize, args.budget, args.startup, rng)
                 ratios.append(hypervolume_history(truth.values[seen], reference, maximize)[-1] / true_hv)
                 recalls.append(len(front.intersection(seen)) / len(front))

@@ -254,7 +254,7 @@ def _texts(space: search_spaces.SearchSpace, ids: Sequence[str]) -> list[str]:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from nasrlm.data import BenchmarkTable
-    from nasrlm.free_labels import FREE_OBJECTIVES, free_labels
+    from nasrlm.free_labels import FREE_OBJECTIVES, texts_and_free_labels
     from nasrlm.predictor import RLMPredictor
     from nasrlm.tokenizers import OnnxTokenizer
     from nasrlm.training import TrainConfig
@@ -279,9 +279,9 @@ def cmd_train(args: argparse.Namespace) -> int:
                          seed=args.seed, max_minutes=args.max_minutes, progress=not args.quiet)
     if args.pretrain:
         pre_ids = space.sample_ids(args.pretrain, seed=args.seed + 1)
-        labels = free_labels(space, pre_ids, progress=not args.quiet)
+        pre_texts, labels = texts_and_free_labels(space, pre_ids, progress=not args.quiet)
         print(f"pre-training on free labels of {len(pre_ids):,} architectures", file=sys.stderr)
-        predictor.fit(_texts(space, pre_ids), labels, [o.name for o in FREE_OBJECTIVES], config)
+        predictor.fit(pre_texts, labels, [o.name for o in FREE_OBJECTIVES], config)
     values, prior_from = values[keep], ()
     if args.prior:
         # the free labels are decoded first (and given at inference); the rest are learned as residuals
@@ -290,9 +290,12 @@ def cmd_train(args: argparse.Namespace) -> int:
             raise CliError("--prior: the table's own columns are the free labels; nothing to predict from")
         print(f"free-label prior: {', '.join(prior_from)} computed for {len(ids):,} architectures",
               file=sys.stderr)
-        values = np.hstack([free_labels(space, ids, progress=not args.quiet), values])
+        texts, labels = texts_and_free_labels(space, ids, progress=not args.quiet)  # one build per arch
+        values = np.hstack([labels[:, [k for k, o in enumerate(FREE_OBJECTIVES) if o in free]], values])
         names = [*prior_from, *names]
-    report = predictor.fit(_texts(space, ids), values, names, config, prior_from=prior_from)
+    else:
+        texts = _texts(space, ids)
+    report = predictor.fit(texts, values, names, config, prior_from=prior_from)
     predictor.save(args.output)
     print(f"saved {args.output}: best epoch {report.best_epoch + 1} of {len(report.train_loss)} "
           f"({report.stopped_by}), {report.seconds:.0f} s", file=sys.stderr)

@@ -205,6 +205,11 @@ class RLMSampler(BaseSampler):
 
     # --- the model --------------------------------------------------------------------------------
     @property
+    def candidate_pool(self) -> list[str]:
+        """Ids of the random candidates scored every round (drawn once; empty before the first fit)."""
+        return list(self._pool_ids)
+
+    @property
     def predictor(self) -> Any:
         """The latest trained :class:`~nasrlm.predictor.RLMPredictor` (``None`` before the first fit)."""
         return self._predictor

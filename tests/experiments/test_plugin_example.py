@@ -4,8 +4,8 @@ Conformance suite on the example space, the ``--plugin`` mechanism in fresh proc
 example's own command list (measure -> data -> train -> search) through ``nasrlm.cli.main``. Costs
 that the CLI does not let a user set are cut down here, as ``tests/nasrlm/test_search.py`` does: the RLM
 sampler is a tiny one, ``nasrlm train``'s tokenizer learns from the example space alone instead of
-samples of every registered space, and the search report's predicted front is drawn over 64 random
-architectures instead of 2,000 (each one a torch export, which made that step alone take minutes).
+samples of every registered space, and any random sample of the space is capped at 24 architectures
+(each one a torch export).
 """
 
 from __future__ import annotations
@@ -118,9 +118,9 @@ def test_worked_example_end_to_end(capsys: pytest.CaptureFixture[str], isolated:
         pretrain_archs=8, fit_steps=8, model=tiny))  # with --budget 8: one model fit, four proposals
     train_on_spaces = OnnxTokenizer.train_on_spaces.__func__
     monkeypatch.setattr(OnnxTokenizer, "train_on_spaces", classmethod(
-        lambda cls, spaces=None, samples_per_space=100, **kw: train_on_spaces(cls, ["tinymb"], 64, **kw)))
+        lambda cls, spaces=None, samples_per_space=100, **kw: train_on_spaces(cls, ["tinymb"], 24, **kw)))
     sample_ids = SearchSpace.sample_ids
-    monkeypatch.setattr(SearchSpace, "sample_ids", lambda self, n, seed=0: sample_ids(self, min(n, 64), seed))
+    monkeypatch.setattr(SearchSpace, "sample_ids", lambda self, n, seed=0: sample_ids(self, min(n, 24), seed))
 
     out = tmp_path / "example"
     commands = _import(EXAMPLE / "run_example.py").commands(out, quick=True)
