@@ -30,7 +30,7 @@ from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 from nasrlm.data import Objective
-from nasrlm.metrics import expected_hypervolume_improvement, pareto_mask
+from nasrlm.metrics import expected_hypervolume_improvement, median_reference, pareto_mask
 from search_spaces import SearchSpace
 
 #: Network for the sampler's model: small enough to refit in seconds on two cores. No dropout: it
@@ -309,7 +309,7 @@ class RLMSampler(BaseSampler):
         ids = list(candidates)
         self.log(f"scoring {len(ids):,} candidates ({self.num_samples} decoded samples each)")
         samples = self.predict_samples(ids, seed=self._seed + self._rounds)
-        reference = _reference(observed, maximize)
+        reference = _reference(observed[: self.n_startup_trials])
         chosen: list[dict[str, Any]] = []
         medians = np.median(samples, axis=1)
         alive = np.ones(len(ids), dtype=bool)
@@ -364,13 +364,16 @@ class RLMSampler(BaseSampler):
         return out
 
 
-def _reference(observed: np.ndarray, maximize: Sequence[bool]) -> np.ndarray:
-    """The median of what was seen, per objective: the convention hypervolume is reported with.
+def _reference(startup: np.ndarray) -> np.ndarray:
+    """The median of the random start-up trials, per objective: a typical architecture of the space.
 
-    A nadir reference would spend evaluations on the front's far ends (chance-level accuracy at
-    minimal latency), which users and the median-referenced hypervolume do not value.
+    That is the convention hypervolume is reported with (the space's median). A nadir reference
+    would spend evaluations on the front's far ends (chance-level accuracy at minimal latency), which
+    users do not value; the median of *all* trials tightens as the search finds better ones, until
+    in five objectives almost nothing is expected to beat it everywhere (simulated with a surrogate
+    of Kendall 0.55, experiments/acquisition_probe.py: HV ratio @100 0.45 against 0.63 with this one).
     """
-    return np.median(observed, axis=0)
+    return median_reference(startup)
 
 
 def _grid(search_space: dict[str, BaseDistribution]) -> dict[str, list[Any]] | None:
