@@ -32,7 +32,7 @@ from _gbdt import gbdt_predict
 from scipy import stats
 
 from nasrlm.data import load_nb201
-from nasrlm.free_labels import FREE_OBJECTIVES, free_labels
+from nasrlm.free_labels import FREE_OBJECTIVES, texts_and_free_labels
 from nasrlm.model import RegressionLM, RLMConfig
 from nasrlm.normalize import Normalizer
 from nasrlm.predictor import RLMPredictor
@@ -165,21 +165,23 @@ def main() -> None:
     ids, values = table.ids, table.values
     tokenizer = OnnxTokenizer.train_on_spaces(seed=0)
 
-    known_texts: dict[str, str] = {}  # ONNX text by arch id, built when first needed (not all 15,625)
+    known: dict[str, tuple[str, np.ndarray]] = {}  # text and free labels by arch id, one ONNX build each
+
+    def describe(arch_ids: list[str]) -> None:
+        todo = list(dict.fromkeys(i for i in arch_ids if i not in known))
+        if todo:
+            found = texts_and_free_labels(space, todo, progress=len(todo) > 100)
+            known.update(zip(todo, zip(*found, strict=True), strict=True))
 
     def texts(arch_ids: list[str]) -> list[str]:
-        for i in arch_ids:
-            if i not in known_texts:
-                known_texts[i] = space.to_text(space.parse(i))
-        return [known_texts[i] for i in arch_ids]
-
-    workdir = tempfile.TemporaryDirectory()  # pre-trained checkpoints
-    known_free: dict[str, np.ndarray] = {}  # free labels by arch id, each computed once
+        describe(arch_ids)
+        return [known[i][0] for i in arch_ids]
 
     def free_of(arch_ids: list[str]) -> np.ndarray:
-        todo = list(dict.fromkeys(i for i in arch_ids if i not in known_free))
-        known_free.update(zip(todo, free_labels(space, todo, progress=len(todo) > 100), strict=True))
-        return np.array([known_free[i] for i in arch_ids]).reshape(len(arch_ids), len(FREE))
+        describe(arch_ids)
+        return np.array([known[i][1] for i in arch_ids]).reshape(len(arch_ids), len(FREE))
+
+    workdir = tempfile.TemporaryDirectory()  # pre-trained checkpoints
 
     scores: dict[tuple[str, int, str], list[tuple[float, float]]] = defaultdict(list)
     seconds: dict[tuple[str, int], list[float]] = defaultdict(list)
