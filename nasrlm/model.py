@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+import numpy as np
 import torch
 from torch import nn
 from transformers import T5Config, T5Model
@@ -65,7 +66,13 @@ class DecoderVocab:
         self.tags = {name: self.first_tag + k for k, name in enumerate(config.objectives)}
         self.first_number = self.first_tag + len(config.objectives)
         self.size = self.first_number + self.numbers.vocab_size  # of the whole shared vocabulary
-        self.span = 1 + self.numbers.length  # tag + digits, per objective
+        allowed = self.numbers.position_mask()
+        #: digit positions the model predicts; the others admit one token (an unsigned format's sign, a
+        #: single exponent), are filled in without the model and never enter its sequences
+        self.free_positions = tuple(int(j) for j in np.flatnonzero(allowed.sum(axis=1) > 1))
+        self.forced = {int(j): int(np.flatnonzero(allowed[j])[0])
+                       for j in range(self.numbers.length) if j not in self.free_positions}
+        self.span = 1 + len(self.free_positions)  # tag + predicted digits, per objective
 
     def number_ids(self, number_tokens: torch.Tensor) -> torch.Tensor:
         return number_tokens + self.first_number
@@ -114,9 +121,11 @@ class RegressionLM(nn.Module):
     def decoder_inputs(self, objectives: tuple[str, ...], targets: torch.Tensor) -> torch.Tensor:
         """Teacher-forcing sequence ``<start> <tag> d d d … <tag> d d d …`` minus its last token.
 
-        ``targets`` holds number-token ids (batch, objectives, length), -1 where the label is missing.
+        ``targets`` holds number-token ids (batch, objectives, length), -1 where the label is missing;
+        only their free positions are fed.
         """
         batch = targets.shape[0]
+        targets = targets[..., list(self.vocab.free_positions)]
         digits = torch.where(targets >= 0, self.vocab.number_ids(targets.clamp(min=0)),
                              torch.full_like(targets, self.vocab.missing))
         tags = torch.tensor([self.vocab.tags[o] for o in objectives], device=targets.device)
@@ -130,10 +139,11 @@ class RegressionLM(nn.Module):
         memory = self.encode(input_ids, attention_mask)
         decoded = self.t5.decoder(input_ids=self.decoder_inputs(objectives, targets),
                                   encoder_hidden_states=memory, encoder_attention_mask=attention_mask)
-        # (batch, K * span, d); within each objective's span, position 1 + j predicts digit j
+        # (batch, K * span, d); within each objective's span, position 1 + j predicts free digit j
         hidden = decoded.last_hidden_state
-        batch, length = targets.shape[0], self.vocab.numbers.length
-        hidden = hidden.reshape(batch, len(objectives), self.vocab.span, -1)[:, :, 1:, :]
-        logits = self.digit_logits(hidden, torch.arange(length, device=hidden.device))
+        free = list(self.vocab.free_positions)
+        hidden = hidden.reshape(targets.shape[0], len(objectives), self.vocab.span, -1)[:, :, 1:, :]
+        logits = self.digit_logits(hidden, torch.tensor(free, device=hidden.device))
+        targets = targets[..., free]
         known = targets >= 0
         return nn.functional.cross_entropy(logits[known], targets[known])

@@ -30,6 +30,10 @@ Why this layout:
   (:meth:`NumberTokenizer.position_mask`, shape ``(length, vocab_size)``).  Batched constrained sampling
   is then ``logits[:, k].masked_fill(~mask[k], -inf)`` at step ``k``, with no per-sample state, and the
   decoder always stops after exactly ``length`` steps (no end-of-number token to miss).
+* **Forced positions cost nothing.**  With ``signed=False`` position 0 admits only ``<+>``, and with
+  ``min_exponent == max_exponent`` position 1 admits one exponent: a position with a single allowed
+  token is filled in without asking the model (a decoder step saved), which suits labels already
+  normalised into one decade, as the regression model's are.
 * **Every constrained sample is a valid finite number.**  :meth:`~NumberTokenizer.decode` accepts *any*
   sequence allowed by the mask, including non-canonical ones: a leading zero digit (a "denormal", e.g.
   ``<+> <E3> <0> <1> <2> <3>`` = 0.123e3 = 123.0) and negative zero (``<-> ... <0> <0> <0> <0>`` =
@@ -105,6 +109,7 @@ class NumberTokenizer:
     mantissa_digits: int = 4
     min_exponent: int = -8
     max_exponent: int = 8
+    signed: bool = True  # False: only ``<+>`` is allowed and negative values cannot be encoded
 
     def __post_init__(self) -> None:
         for name in ("mantissa_digits", "min_exponent", "max_exponent"):
@@ -112,6 +117,9 @@ class NumberTokenizer:
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
                 raise TypeError(f"{name} must be an int, got {value!r}")
             object.__setattr__(self, name, int(value))
+        if not isinstance(self.signed, (bool, np.bool_)):
+            raise TypeError(f"signed must be a bool, got {self.signed!r}")
+        object.__setattr__(self, "signed", bool(self.signed))
         if not 1 <= self.mantissa_digits <= _MAX_MANTISSA_DIGITS:
             raise ValueError(
                 f"mantissa_digits must be in [1, {_MAX_MANTISSA_DIGITS}], got {self.mantissa_digits}"
@@ -169,7 +177,7 @@ class NumberTokenizer:
     @cached_property
     def _mask(self) -> np.ndarray:
         mask = np.zeros((self.length, self.vocab_size), dtype=bool)
-        mask[0, 0:2] = True
+        mask[0, 0 : 2 if self.signed else 1] = True
         mask[1, self.exponent_offset : self.digit_offset] = True
         mask[2:, self.digit_offset :] = True
         mask.setflags(write=False)
@@ -230,6 +238,8 @@ class NumberTokenizer:
             raise ValueError("cannot encode NaN")
         m, lo, hi = self.mantissa_digits, self.min_exponent, self.max_exponent
         negative = value < 0
+        if negative and not self.signed:
+            raise ValueError(f"cannot encode the negative value {value} in an unsigned format")
         if value in (float("inf"), float("-inf")):
             return negative, 10**m - 1, hi
         d = abs(decimal.Decimal(value))  # exact binary value
@@ -295,6 +305,8 @@ class NumberTokenizer:
             raise ValueError(f"encode_many expects a 1-d array, got shape {x.shape}")
         if np.isnan(x).any():
             raise ValueError("cannot encode NaN")
+        if not self.signed and (x < 0).any():
+            raise ValueError(f"cannot encode negative values in an unsigned format (e.g. {x[x < 0][0]})")
         m, lo, hi = self.mantissa_digits, self.min_exponent, self.max_exponent
         n = x.shape[0]
         a = np.abs(x)
@@ -378,6 +390,7 @@ class NumberTokenizer:
             "mantissa_digits": self.mantissa_digits,
             "min_exponent": self.min_exponent,
             "max_exponent": self.max_exponent,
+            "signed": self.signed,
         }
 
     @classmethod
@@ -385,11 +398,12 @@ class NumberTokenizer:
         kind = d.get("type", "NumberTokenizer")
         if kind != "NumberTokenizer":
             raise ValueError(f"not a NumberTokenizer config: type={kind!r}")
-        unknown = set(d) - {"type", "mantissa_digits", "min_exponent", "max_exponent"}
+        unknown = set(d) - {"type", "mantissa_digits", "min_exponent", "max_exponent", "signed"}
         if unknown:
             raise ValueError(f"unknown NumberTokenizer config keys: {sorted(unknown)}")
         return cls(
             mantissa_digits=d["mantissa_digits"],
             min_exponent=d["min_exponent"],
             max_exponent=d["max_exponent"],
+            signed=d.get("signed", True),  # configs written before the option were all signed
         )

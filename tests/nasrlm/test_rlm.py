@@ -8,11 +8,11 @@ import torch
 from scipy.stats import kendalltau
 
 from nasrlm.data import Objective
-from nasrlm.inference import sample_digits
+from nasrlm.inference import _IncrementalDecoder, sample_digits
 from nasrlm.model import RegressionLM, RLMConfig
 from nasrlm.normalize import HIGH, LOW, Normalizer
 from nasrlm.predictor import NUMBER_FORMAT, RLMPredictor
-from nasrlm.tokenizers import OnnxTokenizer
+from nasrlm.tokenizers import NumberTokenizer, OnnxTokenizer
 from nasrlm.training import TrainConfig, pad_batch
 from search_spaces import NasBench201
 
@@ -32,10 +32,15 @@ def corpus() -> tuple[OnnxTokenizer, list[str], np.ndarray]:
     return OnnxTokenizer.train(texts), texts, values
 
 
-def tiny_model(vocab: int = 50) -> RegressionLM:
+#: the predictor's format (sign and exponent forced, never fed) and a signed one where every position is free
+FORMATS = pytest.mark.parametrize(
+    "number", [NUMBER_FORMAT, NumberTokenizer(3, min_exponent=-1, max_exponent=1)], ids=["forced", "signed"])
+
+
+def tiny_model(vocab: int = 50, number: NumberTokenizer = NUMBER_FORMAT) -> RegressionLM:
     torch.manual_seed(0)
     return RegressionLM(RLMConfig(text_vocab_size=vocab, text_pad_id=0, objectives=("a", "b"),
-                                  number=NUMBER_FORMAT.to_dict(), **TINY))
+                                  number=number.to_dict(), **TINY))
 
 
 def test_normalizer_is_monotone_and_invertible() -> None:
@@ -67,8 +72,20 @@ def test_missing_labels_do_not_contribute_to_the_loss() -> None:
         assert model(ids, mask, ("a", "b"), swapped) == base
 
 
-def test_sampling_only_yields_valid_numbers_and_matches_teacher_forcing() -> None:
-    model = tiny_model().eval()
+def teacher_forced_argmax(model: RegressionLM, ids, mask, objectives, targets) -> torch.Tensor:
+    """Greedy digit at each free position of ``targets`` (batch, objectives, length), full forward pass."""
+    free = list(model.vocab.free_positions)
+    with torch.no_grad():
+        hidden = model.t5.decoder(input_ids=model.decoder_inputs(objectives, targets),
+                                  encoder_hidden_states=model.encode(ids, mask),
+                                  encoder_attention_mask=mask).last_hidden_state
+        hidden = hidden.reshape(len(ids), len(objectives), model.vocab.span, -1)[:, :, 1:]
+        return model.digit_logits(hidden, torch.tensor(free)).argmax(-1)
+
+
+@FORMATS
+def test_sampling_only_yields_valid_numbers_and_matches_teacher_forcing(number) -> None:
+    model = tiny_model(number=number).eval()
     ids, mask = pad_batch([[3, 4, 5, 9], [6, 7]], pad_id=0)
     digits = sample_digits(model, ids, mask, ("a", "b"), 32, generator=torch.Generator().manual_seed(0))
     allowed = torch.from_numpy(model.vocab.numbers.position_mask())
@@ -76,30 +93,49 @@ def test_sampling_only_yields_valid_numbers_and_matches_teacher_forcing() -> Non
     assert bool(allowed[positions, digits].all())
     assert np.isfinite(model.vocab.numbers.decode_many(digits.numpy())).all()
     greedy = sample_digits(model, ids, mask, ("a", "b"), 1, temperature=0)[:, 0]
+    free = list(model.vocab.free_positions)
+    assert torch.equal(teacher_forced_argmax(model, ids, mask, ("a", "b"), greedy), greedy[..., free]), \
+        "cached decoding must equal the full forward pass"
+
+
+def test_only_free_positions_are_fed() -> None:
+    vocab = tiny_model().vocab
+    assert vocab.free_positions == (2, 3, 4, 5) and vocab.span == 5  # sign and exponent are forced
+    assert tiny_model(number=NumberTokenizer(3)).vocab.span == 1 + 5
+
+
+@FORMATS
+def test_incremental_decoder_equals_the_transformers_stack(number) -> None:
+    model = tiny_model(number=number).eval()
+    for block in model.t5.decoder.block:  # random, non-trivial norms so a skipped one shows
+        block.layer[1].layer_norm.weight.data.uniform_(0.5, 1.5)
+    ids, mask = pad_batch([[3, 4, 5, 9, 11], [6, 7]], pad_id=0)  # padding in the source
+    samples, tokens = 3, torch.randint(model.vocab.first_number, model.vocab.size, (6, 7))
     with torch.no_grad():
         memory = model.encode(ids, mask)
-        inputs = model.decoder_inputs(("a", "b"), greedy)
-        hidden = model.t5.decoder(input_ids=inputs, encoder_hidden_states=memory,
-                                  encoder_attention_mask=mask).last_hidden_state
-        hidden = hidden.reshape(2, 2, model.vocab.span, -1)[:, :, 1:]
-        logits = model.digit_logits(hidden, torch.arange(greedy.shape[-1]))
-    assert torch.equal(logits.argmax(-1), greedy), "cached decoding must equal the full forward pass"
+        rows_memory = memory.repeat_interleave(samples, dim=0)
+        expected = model.t5.decoder(input_ids=tokens, encoder_hidden_states=rows_memory,
+                                    encoder_attention_mask=mask.repeat_interleave(samples, dim=0)
+                                    ).last_hidden_state
+        decoder = _IncrementalDecoder(model, memory, mask, samples, max_length=7)
+        got = [decoder.feed(tokens[:, :3])]  # several tokens at once, then one at a time
+        got += [decoder.feed(tokens[:, t : t + 1]) for t in range(3, 7)]
+    torch.testing.assert_close(torch.stack(got, 1), expected[:, [2, 3, 4, 5, 6]], rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="exceeds"):
+        decoder.feed(tokens[:, :1])
 
 
-def test_decoding_given_known_values_matches_teacher_forcing() -> None:
-    model = tiny_model().eval()
+@FORMATS
+def test_decoding_given_known_values_matches_teacher_forcing(number) -> None:
+    model = tiny_model(number=number).eval()
     ids, mask = pad_batch([[3, 4, 5, 9], [6, 7]], pad_id=0)
-    known = torch.as_tensor(NUMBER_FORMAT.encode_many(np.array([2.5, 7.25])))[:, None]  # (batch, 1, digits)
+    known = torch.as_tensor(number.encode_many(np.array([2.5, 7.25])))[:, None]  # (batch, 1, digits)
     greedy = sample_digits(model, ids, mask, ("b",), 3, temperature=0, given=(("a",), known))
     assert greedy.shape == (2, 3, 1, known.shape[-1])
-    with torch.no_grad():
-        targets = torch.cat([known, greedy[:, 0]], dim=1)  # "a" fed, "b" decoded after it
-        hidden = model.t5.decoder(input_ids=model.decoder_inputs(("a", "b"), targets),
-                                  encoder_hidden_states=model.encode(ids, mask),
-                                  encoder_attention_mask=mask).last_hidden_state
-        hidden = hidden.reshape(2, 2, model.vocab.span, -1)[:, 1, 1:]
-        logits = model.digit_logits(hidden, torch.arange(known.shape[-1]))
-    assert torch.equal(logits.argmax(-1), greedy[:, 0, 0])
+    targets = torch.cat([known, greedy[:, 0]], dim=1)  # "a" fed, "b" decoded after it
+    free = list(model.vocab.free_positions)
+    argmax = teacher_forced_argmax(model, ids, mask, ("a", "b"), targets)
+    assert torch.equal(argmax[:, 1], greedy[:, 0, 0, free])
     unconditioned = sample_digits(model, ids, mask, ("b",), 1, temperature=0)
     assert unconditioned.shape == greedy[:, :1].shape
     with pytest.raises(ValueError, match="given tokens have shape"):
@@ -165,7 +201,7 @@ def test_free_label_prior_ranks_by_the_free_label_before_any_learning_and_is_sav
     assert predictor.prior_free == ("convs",) and predictor.prior_objectives == ("lat",)
     with pytest.raises(ValueError, match="given"):
         predictor.sample(texts[:4], ("lat",), num_samples=4)
-    samples = predictor.sample(texts, ("lat",), num_samples=8, given={"convs": convs})
+    samples = predictor.sample(texts, ("lat",), num_samples=32, given={"convs": convs})
     # one optimiser step teaches the model nothing; the prior alone orders latency by the conv count
     assert kendalltau(np.median(samples[:, :, 0], axis=1), values[:, 1])[0] > 0.9
     assert samples.min() >= values[:, 1].min() - 0.1 * np.ptp(values[:, 1])
@@ -173,7 +209,7 @@ def test_free_label_prior_ranks_by_the_free_label_before_any_learning_and_is_sav
     predictor.save(tmp_path / "model")
     loaded = RLMPredictor.load(tmp_path / "model")
     assert loaded.prior_objectives == ("lat",)
-    np.testing.assert_array_equal(loaded.sample(texts, ("lat",), num_samples=8, given={"convs": convs}),
+    np.testing.assert_array_equal(loaded.sample(texts, ("lat",), num_samples=32, given={"convs": convs}),
                                   samples)
     with pytest.raises(ValueError, match="prior_from"):
         predictor.fit(texts, labelled, ("convs", "lat"), one_step, prior_from=("acc",))

@@ -411,6 +411,7 @@ def test_to_dict_from_dict_round_trip(m: int) -> None:
         {"max_exponent": 400},
         {"mantissa_digits": 2.5},
         {"mantissa_digits": True},
+        {"signed": "no"},
     ],
 )
 def test_invalid_configs(kwargs: dict) -> None:
@@ -422,3 +423,21 @@ def test_hashable_and_frozen() -> None:
     assert hash(NumberTokenizer()) == hash(NumberTokenizer())
     with pytest.raises(AttributeError):
         TOK.mantissa_digits = 5  # type: ignore[misc]
+
+
+def test_unsigned_single_decade_format_forces_sign_and_exponent() -> None:
+    tok = NumberTokenizer(mantissa_digits=4, min_exponent=0, max_exponent=0, signed=False)
+    mask = tok.position_mask()
+    assert mask.sum(axis=1).tolist() == [1, 1, 10, 10, 10, 10]  # only the digits are choices
+    assert tok.possible_next_tokens([]) == [tok.token_to_id("<+>")]
+    assert tok.tokens(3.25) == ["<+>", "<E0>", "<3>", "<2>", "<5>", "<0>"]
+    values = np.array([1.0, 9.999, 0.5])
+    np.testing.assert_array_equal(tok.decode_many(tok.encode_many(values)), values)
+    for encode in (tok.encode, lambda v: tok.encode_many(np.array([v]))):
+        with pytest.raises(ValueError, match="negative"):
+            encode(-1.0)
+    with pytest.raises(ValueError, match="not allowed"):
+        tok.decode([tok.token_to_id("<->"), tok.token_to_id("<E0>"), *[tok.digit_offset] * 4])
+    assert NumberTokenizer.from_dict(tok.to_dict()) == tok
+    legacy = {k: v for k, v in NumberTokenizer().to_dict().items() if k != "signed"}
+    assert NumberTokenizer.from_dict(legacy).signed  # configs saved before the option stay signed
