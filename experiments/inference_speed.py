@@ -20,8 +20,10 @@ from nasrlm.tokenizers import OnnxTokenizer
 from search_spaces import NasBench201
 
 VARIANTS = {
-    "small (default)": {},
+    "small (default of `nasrlm train`)": {},
     "small, 1 decoder layer, d_ff 256": {"decoder_layers": 1, "d_ff": 256},
+    "RLMSampler's (d 64, d_ff 128, 2+1 layers)": {"d_model": 64, "num_heads": 4, "d_ff": 128,
+                                                  "encoder_layers": 2, "decoder_layers": 1},
 }
 NAMES = ("acc", "pixel3", "eyeriss", "gold_6226", "1080ti_1")
 

@@ -46,7 +46,7 @@ def sample_digits(model: RegressionLM, input_ids: torch.Tensor, attention_mask: 
     vocab = model.vocab
     batch, length = input_ids.shape[0], vocab.numbers.length
     rows = batch * num_samples
-    pending = torch.full((rows, 1), vocab.start, dtype=torch.long)  # tokens not yet fed
+    pending = torch.full((batch, 1), vocab.start, dtype=torch.long)  # tokens not yet fed, one row per input
     if given is not None:
         names, tokens = given
         if tokens.shape != (batch, len(names), length):
@@ -55,18 +55,22 @@ def sample_digits(model: RegressionLM, input_ids: torch.Tensor, attention_mask: 
         tags = torch.tensor([vocab.tags[n] for n in names], dtype=torch.long)
         fed = vocab.number_ids(tokens[..., list(vocab.free_positions)])
         prefix = torch.cat([tags.expand(batch, -1)[..., None], fed], dim=-1)
-        pending = torch.cat([pending, prefix.reshape(batch, -1).repeat_interleave(num_samples, dim=0)], dim=1)
+        pending = torch.cat([pending, prefix.reshape(batch, -1)], dim=1)
     total = pending.shape[1] + len(objectives) * vocab.span - 1  # the last digit is never fed
     decoder = _IncrementalDecoder(model, model.encode(input_ids, attention_mask), attention_mask,
                                   num_samples, total)
     digits = torch.empty(rows, len(objectives), length, dtype=torch.long)
     for k, name in enumerate(objectives):
-        tag = torch.full((rows, 1), vocab.tags[name], dtype=torch.long)
+        tag = torch.full((len(pending), 1), vocab.tags[name], dtype=torch.long)
         pending = torch.cat([pending, tag], dim=1)
         for j, token in vocab.forced.items():
             digits[:, k, j] = token
         for j in vocab.free_positions:
-            logits = model.digit_logits(decoder.feed(pending), j)
+            if len(pending) == batch:  # before the first sampled digit, every sample's prefix is the same
+                hidden = decoder.feed(pending, shared=True).repeat_interleave(num_samples, dim=0)
+            else:
+                hidden = decoder.feed(pending)
+            logits = model.digit_logits(hidden, j)
             if temperature == 0:
                 token = logits.argmax(dim=-1)
             else:
@@ -86,7 +90,8 @@ class _IncrementalDecoder:
     - self-attention caches are preallocated for the whole sequence, position-major
       ``(position, row, d)``, so a step appends in place and reads one contiguous block, and one new
       token per row is scored with elementwise products rather than thousands of tiny matmuls;
-    - the relative position bias (with the causal mask) is computed once;
+    - the relative position bias (with the causal mask) is computed once, and the prefix every sample
+      of an input shares (start, given values, first tag) is computed once per input;
     - the ``num_samples`` rows of one input attend to its encoder states as one group, so the
       cross-attention keys and values are projected once and never repeated.
     """
@@ -112,17 +117,28 @@ class _IncrementalDecoder:
         self.keys = torch.zeros(cache, dtype=memory.dtype)  # (layer, position, row, heads × head_dim)
         self.values = torch.zeros(cache, dtype=memory.dtype)
         self.length = 0  # tokens fed so far
+        self.diverged = False  # whether the samples of an input have been fed different tokens
 
-    def feed(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Feed ``tokens`` (rows, t); the final hidden state at the last of them, (rows, d_model)."""
+    def feed(self, tokens: torch.Tensor, *, shared: bool = False) -> torch.Tensor:
+        """Feed ``tokens`` (rows, t); the final hidden state at the last of them, (rows, d_model).
+
+        ``shared=True`` feeds one row per input (batch, t), the same for all its samples: computed
+        once, cached for every sample. Only possible while everything fed so far was shared.
+        """
         t, start = tokens.shape[1], self.length
         end = start + t
         if end > self.keys.shape[1]:
             raise ValueError(f"feeding {t} token(s) after {start} exceeds the {self.keys.shape[1]} allocated")
+        if shared and self.diverged:
+            raise ValueError("a shared feed must come before any per-sample one")
+        self.diverged |= not shared
+        samples = 1 if shared else self.samples
+        if tokens.shape[0] != self.batch * samples:
+            raise ValueError(f"expected {self.batch * samples} rows, got {tokens.shape[0]}")
         hidden = self.stack.embed_tokens(tokens)
         for index, block in enumerate(self.stack.block):
             hidden = hidden + self._self_attention(block.layer[0], index, hidden, start, end)
-            hidden = hidden + self._cross_attention(block.layer[1], index, hidden)
+            hidden = hidden + self._cross_attention(block.layer[1], index, hidden, samples)
             hidden = hidden + block.layer[2].DenseReluDense(block.layer[2].layer_norm(hidden))
         self.length = end
         return self.stack.final_layer_norm(hidden[:, -1])
@@ -130,10 +146,18 @@ class _IncrementalDecoder:
     def _self_attention(self, layer, index: int, hidden: torch.Tensor, start: int, end: int) -> torch.Tensor:
         attention, normed = layer.SelfAttention, layer.layer_norm(hidden)
         rows, t, _ = hidden.shape
-        self.keys[index, start:end] = attention.k(normed).transpose(0, 1)
-        self.values[index, start:end] = attention.v(normed).transpose(0, 1)
-        keys = self.keys[index, :end].view(end, rows, self.heads, self.head_dim)
-        values = self.values[index, :end].view(end, rows, self.heads, self.head_dim)
+        if rows == self.rows:
+            self.keys[index, start:end] = attention.k(normed).transpose(0, 1)
+            self.values[index, start:end] = attention.v(normed).transpose(0, 1)
+            keys, values = self.keys[index, :end], self.values[index, :end]
+        else:  # shared: one row per input, written for all its samples, read from its first
+            by_sample = (t, self.batch, self.samples, -1)
+            self.keys[index, start:end].view(by_sample)[:] = attention.k(normed).transpose(0, 1)[:, :, None]
+            self.values[index, start:end].view(by_sample)[:] = attention.v(normed).transpose(0, 1)[:, :, None]
+            keys = self.keys[index, :end].view(end, self.batch, self.samples, -1)[:, :, 0]
+            values = self.values[index, :end].view(end, self.batch, self.samples, -1)[:, :, 0]
+        keys = keys.unflatten(-1, (self.heads, self.head_dim))
+        values = values.unflatten(-1, (self.heads, self.head_dim))
         query = attention.q(normed).view(rows, t, self.heads, self.head_dim)
         bias = self.self_bias[:, start:end, :end]  # (heads, t, end); T5 folds the 1/sqrt(d) into init
         if t == 1:
@@ -144,10 +168,10 @@ class _IncrementalDecoder:
             out = torch.einsum("rhik,krhd->rihd", torch.softmax(scores, dim=-1), values)
         return attention.o(out.reshape(rows, t, -1))
 
-    def _cross_attention(self, layer, index: int, hidden: torch.Tensor) -> torch.Tensor:
+    def _cross_attention(self, layer, index: int, hidden: torch.Tensor, s: int) -> torch.Tensor:
         attention, normed = layer.EncDecAttention, layer.layer_norm(hidden)
         rows, t, _ = hidden.shape
-        b, s, heads, head_dim = self.batch, self.samples, self.heads, self.head_dim
+        b, heads, head_dim = self.batch, self.heads, self.head_dim
         query = attention.q(normed).view(b, s, t, heads, head_dim).permute(0, 3, 1, 2, 4)
         keys, values = self.cross[index]
         out = functional.scaled_dot_product_attention(query.reshape(b, heads, s * t, head_dim), keys, values,

@@ -111,18 +111,26 @@ def test_incremental_decoder_equals_the_transformers_stack(number) -> None:
         block.layer[1].layer_norm.weight.data.uniform_(0.5, 1.5)
     ids, mask = pad_batch([[3, 4, 5, 9, 11], [6, 7]], pad_id=0)  # padding in the source
     samples, tokens = 3, torch.randint(model.vocab.first_number, model.vocab.size, (6, 7))
+    tokens[:, :3] = tokens[::samples, :3].repeat_interleave(samples, dim=0)  # a prefix shared by samples
     with torch.no_grad():
         memory = model.encode(ids, mask)
         rows_memory = memory.repeat_interleave(samples, dim=0)
         expected = model.t5.decoder(input_ids=tokens, encoder_hidden_states=rows_memory,
                                     encoder_attention_mask=mask.repeat_interleave(samples, dim=0)
                                     ).last_hidden_state
-        decoder = _IncrementalDecoder(model, memory, mask, samples, max_length=7)
-        got = [decoder.feed(tokens[:, :3])]  # several tokens at once, then one at a time
-        got += [decoder.feed(tokens[:, t : t + 1]) for t in range(3, 7)]
-    torch.testing.assert_close(torch.stack(got, 1), expected[:, [2, 3, 4, 5, 6]], rtol=1e-5, atol=1e-5)
+        for shared in (False, True):  # the prefix per sample, or once per input
+            decoder = _IncrementalDecoder(model, memory, mask, samples, max_length=7)
+            prefix = decoder.feed(tokens[::samples, :3], shared=True).repeat_interleave(samples, dim=0) \
+                if shared else decoder.feed(tokens[:, :3])  # several tokens at once, then one at a time
+            got = [prefix] + [decoder.feed(tokens[:, t : t + 1]) for t in range(3, 7)]
+            torch.testing.assert_close(torch.stack(got, 1), expected[:, 2:], rtol=1e-5, atol=1e-5)
     with pytest.raises(ValueError, match="exceeds"):
         decoder.feed(tokens[:, :1])
+    with torch.no_grad():
+        fresh = _IncrementalDecoder(model, memory, mask, samples, max_length=7)
+        fresh.feed(tokens[:, :1])
+    with pytest.raises(ValueError, match="shared feed must come before"):
+        fresh.feed(tokens[::samples, 1:2], shared=True)
 
 
 @FORMATS
