@@ -19,7 +19,7 @@ from search_spaces import SearchSpace
 FREE_OBJECTIVES: tuple[Objective, ...] = (
     Objective("params_m", "M", "trainable parameters, counted on the exported ONNX graph",
               "nasrlm (ONNX graph)", higher_is_better=False),
-    Objective("macs_m", "M", "multiply-accumulates of Conv/Gemm/MatMul at the declared input shape",
+    Objective("macs_m", "M", "multiply-accumulates of the Conv/Gemm/MatMul nodes the output depends on",
               "nasrlm (ONNX graph)", higher_is_better=False),
 )
 

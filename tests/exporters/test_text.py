@@ -119,6 +119,18 @@ def test_count_macs_counts_conv_and_gemm() -> None:
     assert count_macs(model) == 16 * 16 * 8 * 27 + 8 * 10
 
 
+def test_count_macs_skips_nodes_no_output_needs() -> None:
+    from exporters import count_macs
+
+    b = ModelBuilder("toy", domain="toy")
+    dead = b.main.op("Conv", "x", b.main.param(4, 3, 1, 1), kernel_shape=[1, 1])  # never used
+    b.main.op("Relu", dead)
+    y = b.main.op("Mul", "x", b.main.op("Constant", value_float=0.0))  # NB201's all-'none' node
+    y = b.main.op("Flatten", b.main.op("GlobalAveragePool", y), axis=1)
+    y = b.main.op("Gemm", y, b.main.param(10, 3), transB=1)
+    assert count_macs(materialize(b.build((1, 3, 8, 8), y, (1, 10)))) == 3 * 10
+
+
 def test_materialize_without_weights_counts_the_same() -> None:
     from exporters import count_macs, count_parameters, materialize
     from search_spaces import get_space

@@ -20,6 +20,17 @@ def test_normal_scores_round_trip_and_extend_straight_beyond_the_data() -> None:
     np.testing.assert_allclose(scores.inverse(beyond), [0.1, 0.5, 10.5, 10.9])
 
 
+def test_positive_values_over_decades_keep_their_room_in_log_space() -> None:
+    latencies = np.array([0.4, 9.0, 11.0, 20.0, 36.0])  # one chance-level cell beside the rest
+    scores = NormalScores.fit(latencies)
+    assert scores.log and not NormalScores.fit(latencies + 100).log
+    low, high = scores.inverse(np.array([-50.0, 50.0]))
+    ratio = (36.0 / 0.4) ** 0.1  # 10 % of the log range on each side
+    assert low == pytest.approx(0.4 / ratio) and high == pytest.approx(36.0 * ratio)
+    assert NormalScores.from_dict(scores.to_dict()).log
+    assert not NormalScores.from_dict({"knots": [1.0, 2.0], "scores": [-1.0, 1.0]}).log
+
+
 def test_one_distinct_value_maps_to_itself() -> None:
     scores = NormalScores.fit(np.array([4.0, 4.0]))
     assert scores.inverse(np.array([-1.0, 2.0])).tolist() == [4.0, 4.0]
