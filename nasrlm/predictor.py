@@ -110,9 +110,10 @@ class RLMPredictor:
         unknown = [o for o in objectives if o not in self.objectives]
         if unknown:
             raise ValueError(f"objective(s) {unknown} are not among this model's {list(self.objectives)}")
-        self.prior, self.prior_free, self.prior_objectives = None, (), ()
-        if prior_from:
-            values = self._fit_prior(values, objectives, tuple(prior_from), prior_reference)
+        prior, free, predicted = None, tuple(prior_from), ()
+        if free:  # validated before anything changes: a refused call leaves the predictor as it was
+            prior, predicted, values = self._fit_prior(values, objectives, free, prior_reference)
+        self.prior, self.prior_free, self.prior_objectives = prior, free, predicted
         for k, name in enumerate(objectives):
             refit = refit_normalizers if isinstance(refit_normalizers, bool) else name in refit_normalizers
             if refit or name not in self.normalizers:
@@ -122,9 +123,10 @@ class RLMPredictor:
         self.decode_order = objectives
         return report
 
-    def _fit_prior(self, values: np.ndarray, objectives: tuple[str, ...], free: tuple[str, ...],
-                   reference: np.ndarray | None) -> np.ndarray:
-        """Fit the free-label prior; ``values`` with the other objectives replaced by residuals."""
+    @staticmethod
+    def _fit_prior(values: np.ndarray, objectives: tuple[str, ...], free: tuple[str, ...],
+                   reference: np.ndarray | None) -> tuple[FreeLabelPrior, tuple[str, ...], np.ndarray]:
+        """The free-label prior, the objectives it predicts, and ``values`` with those as residuals."""
         absent = [f for f in free if f not in objectives]
         if absent:
             raise ValueError(f"prior_from: {absent} are not among the objectives trained "
@@ -142,11 +144,10 @@ class RLMPredictor:
         if reference.ndim != 2 or reference.shape[1] != len(free) or not len(reference):
             raise ValueError(f"prior_reference must be rows of the {len(free)} free labels {list(free)}, "
                              f"got shape {reference.shape}")
-        self.prior = FreeLabelPrior.fit(x, values[:, rest], reference)
-        self.prior_free, self.prior_objectives = free, tuple(objectives[k] for k in rest)
+        prior = FreeLabelPrior.fit(x, values[:, rest], reference)
         values = values.copy()
-        values[:, rest] = self.prior.residuals(x, values[:, rest])
-        return values
+        values[:, rest] = prior.residuals(x, values[:, rest])
+        return prior, tuple(objectives[k] for k in rest), values
 
     def _targets(self, values: np.ndarray, objectives: tuple[str, ...]) -> np.ndarray:
         numbers = self.model.vocab.numbers
@@ -160,13 +161,19 @@ class RLMPredictor:
     # --- inference ------------------------------------------------------------------------------
     def sample(self, texts: Sequence[str], objectives: Sequence[str] | None = None, *, num_samples: int = 64,
                batch_size: int = 16, temperature: float = 1.0, seed: int = 0, progress: bool = False,
-               given: dict[str, np.ndarray] | None = None) -> np.ndarray:
+               given: dict[str, np.ndarray] | None = None,
+               residual_weight: dict[str, float] | None = None) -> np.ndarray:
         """Samples in the objectives' units, shape (len(texts), num_samples, len(objectives)).
 
         ``objectives`` defaults to :attr:`predicts`, the objectives of the latest fit.
         ``given`` maps objectives known for every text (e.g. free labels) to their values; they are
         fed to the decoder before ``objectives``, which are then sampled conditioned on them (train
         with them first in the decode order).
+
+        ``residual_weight`` (objectives learned as residuals of the free-label prior only) scales the
+        median of each text's decoded residual, keeping the samples' spread around it: 0 centres the
+        prediction on the prior, 1 (the default) trusts the model. For when the model's residual is
+        known to carry more noise than signal, e.g. after a few dozen labels.
         """
         objectives = tuple(objectives or self.predicts)
         given = dict(given or {})
@@ -197,10 +204,20 @@ class RLMPredictor:
                                    temperature=temperature, generator=generator, given=prefix)
             for k, name in enumerate(objectives):
                 out[start : start + len(input_ids), :, k] = self.normalizers[name].inverse(scaled[..., k])
+        weights = dict(residual_weight or {})
+        unknown = [o for o in weights if o not in self.prior_objectives or o not in objectives]
+        if unknown:
+            raise ValueError(f"residual_weight for {unknown}: not residual objectives of this call "
+                             f"(residual objectives: {list(self.prior_objectives)})")
         if residual and self.prior is not None:
             free = np.stack([np.asarray(given[f], dtype=np.float64).reshape(len(texts))
                              for f in self.prior_free], axis=1)
-            values = self.prior.values(free, self._residual_block(out, objectives))
+            block = self._residual_block(out, objectives)
+            for name, weight in weights.items():
+                j = self.prior_objectives.index(name)
+                median = np.median(block[..., j], axis=1, keepdims=True)
+                block[..., j] += (weight - 1.0) * median
+            values = self.prior.values(free, block)
             for k in residual:
                 out[..., k] = values[..., self.prior_objectives.index(objectives[k])]
         return out

@@ -146,8 +146,10 @@ def _markdown(result: SearchResult, front: np.ndarray, scores: dict[str, Scores]
 
 def predicted_front(sampler: RLMSampler, arch_ids: Sequence[str], maximize: Sequence[bool], *,
                     num_samples: int = 16, seed: int = 0) -> PredictedFront:
-    """The non-dominated predicted medians among ``arch_ids``, with their quartiles."""
-    samples = sampler.predict_samples(list(arch_ids), num_samples=num_samples, seed=seed)
+    """The non-dominated predicted medians among ``arch_ids``, with their quartiles (the model's residual
+    weighted as for the sampler's latest proposals)."""
+    samples = sampler.predict_samples(list(arch_ids), num_samples=num_samples, seed=seed,
+                                      residual_weight=sampler.last_residual_weights)
     low, median, high = np.quantile(samples, [0.25, 0.5, 0.75], axis=1)
     keep = np.flatnonzero(pareto_mask(median, maximize))
     return PredictedFront([arch_ids[k] for k in keep], median[keep], low[keep], high[keep])

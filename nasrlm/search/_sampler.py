@@ -44,6 +44,8 @@ DEFAULT_MODEL = {"d_model": 64, "num_heads": 4, "d_ff": 128, "encoder_layers": 2
 PRETRAIN_EPOCHS = 3
 #: Share of the decoder's range kept at each end for objective values beyond those observed.
 OBJECTIVE_HEADROOM = 0.1
+#: Evaluated proposals of the model needed before its residual's weight is estimated from them.
+MIN_CHECKED_PROPOSALS = 5
 
 _ACTIVE = (TrialState.RUNNING, TrialState.WAITING)
 
@@ -71,6 +73,11 @@ class RLMSampler(BaseSampler):
             label that best explains the trials, and train the model on what that line leaves over
             (see :mod:`nasrlm.prior`); without it the model learns each objective whole and
             ranks unseen architectures worse than the free label alone.
+        weigh_residual: with the prior, scale the model's predicted residual (its median; the spread
+            stays) by how well the model predicted its own evaluated proposals, in [0, 1] (see
+            :meth:`residual_weights`). On NB201 the unweighted residual ranked the candidates below
+            the prior alone at every round of a search (accuracy Kendall 0.41-0.48 vs 0.55-0.57),
+            and the estimated weights were 0.02-0.2.
         pretrain_archs: architectures whose free labels (parameters, MACs) pre-train the model
             (:data:`PRETRAIN_EPOCHS` passes) before it sees any trial: the candidate pool first (its
             texts and free labels are needed anyway), topped up with random ones; 0 skips pre-training.
@@ -83,7 +90,8 @@ class RLMSampler(BaseSampler):
 
     def __init__(self, space: SearchSpace, *, n_startup_trials: int = 10, proposals_per_fit: int = 10,
                  num_candidates: int = 2000, num_samples: int = 16, temperature: float = 1.0,
-                 free_label_prior: bool = True, pretrain_archs: int = 2000, fit_steps: int = 150,
+                 free_label_prior: bool = True, weigh_residual: bool = True, pretrain_archs: int = 2000,
+                 fit_steps: int = 150,
                  model: dict[str, Any] | None = None, seed: int | None = None,
                  independent_sampler: BaseSampler | None = None, progress: bool = False) -> None:
         if n_startup_trials < 2:
@@ -101,6 +109,7 @@ class RLMSampler(BaseSampler):
             raise ValueError(f"temperature must be positive, got {temperature}")
         self.temperature = temperature
         self.free_label_prior = free_label_prior
+        self.weigh_residual = weigh_residual
         self.pretrain_archs = pretrain_archs
         self.fit_steps = fit_steps
         self.model_options = dict(DEFAULT_MODEL if model is None else model)
@@ -118,6 +127,9 @@ class RLMSampler(BaseSampler):
         self._free: dict[str, np.ndarray] = {}
         self._pool_params: list[dict[str, Any]] = []  # candidate parameters drawn once
         self._pool_ids: list[str] = []  # their distinct architectures, known once the model exists
+        self._proposed: dict[str, np.ndarray] = {}  # the model's unweighted median prediction per proposal
+        #: the residual weights the latest proposals were scored with (``None``: unweighted)
+        self.last_residual_weights: dict[str, float] | None = None
         #: called after each refit with (completed trials used, seconds); the CLI's progress hook
         self.on_fit: Callable[[int, float], None] | None = None
         #: called with a line before each long step (pre-training, scoring); e.g. ``print``
@@ -307,8 +319,9 @@ class RLMSampler(BaseSampler):
         if not candidates:
             return []
         ids = list(candidates)
+        weights = self.last_residual_weights = self.residual_weights(complete)
         self.log(f"scoring {len(ids):,} candidates ({self.num_samples} decoded samples each)")
-        samples = self.predict_samples(ids, seed=self._seed + self._rounds)
+        samples = self.predict_samples(ids, seed=self._seed + self._rounds, residual_weight=weights)
         # measured from a typical architecture of the space, the median of the random start-up trials
         # (the convention hypervolume is reported with). A nadir would chase the front's far ends
         # (chance-level accuracy at minimal latency); the median of *all* trials tightens as the search
@@ -327,18 +340,53 @@ class RLMSampler(BaseSampler):
             chosen.append(candidates[ids[pick]])
             alive[pick] = False
             observed = np.vstack([observed, medians[pick]])  # believe the median, then pick the next
+        if self.weigh_residual and self._predictor.prior is not None:  # what the model says, unweighted
+            picked = [self.arch_id_of(p) for p in chosen]
+            raw = np.median(self.predict_samples(picked, seed=self._seed + self._rounds), axis=1)
+            self._proposed.update(zip(picked, raw, strict=True))
         return chosen
 
-    def predict_samples(self, arch_ids: Sequence[str], *, num_samples: int | None = None,
-                        seed: int = 0) -> np.ndarray:
-        """Decoded samples (len(arch_ids), num_samples, objectives) from the latest model."""
+    def residual_weights(self, complete: Sequence[FrozenTrial]) -> dict[str, float] | None:
+        """Per objective, how much of the model's predicted residual to keep (``None``: all of it).
+
+        Over the evaluated trials the model proposed, the least-squares slope (through 0) of the
+        residual that came true on the residual it predicted, both in the current prior's normal
+        scores, clipped to [0, 1]. Proposals are picked for their optimistic predictions, so the
+        slope also corrects that winner's curse. Until :data:`MIN_CHECKED_PROPOSALS` are in, 1.
+        """
+        prior = self._predictor.prior if self._predictor is not None else None
+        if not self.weigh_residual or prior is None:
+            return None
+        rows = {}
+        for t in complete:
+            arch_id = self.arch_id_of(t.params)
+            if arch_id in self._proposed:
+                rows.setdefault(arch_id, t.values)
+        if len(rows) < MIN_CHECKED_PROPOSALS:
+            return None
+        ids = list(rows)
+        free = self.free_labels_of(ids)
+        predicted = prior.residuals(free, np.array([self._proposed[i] for i in ids]))
+        actual = prior.residuals(free, np.array([rows[i] for i in ids], dtype=np.float64))
+        weights = {}
+        for k, name in enumerate(self._predictor.prior_objectives):
+            p, a = predicted[:, k], actual[:, k]
+            weights[name] = float(np.clip((p @ a) / (p @ p), 0.0, 1.0)) if p @ p > 0 else 1.0
+        return weights
+
+    def predict_samples(self, arch_ids: Sequence[str], *, num_samples: int | None = None, seed: int = 0,
+                        residual_weight: dict[str, float] | None = None) -> np.ndarray:
+        """Decoded samples (len(arch_ids), num_samples, objectives) from the latest model.
+
+        ``residual_weight``: see :meth:`RLMPredictor.sample` and :meth:`residual_weights`.
+        """
         if self._predictor is None:
             raise RuntimeError("the sampler has not trained a model yet")
         texts = [self.text_of(i) for i in arch_ids]
         free = self.free_labels_of(arch_ids)
         given = {name: free[:, k] for k, name in enumerate(self._free_names)}
         return self._predictor.sample(texts, self._objective_names, given=given, batch_size=64, seed=seed,
-                                      temperature=self.temperature,
+                                      temperature=self.temperature, residual_weight=residual_weight,
                                       num_samples=num_samples or self.num_samples, progress=self.progress)
 
     def _candidates(self, search_space: dict[str, BaseDistribution], front: Sequence[dict[str, Any]],

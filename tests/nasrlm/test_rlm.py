@@ -222,6 +222,15 @@ def test_free_label_prior_ranks_by_the_free_label_before_any_learning_and_is_sav
     with pytest.raises(ValueError, match="prior_from"):
         predictor.fit(texts, labelled, ("convs", "lat"), one_step, prior_from=("acc",))
 
+    # weight 0: each text's median is the prior's own prediction, the samples keep their spread
+    centred = predictor.sample(texts, ("lat",), num_samples=9, given={"convs": convs},
+                               residual_weight={"lat": 0.0})
+    prior_alone = predictor.prior.values(np.column_stack([convs]), np.zeros((len(texts), 1)))[:, 0]
+    np.testing.assert_allclose(np.median(centred[:, :, 0], axis=1), prior_alone)
+    assert np.ptp(centred[:, :, 0], axis=1).max() > 0
+    with pytest.raises(ValueError, match="residual_weight"):
+        predictor.sample(texts, ("lat",), given={"convs": convs}, residual_weight={"acc": 0.5})
+
 
 def test_free_label_prior_takes_its_normal_scores_over_the_reference_population(corpus) -> None:
     tokenizer, texts, values = corpus

@@ -116,6 +116,26 @@ def test_with_the_free_label_prior_the_model_learns_residuals_and_predicts_value
     assert abs(np.median(samples[..., 0]) - np.median(truth[:, 0])) < 15
 
 
+def test_the_residual_is_weighted_by_how_well_the_model_predicted_its_own_proposals() -> None:
+    sampler = tiny_sampler(free_label_prior=True)
+    study = make_study(sampler)
+    study.optimize(toy_objective, n_trials=14)  # 4 start-up, rounds of 3: 6 checked proposals by trial 11
+    weights = sampler.last_residual_weights
+    assert set(weights) == {"acc", "lat"} and all(0.0 <= w <= 1.0 for w in weights.values())
+    complete = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+    proposed = [t for t in complete if sampler.arch_id_of(t.params) in sampler._proposed]
+    assert len(proposed) >= 6
+    prior = sampler.predictor.prior
+    free = sampler.free_labels_of([sampler.arch_id_of(t.params) for t in proposed])
+    actual = prior.residuals(free, np.array([t.values for t in proposed]))
+    for predicted, expected in ((actual, 1.0), (-actual, 0.0)):  # right on the mark; exactly wrong
+        for t, values in zip(proposed, prior.values(free, predicted), strict=True):
+            sampler._proposed[sampler.arch_id_of(t.params)] = values
+        assert sampler.residual_weights(complete) == pytest.approx({"acc": expected, "lat": expected})
+    sampler.weigh_residual = False
+    assert sampler.residual_weights(complete) is None
+
+
 @pytest.mark.parametrize("archs", [12, 100])
 def test_pretraining_learns_free_labels_of_the_candidate_pool_first(archs: int) -> None:
     sampler = tiny_sampler(pretrain_archs=archs)  # a pool of 40 draws
