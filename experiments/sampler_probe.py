@@ -5,7 +5,9 @@ the sampler a hypervolume ratio of about 0.8 at 100 evaluations; the real sample
 This probe runs the real sampler and, after every refit, scores its model on ``--held-out`` cells it
 has not evaluated: Kendall tau of the predicted medians per objective, the share of true values inside
 the predicted 50 % interval (calibration: 0.5 is right, less is overconfident), and for reference the
-tau that the free labels alone give (parameter count for every objective).
+tau that the free labels alone give (parameter count for every objective). With the free-label prior
+it also scores the prior alone (the model's residual weighted 0) and the residual weighted as the
+sampler's latest proposals were (``RLMSampler.last_residual_weights``, estimated before this refit).
 
     PYTHONPATH=. python experiments/sampler_probe.py --data-dir ../shared/data --budget 60 --seed 0
 """
@@ -57,11 +59,20 @@ def main() -> None:
             params = sampler.free_labels_of(held_ids)[:, 0]
             free_tau = [abs(kendalltau(params, held_truth[:, k])[0]) for k in range(len(names))]
         row = {"trials": n, "fit_s": round(seconds, 1)}
+        variants = {}
+        if sampler.predictor.prior is not None:
+            for label, weights in (("prior alone", dict.fromkeys(names, 0.0)),
+                                   ("weighted", sampler.last_residual_weights)):
+                variants[label] = np.median(sampler.predict_samples(
+                    held_ids, num_samples=a.samples, seed=0, residual_weight=weights), axis=1)
+            row["weights"] = {k: round(v, 2) for k, v in (sampler.last_residual_weights or {}).items()}
         for k, name in enumerate(names):
             sign = 1 if evaluator.maximize[k] else -1  # tau of "predicted better" with "truly better"
             row[f"{name} tau"] = round(float(kendalltau(sign * median[:, k], sign * held_truth[:, k])[0]), 3)
             inside = (held_truth[:, k] >= lo[:, k]) & (held_truth[:, k] <= hi[:, k])
             row[f"{name} in 50%"] = round(float(inside.mean()), 2)
+            for label, m in variants.items():
+                row[f"{name} tau, {label}"] = round(float(kendalltau(m[:, k], held_truth[:, k])[0]), 3)
         rounds.append(row)
         print(json.dumps(row), flush=True)
 
@@ -73,11 +84,14 @@ def main() -> None:
           + ", ".join(f"{n} {t:.3f}" for n, t in zip(names, free_tau or [], strict=False)))
     seconds = time.perf_counter() - start
     print(f"HV ratio @{a.budget}: {s.history[-1]:.3f}; {seconds:.0f} s; options {a.options}\n")
-    print("| trials | " + " | ".join(f"{n} τ | {n} in 50 %" for n in names) + " |")
-    print("|---|" + "---|---|" * len(names))
+    extra = [c for c in ("prior alone", "weighted") if rounds and f"{names[0]} tau, {c}" in rounds[0]]
+    print("| trials | " + " | ".join(f"{n} τ | {n} in 50 %" + "".join(f" | {n} τ, {c}" for c in extra)
+                                    for n in names) + (" | weights |" if extra else " |"))
+    print("|---|" + ("---|" * (2 + len(extra))) * len(names) + ("---|" if extra else ""))
     for r in rounds:
-        cells = " | ".join(f"{r[f'{n} tau']} | {r[f'{n} in 50%']}" for n in names)
-        print(f"| {r['trials']} | {cells} |")
+        cells = " | ".join(f"{r[f'{n} tau']} | {r[f'{n} in 50%']}" + "".join(f" | {r[f'{n} tau, {c}']}"
+                                                                             for c in extra) for n in names)
+        print(f"| {r['trials']} | {cells} |" + (f" {r.get('weights') or '–'} |" if extra else ""))
 
 
 if __name__ == "__main__":
