@@ -299,6 +299,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     predictor.save(args.output)
     print(f"saved {args.output}: best epoch {report.best_epoch + 1} of {len(report.train_loss)} "
           f"({report.stopped_by}), {report.seconds:.0f} s", file=sys.stderr)
+    if predictor.residual_weights:
+        print("share of the model's residual kept over the prior (from the validation rows): "
+              + ", ".join(f"{k} {v:.2f}" for k, v in predictor.residual_weights.items()), file=sys.stderr)
     return 0
 
 

@@ -154,3 +154,18 @@ class FreeLabelPrior:
             mean = mean[:, None, :]
         z = mean + residuals
         return np.stack([s.inverse(z[..., k]) for k, s in enumerate(self.objectives)], axis=-1)
+
+
+def residual_weight(predicted: np.ndarray, actual: np.ndarray) -> float:
+    """How much of a predicted residual to keep: the least-squares slope (through 0) of the residuals
+    that came true on those predicted, clipped to [0, 1]; NaN pairs are skipped, 1.0 without data.
+
+    0 means the predictions carried no usable signal (use the prior alone), 1 that they are as large as
+    they should be. Measured on examples the model did not train on, it is what the model has earned.
+    """
+    predicted, actual = np.asarray(predicted, dtype=np.float64), np.asarray(actual, dtype=np.float64)
+    known = ~(np.isnan(predicted) | np.isnan(actual))
+    p, a = predicted[known], actual[known]
+    if not p @ p > 0:
+        return 1.0
+    return float(np.clip((p @ a) / (p @ p), 0.0, 1.0))

@@ -46,6 +46,7 @@ class TrainReport:
     best_epoch: int = -1
     seconds: float = 0.0
     stopped_by: str = "max_epochs"
+    validation_rows: list[int] = field(default_factory=list)  # indices of the held-out examples
 
 
 def pad_batch(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -81,6 +82,7 @@ def train(model: RegressionLM, inputs: Sequence[Sequence[int]], targets: np.ndar
     if config.validation_fraction > 0:
         n_val = min(len(inputs) - 1, max(1, round(config.validation_fraction * len(inputs))))
     val_idx, train_idx = order[:n_val], order[n_val:]
+    report = TrainReport(validation_rows=sorted(int(i) for i in val_idx))
     targets_t = torch.as_tensor(targets, dtype=torch.long)
     pad = model.config.text_pad_id
 
@@ -101,7 +103,6 @@ def train(model: RegressionLM, inputs: Sequence[Sequence[int]], targets: np.ndar
         ids, mask = pad_batch([inputs[i] for i in index], pad)
         return model(ids, mask, objectives, targets_t[index])
 
-    report = TrainReport()
     best_state, best_loss, stale = None, math.inf, 0
     start = time.perf_counter()
     bar = tqdm(range(config.max_epochs), desc="training", unit="epoch", disable=not config.progress)

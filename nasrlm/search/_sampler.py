@@ -31,6 +31,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from nasrlm.data import Objective
 from nasrlm.metrics import expected_hypervolume_improvement, median_reference, pareto_mask
+from nasrlm.prior import residual_weight
 from search_spaces import SearchSpace
 
 #: Network for the sampler's model: small enough to refit in seconds on two cores. No dropout: it
@@ -368,11 +369,8 @@ class RLMSampler(BaseSampler):
         free = self.free_labels_of(ids)
         predicted = prior.residuals(free, np.array([self._proposed[i] for i in ids]))
         actual = prior.residuals(free, np.array([rows[i] for i in ids], dtype=np.float64))
-        weights = {}
-        for k, name in enumerate(self._predictor.prior_objectives):
-            p, a = predicted[:, k], actual[:, k]
-            weights[name] = float(np.clip((p @ a) / (p @ p), 0.0, 1.0)) if p @ p > 0 else 1.0
-        return weights
+        return {name: residual_weight(predicted[:, k], actual[:, k])
+                for k, name in enumerate(self._predictor.prior_objectives)}
 
     def predict_samples(self, arch_ids: Sequence[str], *, num_samples: int | None = None, seed: int = 0,
                         residual_weight: dict[str, float] | None = None) -> np.ndarray:

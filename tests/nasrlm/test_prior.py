@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy.stats import kendalltau, norm
 
-from nasrlm.prior import FreeLabelPrior, NormalScores
+from nasrlm.prior import FreeLabelPrior, NormalScores, residual_weight
 
 
 def test_normal_scores_round_trip_and_extend_straight_beyond_the_data() -> None:
@@ -63,3 +63,12 @@ def test_prior_without_any_relation_is_flat() -> None:
     assert prior.slope.tolist() == [0.0]
     np.testing.assert_allclose(prior.values(free, prior.residuals(free, np.arange(5.0)[:, None])),
                                np.arange(5.0)[:, None])
+
+
+def test_residual_weight_is_the_clipped_slope_of_truth_on_prediction() -> None:
+    predicted = np.array([1.0, -2.0, 0.5, np.nan])
+    assert residual_weight(predicted, predicted) == 1.0
+    assert residual_weight(predicted, 0.5 * predicted) == pytest.approx(0.5)
+    assert residual_weight(predicted, 3 * predicted) == 1.0  # never amplified
+    assert residual_weight(predicted, -predicted) == 0.0  # wrong way round: the prior alone
+    assert residual_weight(np.zeros(3), np.ones(3)) == 1.0  # nothing predicted, nothing to judge

@@ -232,6 +232,29 @@ def test_free_label_prior_ranks_by_the_free_label_before_any_learning_and_is_sav
         predictor.sample(texts, ("lat",), given={"convs": convs}, residual_weight={"acc": 0.5})
 
 
+def test_the_residual_is_weighed_on_the_validation_rows_and_saved(corpus, tmp_path) -> None:
+    tokenizer, texts, values = corpus
+    convs = np.sqrt(values[:, 1] - 1)
+    free = Objective("convs", "count", "conv ops in the cell", "test", True)
+    torch.manual_seed(0)
+    predictor = RLMPredictor.create(tokenizer, (free, *OBJECTIVES), **TINY)
+    labelled = np.column_stack([convs, values])
+    config = TrainConfig(max_epochs=2, batch_size=16, validation_fraction=0.25, progress=False)
+    report = predictor.fit(texts, labelled, ("convs", "acc", "lat"), config, prior_from=("convs",))
+    assert len(report.validation_rows) == 12
+    weights = predictor.residual_weights
+    assert set(weights) == {"acc", "lat"} and all(0.0 <= w <= 1.0 for w in weights.values())
+    given = {"convs": convs[:6]}
+    default = predictor.sample(texts[:6], given=given, num_samples=4)
+    np.testing.assert_array_equal(default, predictor.sample(texts[:6], given=given, num_samples=4,
+                                                            residual_weight=weights))
+    predictor.save(tmp_path / "model")
+    assert RLMPredictor.load(tmp_path / "model").residual_weights == weights
+    everything = TrainConfig(max_epochs=1, validation_fraction=0.0, progress=False)
+    predictor.fit(texts, labelled, ("convs", "acc", "lat"), everything, prior_from=("convs",))
+    assert predictor.residual_weights == {}  # no validation rows: the residual is kept whole
+
+
 def test_free_label_prior_takes_its_normal_scores_over_the_reference_population(corpus) -> None:
     tokenizer, texts, values = corpus
     convs = np.sqrt(values[:, 1] - 1)
