@@ -17,10 +17,11 @@ from nasrlm.search._report import (
     write_report,
 )
 from nasrlm.search._run import SearchResult, run_search
-from nasrlm.search._sampler import DEFAULT_MODEL, RLMSampler, SpaceMismatchError
+from nasrlm.search._sampler import DEFAULT_MODEL, PREDICTED_ATTR, RLMSampler, SpaceMismatchError
 
 __all__ = [
     "DEFAULT_MODEL",
+    "PREDICTED_ATTR",
     "SAMPLERS",
     "JobOutput",
     "make_sampler",

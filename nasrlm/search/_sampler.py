@@ -47,8 +47,12 @@ PRETRAIN_EPOCHS = 3
 OBJECTIVE_HEADROOM = 0.1
 #: Evaluated proposals of the model needed before its residual's weight is estimated from them.
 MIN_CHECKED_PROPOSALS = 5
+#: Trial system attribute holding the model's unweighted median prediction for a trial it proposed.
+PREDICTED_ATTR = "nasrlm:predicted"
 
 _ACTIVE = (TrialState.RUNNING, TrialState.WAITING)
+#: A proposal's parameters and the model's unweighted median prediction for it (``None``: not needed).
+_Proposal = tuple[dict[str, Any], list[float] | None]
 
 
 class SpaceMismatchError(ValueError):
@@ -121,14 +125,13 @@ class RLMSampler(BaseSampler):
         self._lock = threading.RLock()
         self._predictor: Any = None  # RLMPredictor, created lazily (imports torch)
         self._objective_names: tuple[str, ...] = ()
-        self._queue: list[dict[str, Any]] = []
+        self._queue: list[_Proposal] = []
         self._rounds = 0
         self._ids: dict[tuple, str] = {}
         self._texts: dict[str, str] = {}
         self._free: dict[str, np.ndarray] = {}
         self._pool_params: list[dict[str, Any]] = []  # candidate parameters drawn once
         self._pool_ids: list[str] = []  # their distinct architectures, known once the model exists
-        self._proposed: dict[str, np.ndarray] = {}  # the model's unweighted median prediction per proposal
         #: the residual weights the latest proposals were scored with (``None``: unweighted)
         self.last_residual_weights: dict[str, float] | None = None
         #: called after each refit with (completed trials used, seconds); the CLI's progress hook
@@ -160,16 +163,21 @@ class RLMSampler(BaseSampler):
             if len(complete) < self.n_startup_trials:
                 return {}
             taken = self._taken_ids(study, trial)
-            while self._queue:
-                params = self._queue.pop(0)
-                if self.arch_id_of(params) not in taken:
+            for refit in (False, True):
+                if refit:
+                    if not self._pool_params:  # drawn once: their texts and free labels are computed once
+                        self._pool_params = [{n: _draw(d, self._rng) for n, d in sorted(search_space.items())}
+                                             for _ in range(self.num_candidates)]
+                    self._fit(study, complete)
+                    self._queue = self._propose(study, complete, search_space, taken)
+                while self._queue:
+                    params, predicted = self._queue.pop(0)
+                    if self.arch_id_of(params) in taken:
+                        continue
+                    if predicted is not None:  # kept with the trial, so a resumed search still has it
+                        study._storage.set_trial_system_attr(trial._trial_id, PREDICTED_ATTR, predicted)
                     return {k: v for k, v in params.items() if k in search_space}
-            if not self._pool_params:  # drawn once: their texts and free labels are computed once
-                self._pool_params = [{n: _draw(d, self._rng) for n, d in sorted(search_space.items())}
-                                     for _ in range(self.num_candidates)]
-            self._fit(study, complete)
-            self._queue = self._propose(study, complete, search_space, taken)
-            return self._queue.pop(0) if self._queue else {}
+            return {}
 
     def sample_independent(self, study: Study, trial: FrozenTrial, param_name: str,
                            param_distribution: BaseDistribution) -> Any:
@@ -312,7 +320,8 @@ class RLMSampler(BaseSampler):
 
     # --- proposals --------------------------------------------------------------------------------
     def _propose(self, study: Study, complete: Sequence[FrozenTrial],
-                 search_space: dict[str, BaseDistribution], taken: set[str]) -> list[dict[str, Any]]:
+                 search_space: dict[str, BaseDistribution], taken: set[str]) -> list[_Proposal]:
+        """The next proposals, each with the model's unweighted median prediction (``None``: not needed)."""
         maximize = [d == StudyDirection.MAXIMIZE for d in study.directions]
         observed = np.array([t.values for t in complete], dtype=np.float64)
         front = [t.params for t, keep in zip(complete, pareto_mask(observed, maximize), strict=True) if keep]
@@ -341,34 +350,35 @@ class RLMSampler(BaseSampler):
             chosen.append(candidates[ids[pick]])
             alive[pick] = False
             observed = np.vstack([observed, medians[pick]])  # believe the median, then pick the next
-        if self.weigh_residual and self._predictor.prior is not None:  # what the model says, unweighted
-            picked = [self.arch_id_of(p) for p in chosen]
-            raw = np.median(self.predict_samples(picked, seed=self._seed + self._rounds), axis=1)
-            self._proposed.update(zip(picked, raw, strict=True))
-        return chosen
+        if not (self.weigh_residual and self._predictor.prior is not None):
+            return [(params, None) for params in chosen]
+        picked = [self.arch_id_of(p) for p in chosen]  # what the model says, unweighted
+        raw = np.median(self.predict_samples(picked, seed=self._seed + self._rounds), axis=1)
+        return [(params, [float(v) for v in row]) for params, row in zip(chosen, raw, strict=True)]
 
     def residual_weights(self, complete: Sequence[FrozenTrial]) -> dict[str, float] | None:
         """Per objective, how much of the model's predicted residual to keep (``None``: all of it).
 
-        Over the evaluated trials the model proposed, the least-squares slope (through 0) of the
-        residual that came true on the residual it predicted, both in the current prior's normal
-        scores, clipped to [0, 1]. Proposals are picked for their optimistic predictions, so the
-        slope also corrects that winner's curse. Until :data:`MIN_CHECKED_PROPOSALS` are in, 1.
+        Over the evaluated trials the model proposed (their prediction is the trial's system
+        attribute :data:`PREDICTED_ATTR`, so it survives a resumed study), the least-squares slope
+        (through 0) of the residual that came true on the residual it predicted, both in the current
+        prior's normal scores, clipped to [0, 1]. Proposals are picked for their optimistic
+        predictions, so the slope also corrects that winner's curse. Until
+        :data:`MIN_CHECKED_PROPOSALS` are in, 1.
         """
         prior = self._predictor.prior if self._predictor is not None else None
         if not self.weigh_residual or prior is None:
             return None
-        rows = {}
+        rows: dict[str, tuple[Sequence[float], Sequence[float]]] = {}
         for t in complete:
-            arch_id = self.arch_id_of(t.params)
-            if arch_id in self._proposed:
-                rows.setdefault(arch_id, t.values)
+            if PREDICTED_ATTR in t.system_attrs and len(t.system_attrs[PREDICTED_ATTR]) == len(t.values):
+                rows.setdefault(self.arch_id_of(t.params), (t.values, t.system_attrs[PREDICTED_ATTR]))
         if len(rows) < MIN_CHECKED_PROPOSALS:
             return None
         ids = list(rows)
         free = self.free_labels_of(ids)
-        predicted = prior.residuals(free, np.array([self._proposed[i] for i in ids]))
-        actual = prior.residuals(free, np.array([rows[i] for i in ids], dtype=np.float64))
+        actual = prior.residuals(free, np.array([rows[i][0] for i in ids], dtype=np.float64))
+        predicted = prior.residuals(free, np.array([rows[i][1] for i in ids], dtype=np.float64))
         return {name: residual_weight(predicted[:, k], actual[:, k])
                 for k, name in enumerate(self._predictor.prior_objectives)}
 

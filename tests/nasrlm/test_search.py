@@ -10,6 +10,7 @@ from nasrlm import cli
 from nasrlm.data import BenchmarkTable, Objective
 from nasrlm.measure import LatencyStore
 from nasrlm.search import (
+    PREDICTED_ATTR,
     SAMPLERS,
     ArchEvaluator,
     MissingValueError,
@@ -122,18 +123,27 @@ def test_the_residual_is_weighted_by_how_well_the_model_predicted_its_own_propos
     study.optimize(toy_objective, n_trials=14)  # 4 start-up, rounds of 3: 6 checked proposals by trial 11
     weights = sampler.last_residual_weights
     assert set(weights) == {"acc", "lat"} and all(0.0 <= w <= 1.0 for w in weights.values())
-    complete = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
-    proposed = [t for t in complete if sampler.arch_id_of(t.params) in sampler._proposed]
-    assert len(proposed) >= 6
+    proposed = [t for t in study.trials if PREDICTED_ATTR in t.system_attrs]
+    assert len(proposed) >= 6 and not any(PREDICTED_ATTR in t.system_attrs for t in study.trials[:4])
     prior = sampler.predictor.prior
     free = sampler.free_labels_of([sampler.arch_id_of(t.params) for t in proposed])
     actual = prior.residuals(free, np.array([t.values for t in proposed]))
     for predicted, expected in ((actual, 1.0), (-actual, 0.0)):  # right on the mark; exactly wrong
-        for t, values in zip(proposed, prior.values(free, predicted), strict=True):
-            sampler._proposed[sampler.arch_id_of(t.params)] = values
-        assert sampler.residual_weights(complete) == pytest.approx({"acc": expected, "lat": expected})
+        for t, values in zip(proposed, prior.values(free, predicted), strict=True):  # copies: finished trials
+            t.system_attrs = {**t.system_attrs, PREDICTED_ATTR: [float(v) for v in values]}
+        assert sampler.residual_weights(proposed) == pytest.approx({"acc": expected, "lat": expected})
     sampler.weigh_residual = False
-    assert sampler.residual_weights(complete) is None
+    assert sampler.residual_weights(proposed) is None
+
+
+def test_a_resumed_search_still_weighs_the_residual_by_the_earlier_proposals(tmp_path) -> None:
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    study = make_study(tiny_sampler(free_label_prior=True), storage)
+    study.optimize(toy_objective, n_trials=10)  # 4 start-up trials and 6 proposals: enough to weigh
+    resumed = tiny_sampler(seed=1, free_label_prior=True)
+    again = optuna.load_study(study_name=study.study_name, storage=storage, sampler=resumed)
+    again.optimize(toy_objective, n_trials=1)  # a fresh sampler: its first proposals are weighed already
+    assert resumed.last_residual_weights is not None
 
 
 @pytest.mark.parametrize("archs", [12, 100])
