@@ -8,6 +8,9 @@ hypervolume-vs-evaluations plot.
     python experiments/search_benchmark.py --data-dir ../shared/data --seeds 0,1,2,3,4 --budget 300
     python experiments/search_benchmark.py --data-dir ../shared/data \\
         --objectives acc,pixel3,eyeriss,gold_6226,1080ti_1 --samplers rlm,random,nsga3 --budget 300
+
+Slow samplers can run one seed per process, each saving its curves (``--save-curves``); a last run
+plots them beside its own (``--load-curves``), so the plot needs no re-run.
 """
 
 from __future__ import annotations
@@ -38,6 +41,9 @@ def main() -> None:
     parser.add_argument("--plot", default="experiments/search_hv.png")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rlm-options", default="{}", help='RLMSampler keywords as JSON: {"temperature": 2}')
+    parser.add_argument("--save-curves", help="write every HV-ratio curve (per sampler and seed) here")
+    parser.add_argument("--load-curves", nargs="*", default=[],
+                        help="JSON files of --save-curves (same objectives) whose curves join the plot")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     optuna.logging.set_verbosity(optuna.logging.ERROR)
@@ -54,6 +60,7 @@ def main() -> None:
           f"true HV {hypervolume(truth.values, reference, maximize):.4g}")
     curves: dict[str, np.ndarray] = {}
     rows = []
+    seeds: dict[str, list[int]] = {}
     for sampler in args.samplers.split(","):
         histories, recalls, seconds = [], [], []
         for seed in (int(s) for s in args.seeds.split(",")):
@@ -70,6 +77,7 @@ def main() -> None:
                   + f", recall {s.pareto_recall:.3f}, {seconds[-1]:.0f} s", flush=True)
         h = np.array(histories)
         curves[sampler] = h
+        seeds[sampler] = [int(s) for s in args.seeds.split(",")]
         cells = [f"{h[:, b - 1].mean():.3f} ± {h[:, b - 1].std():.3f}" for b in at]
         rows.append(f"| {sampler} | {' | '.join(cells)} | {np.mean(recalls):.3f} | {np.mean(seconds):.0f} |")
     print()
@@ -79,10 +87,34 @@ def main() -> None:
     print("\n".join(rows))
     print(f"\n{len(args.seeds.split(','))} seeds; {platform.processor() or platform.machine()}, "
           f"{torch.get_num_threads()} torch threads; {time.strftime('%Y-%m-%d')}")
+    if args.save_curves:
+        with open(args.save_curves, "w") as f:
+            json.dump({"objectives": names, "curves": {k: {"seeds": seeds[k], "history": v.tolist()}
+                                                       for k, v in curves.items()}}, f)
+    curves = merge_curves(curves, seeds, args.load_curves, names)
     plot_hypervolume(hypervolume_plot_data(curves, true_hypervolume=1.0,
                                            title=f"NB201 {', '.join(names)}: hypervolume vs evaluations"),
                      args.plot)
     print(f"plot: {args.plot}")
+
+
+def merge_curves(curves: dict[str, np.ndarray], seeds: dict[str, list[int]], files: list[str],
+                 names: list[str]) -> dict[str, np.ndarray]:
+    """``curves`` and those saved in ``files``, per sampler: each seed once, all cut to one length."""
+    per_seed = {k: dict(zip(seeds[k], v, strict=True)) for k, v in curves.items()}
+    for path in files:
+        with open(path) as f:
+            saved = json.load(f)
+        if saved["objectives"] != names:
+            raise SystemExit(f"{path} holds curves for {saved['objectives']}, not {names}")
+        for sampler, entry in saved["curves"].items():
+            for seed, history in zip(entry["seeds"], entry["history"], strict=True):
+                per_seed.setdefault(sampler, {}).setdefault(seed, np.array(history))
+    merged = {}
+    for sampler, by_seed in per_seed.items():
+        length = min(len(h) for h in by_seed.values())
+        merged[sampler] = np.array([by_seed[s][:length] for s in sorted(by_seed)])
+    return merged
 
 
 if __name__ == "__main__":
