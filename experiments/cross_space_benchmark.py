@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import copy
 import hashlib
+import json
 import math
 import os
 import platform
@@ -48,8 +49,8 @@ from _gbdt import gbdt_predict
 from scipy import stats
 
 from nasrlm.data import load_table
-from nasrlm.free_labels import FREE_OBJECTIVES, free_labels
-from nasrlm.predictor import RLMPredictor
+from nasrlm.free_labels import FREE_LABELS_VERSION, FREE_OBJECTIVES, free_labels
+from nasrlm.predictor import NUMBER_FORMAT, RLMPredictor
 from nasrlm.search import DEFAULT_MODEL
 from nasrlm.tokenizers import OnnxTokenizer
 from nasrlm.training import TrainConfig
@@ -74,7 +75,7 @@ class Encoded:
 
 def encoded(space: SearchSpace, ids: list[str], cache: Path) -> Encoded:
     """Canonical texts and free labels of ``ids``, computed once per (space, ids) and kept in ``cache``."""
-    key = hashlib.sha256("\n".join(ids).encode()).hexdigest()[:16]
+    key = hashlib.sha256("\n".join([f"free labels v{FREE_LABELS_VERSION}", *ids]).encode()).hexdigest()[:16]
     path = cache / f"{space.name}-{key}.npz"
     if path.exists():
         z = np.load(path, allow_pickle=False)
@@ -294,7 +295,10 @@ def main() -> None:
         base = None
         if {"rlm", "rlm-prior"} & methods:
             # pre-training is the long part (most of an hour on two busy cores): kept and reused
-            tags = hashlib.sha256(",".join(o.name for o in objectives).encode()).hexdigest()[:8]
+            # a new free-label definition or number format makes a new model
+            recipe = [*(o.name for o in objectives), f"free labels v{FREE_LABELS_VERSION}",
+                      json.dumps(NUMBER_FORMAT.to_dict(), sort_keys=True)]
+            tags = hashlib.sha256(",".join(recipe).encode()).hexdigest()[:8]
             name = f"pretrained-{a.model}-{a.pretrain_per_space}x{a.pretrain_epochs}-seed{seed}-{tags}"
             saved = a.cache / name
             if (saved / "config.json").is_file():

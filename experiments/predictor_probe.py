@@ -23,7 +23,7 @@ from scipy.stats import kendalltau, spearmanr
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from nasrlm.data import load_table  # noqa: E402
-from nasrlm.free_labels import FREE_OBJECTIVES, free_labels  # noqa: E402
+from nasrlm.free_labels import FREE_LABELS_VERSION, FREE_OBJECTIVES, free_labels  # noqa: E402
 from nasrlm.predictor import RLMPredictor  # noqa: E402
 from nasrlm.search import DEFAULT_MODEL  # noqa: E402
 from nasrlm.tokenizers import OnnxTokenizer  # noqa: E402
@@ -37,11 +37,11 @@ FREE = tuple(o.name for o in FREE_OBJECTIVES)
 def texts_and_free_labels(space: NasBench201, ids: list[str], cache: Path) -> tuple[list[str], np.ndarray]:
     if cache.exists():
         z = np.load(cache, allow_pickle=False)
-        if list(z["ids"]) == ids:
+        if "version" in z.files and int(z["version"]) == FREE_LABELS_VERSION and list(z["ids"]) == ids:
             return list(z["texts"]), z["free"]
     texts = [space.to_text(space.parse(i)) for i in ids]
     free = free_labels(space, ids, progress=True)
-    np.savez(cache, ids=np.array(ids), texts=np.array(texts), free=free)
+    np.savez(cache, ids=np.array(ids), texts=np.array(texts), free=free, version=FREE_LABELS_VERSION)
     return texts, free
 
 

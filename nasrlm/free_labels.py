@@ -16,6 +16,10 @@ from exporters import count_macs, count_parameters, materialize, to_text
 from nasrlm.data import Objective
 from search_spaces import SearchSpace
 
+#: Bumped whenever a free label's definition changes, so that caches of them can tell theirs is stale
+#: (2: MACs count only the nodes the output depends on).
+FREE_LABELS_VERSION = 2
+
 FREE_OBJECTIVES: tuple[Objective, ...] = (
     Objective("params_m", "M", "trainable parameters, counted on the exported ONNX graph",
               "nasrlm (ONNX graph)", higher_is_better=False),
