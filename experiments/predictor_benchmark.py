@@ -238,7 +238,12 @@ def main() -> None:
                 for k, name in enumerate(OBJECTIVES):
                     scores[(method, n, name)].append(rank_scores(pred[:, k], y_test[:, k]))
                 acc_tau = scores[(method, n, "acc")][-1][0]
-                print(f"seed {seed} N={n} {method}: acc tau {acc_tau:.3f} "
+                rhos = ", ".join(f"{o} {scores[(method, n, o)][-1][1]:.3f}" for o in OBJECTIVES[1:])
+                weights = ""
+                if method == "rlm+prior" and predictor.residual_weights:
+                    weights = "; residual weights " + ", ".join(
+                        f"{o} {w:.2f}" for o, w in predictor.residual_weights.items())
+                print(f"seed {seed} N={n} {method}: acc tau {acc_tau:.3f}; Spearman {rhos}{weights} "
                       f"({train_s:.0f} s incl. prediction)", flush=True)
 
     def fmt(values: list[float]) -> str:
