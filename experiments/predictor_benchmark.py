@@ -150,6 +150,8 @@ def main() -> None:
     parser.add_argument("--max-minutes", type=float, default=None, help="per training phase")
     parser.add_argument("--samples", type=int, default=64)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--piece-length", type=int, default=None,
+                        help="the tokenizer's max_sentencepiece_length (default: the tokenizer's own)")
     parser.add_argument("--smoke", action="store_true", help="tiny configuration for CI")
     args = parser.parse_args()
     if args.smoke:
@@ -163,7 +165,12 @@ def main() -> None:
     space = NasBench201()
     table = load_nb201(OBJECTIVES, args.data_dir)
     ids, values = table.ids, table.values
-    tokenizer = OnnxTokenizer.train_on_spaces(seed=0)
+    pieces = {} if args.piece_length is None else {"max_sentencepiece_length": args.piece_length}
+    tokenizer = OnnxTokenizer.train_on_spaces(seed=0, **pieces)
+    median_tokens = statistics.median(len(t) for t in tokenizer.encode_batch(
+        [space.to_text(space.parse(i)) for i in space.sample_ids(200, seed=0)]))
+    print(f"tokenizer: {tokenizer.vocab_size:,} pieces, median {median_tokens:.0f} tokens per NB201 "
+          "architecture", flush=True)
 
     known: dict[str, tuple[str, np.ndarray]] = {}  # text and free labels by arch id, one ONNX build each
 
