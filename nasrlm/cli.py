@@ -489,8 +489,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--epochs", type=int, default=60, help="maximum epochs (early stopping picks the best)")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--lr", type=float, default=2e-3, help="peak learning rate (AdamW)")
-    p.add_argument("--max-minutes", type=float,
-                   help="time budget per training phase (the learning rate decays to zero by its end)")
+    p.add_argument("--max-minutes", type=float, help="time budget per training phase")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
