@@ -32,7 +32,7 @@ class TrainConfig:
     clip_norm: float = 1.0
     validation_fraction: float = 0.1  # held out for early stopping; 0 trains on all, keeps the last epoch
     patience: int = 10  # epochs without a better validation loss before stopping
-    max_minutes: float | None = None  # stop (keeping the best epoch) when spent; the rate decays by then
+    max_minutes: float | None = None  # stop (keeping the best epoch) when this budget is spent
     seed: int = 0
     progress: bool = True
 
@@ -64,22 +64,6 @@ def _batches(order: np.ndarray, size: int) -> list[np.ndarray]:
     return [order[k : k + size] for k in range(0, len(order), size)]
 
 
-def lr_factor(step: int, total_steps: int, warmup: int, elapsed_share: float | None = None) -> float:
-    """The learning rate's share of its peak: linear warm-up over ``warmup`` steps, then cosine to zero.
-
-    With a time budget, ``elapsed_share`` (the share of it spent) moves the schedule along whenever it is
-    further than the steps are, so the decay ends when the budget does. Driven by steps alone, a
-    5-minute budget stopped NB201 training after 8-11 of 60 planned epochs, at 96 % of the peak rate:
-    the weights kept were those of a model still taking full-size steps.
-    """
-    progress = float(step)
-    if elapsed_share is not None:
-        progress = max(progress, elapsed_share * total_steps)
-    if progress < warmup:
-        return min(1.0, (progress + 1) / warmup)
-    return 0.5 * (1 + math.cos(math.pi * min(1.0, (progress - warmup) / max(1, total_steps - warmup))))
-
-
 def train(model: RegressionLM, inputs: Sequence[Sequence[int]], targets: np.ndarray,
           objectives: tuple[str, ...], config: TrainConfig | None = None) -> TrainReport:
     """Fit ``model`` to number-token ``targets`` (n, objectives, digits; -1 = missing) of ``inputs``.
@@ -108,12 +92,10 @@ def train(model: RegressionLM, inputs: Sequence[Sequence[int]], targets: np.ndar
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate,
                                   weight_decay=config.weight_decay)
 
-    budget = None if config.max_minutes is None else 60.0 * config.max_minutes
-    start = time.perf_counter()
-
-    def schedule(step: int) -> float:
-        elapsed_share = None if budget is None else (time.perf_counter() - start) / budget
-        return lr_factor(step, total_steps, warmup, elapsed_share)
+    def schedule(step: int) -> float:  # linear warm-up, then cosine decay to zero
+        if step < warmup:
+            return (step + 1) / warmup
+        return 0.5 * (1 + math.cos(math.pi * min(1.0, (step - warmup) / max(1, total_steps - warmup))))
 
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
 
@@ -122,6 +104,7 @@ def train(model: RegressionLM, inputs: Sequence[Sequence[int]], targets: np.ndar
         return model(ids, mask, objectives, targets_t[index])
 
     best_state, best_loss, stale = None, math.inf, 0
+    start = time.perf_counter()
     bar = tqdm(range(config.max_epochs), desc="training", unit="epoch", disable=not config.progress)
     for epoch in bar:
         model.train()
@@ -155,7 +138,7 @@ def train(model: RegressionLM, inputs: Sequence[Sequence[int]], targets: np.ndar
         if stale >= config.patience:
             report.stopped_by = "early_stopping"
             break
-        if budget is not None and elapsed > budget:
+        if config.max_minutes is not None and elapsed > 60 * config.max_minutes:
             report.stopped_by = "time_budget"
             break
     bar.close()

@@ -13,7 +13,7 @@ from nasrlm.model import RegressionLM, RLMConfig
 from nasrlm.normalize import HIGH, LOW, Normalizer
 from nasrlm.predictor import NUMBER_FORMAT, RLMPredictor
 from nasrlm.tokenizers import NumberTokenizer, OnnxTokenizer
-from nasrlm.training import TrainConfig, lr_factor, pad_batch
+from nasrlm.training import TrainConfig, pad_batch
 from search_spaces import NasBench201
 
 TINY = {"d_model": 32, "num_heads": 2, "d_ff": 64, "encoder_layers": 1, "decoder_layers": 1,
@@ -182,18 +182,6 @@ def test_training_learns_is_deterministic_and_survives_a_checkpoint(corpus, tmp_
 def test_loading_something_else_fails_clearly(tmp_path) -> None:
     with pytest.raises(FileNotFoundError, match="not a nasrlm model directory"):
         RLMPredictor.load(tmp_path)
-
-
-def test_learning_rate_warms_up_then_decays_to_zero_by_steps_or_by_the_time_budget() -> None:
-    total, warmup = 100, 10
-    by_steps = [lr_factor(step, total, warmup) for step in range(total + 1)]
-    assert by_steps[0] == pytest.approx(0.1) and by_steps[warmup - 1] == 1.0
-    assert np.all(np.diff(by_steps[warmup - 1 :]) <= 0) and by_steps[-1] == pytest.approx(0.0)
-    # a budget that runs out first moves the schedule along; one that does not changes nothing
-    assert lr_factor(20, total, warmup, elapsed_share=1.0) == pytest.approx(0.0)
-    assert lr_factor(20, total, warmup, elapsed_share=0.55) == pytest.approx(0.5)
-    assert lr_factor(2, total, warmup, elapsed_share=0.05) == pytest.approx(0.6)  # warm-up by time
-    assert lr_factor(50, total, warmup, elapsed_share=0.1) == by_steps[50]
 
 
 def test_normalizer_headroom_reaches_past_the_training_range() -> None:
