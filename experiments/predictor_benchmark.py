@@ -225,11 +225,11 @@ def main() -> None:
                         predictor, start = RLMPredictor.load(pretrained), start - pretrain_s
                     given = None
                     if method == "rlm+prior":
-                        predictor.fit(texts(train_ids), np.hstack([free_of(train_ids), y_train]),
-                                      (*FREE, *OBJECTIVES), config, prior_from=FREE)
+                        report = predictor.fit(texts(train_ids), np.hstack([free_of(train_ids), y_train]),
+                                               (*FREE, *OBJECTIVES), config, prior_from=FREE)
                         given = dict(zip(FREE, free_of(test_ids).T, strict=True))
                     else:
-                        predictor.fit(texts(train_ids), y_train, OBJECTIVES, config)
+                        report = predictor.fit(texts(train_ids), y_train, OBJECTIVES, config)
                     train_s = time.perf_counter() - start
                     samples = predictor.sample(texts(test_ids), OBJECTIVES, given=given,
                                                num_samples=args.samples, seed=seed, progress=True)
@@ -246,11 +246,15 @@ def main() -> None:
                     scores[(method, n, name)].append(rank_scores(pred[:, k], y_test[:, k]))
                 acc_tau = scores[(method, n, "acc")][-1][0]
                 rhos = ", ".join(f"{o} {scores[(method, n, o)][-1][1]:.3f}" for o in OBJECTIVES[1:])
-                weights = ""
+                details = ""
+                if method.startswith("rlm"):  # how far training got: under a time budget it depends on load
+                    epochs = len(report.train_loss)
+                    best = min(report.validation_loss) if report.validation_loss else float("nan")
+                    details = f"; {epochs} epochs ({report.stopped_by}), best validation loss {best:.3f}"
                 if method == "rlm+prior" and predictor.residual_weights:
-                    weights = "; residual weights " + ", ".join(
+                    details += "; residual weights " + ", ".join(
                         f"{o} {w:.2f}" for o, w in predictor.residual_weights.items())
-                print(f"seed {seed} N={n} {method}: acc tau {acc_tau:.3f}; Spearman {rhos}{weights} "
+                print(f"seed {seed} N={n} {method}: acc tau {acc_tau:.3f}; Spearman {rhos}{details} "
                       f"({train_s:.0f} s incl. prediction)", flush=True)
 
     def fmt(values: list[float]) -> str:
