@@ -195,9 +195,9 @@ def main() -> None:
     print("|---|---|---|---|---|")
     free = None
     if "prior" in args.taus.split(","):
-        from predictor_probe import texts_and_free_labels
+        from predictor_probe import cached_texts_and_free_labels
 
-        free = texts_and_free_labels(space, truth.ids, args.free_cache)[1]
+        free = cached_texts_and_free_labels(space, truth.ids, args.free_cache)[1]
     for tau, spread in ((t, float(w)) for t in args.taus.split(",") for w in args.spreads.split(",")):
         for name in args.policies.split(","):
             ratios, recalls = [], []

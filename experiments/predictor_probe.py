@@ -23,7 +23,7 @@ from scipy.stats import kendalltau, spearmanr
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from nasrlm.data import load_table  # noqa: E402
-from nasrlm.free_labels import FREE_LABELS_VERSION, FREE_OBJECTIVES, free_labels  # noqa: E402
+from nasrlm.free_labels import FREE_LABELS_VERSION, FREE_OBJECTIVES, texts_and_free_labels  # noqa: E402
 from nasrlm.predictor import RLMPredictor  # noqa: E402
 from nasrlm.search import DEFAULT_MODEL  # noqa: E402
 from nasrlm.tokenizers import OnnxTokenizer  # noqa: E402
@@ -34,13 +34,13 @@ MODELS = {"small": {}, "sampler": DEFAULT_MODEL}
 FREE = tuple(o.name for o in FREE_OBJECTIVES)
 
 
-def texts_and_free_labels(space: NasBench201, ids: list[str], cache: Path) -> tuple[list[str], np.ndarray]:
+def cached_texts_and_free_labels(space: NasBench201, ids: list[str], cache: Path
+                                 ) -> tuple[list[str], np.ndarray]:
     if cache.exists():
         z = np.load(cache, allow_pickle=False)
         if "version" in z.files and int(z["version"]) == FREE_LABELS_VERSION and list(z["ids"]) == ids:
             return list(z["texts"]), z["free"]
-    texts = [space.to_text(space.parse(i)) for i in ids]
-    free = free_labels(space, ids, progress=True)
+    texts, free = texts_and_free_labels(space, ids, progress=True)  # one ONNX build per architecture
     np.savez(cache, ids=np.array(ids), texts=np.array(texts), free=free, version=FREE_LABELS_VERSION)
     return texts, free
 
@@ -69,7 +69,7 @@ def main() -> None:
     objectives = tuple(a.objectives.split(","))
     space = NasBench201()
     table = load_table("nb201", objectives, a.data_dir)
-    texts, free = texts_and_free_labels(space, list(table.ids), a.cache)
+    texts, free = cached_texts_and_free_labels(space, list(table.ids), a.cache)
     order = np.random.default_rng(a.seed).permutation(len(table.ids))
     test, train = order[: a.test], order[5000 : 5000 + a.n]  # the benchmark's split: train after 5,000
     predictor = RLMPredictor.create(OnnxTokenizer.train_on_spaces(seed=0),
