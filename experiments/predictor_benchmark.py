@@ -148,6 +148,7 @@ def main() -> None:
     parser.add_argument("--size", choices=list(SIZES), default="small")
     parser.add_argument("--epochs", type=int, default=60)
     parser.add_argument("--max-minutes", type=float, default=None, help="per training phase")
+    parser.add_argument("--lr", type=float, default=TrainConfig.learning_rate, help="peak learning rate")
     parser.add_argument("--samples", type=int, default=64)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--piece-length", type=int, default=None,
@@ -204,7 +205,8 @@ def main() -> None:
                                             **SIZES[args.size])
             torch.manual_seed(seed)
             predictor.fit(texts(pre_ids), free_of(pre_ids), FREE,
-                          TrainConfig(max_epochs=args.epochs, seed=seed, max_minutes=args.max_minutes))
+                          TrainConfig(max_epochs=args.epochs, seed=seed, max_minutes=args.max_minutes,
+                                      learning_rate=args.lr))
             pretrain_s = time.perf_counter() - start
             pretrained = predictor.save(Path(workdir.name) / f"pretrained-{seed}")
             print(f"seed {seed}: pre-trained on {len(pre_ids):,} architectures in {pretrain_s:.0f} s",
@@ -213,7 +215,8 @@ def main() -> None:
             train = order[args.test_size : args.test_size + n]
             train_ids = [ids[i] for i in train]
             y_train, y_test = values[train], values[test]
-            config = TrainConfig(max_epochs=args.epochs, seed=seed, max_minutes=args.max_minutes)
+            config = TrainConfig(max_epochs=args.epochs, seed=seed, max_minutes=args.max_minutes,
+                                 learning_rate=args.lr)
             for method in methods:
                 start = time.perf_counter()
                 if method in ("rlm", "rlm+pre", "rlm+prior"):
@@ -262,7 +265,7 @@ def main() -> None:
         return f"{mean:.3f} ± {statistics.stdev(values):.3f}" if len(values) > 1 else f"{mean:.3f}"
 
     print(f"\n{date.today()}, {platform.machine()}, {args.threads} threads, size {args.size}, "
-          f"seeds {seeds}, test {args.test_size}, samples {args.samples}\n")
+          f"seeds {seeds}, test {args.test_size}, samples {args.samples}, peak learning rate {args.lr:g}\n")
     header = ["method", "N", "acc Kendall τ", "acc Spearman"] + [f"{o} Spearman" for o in OBJECTIVES[1:]]
     print("| " + " | ".join(header + ["train+predict s"]) + " |")
     print("|" + "---|" * (len(header) + 1))
