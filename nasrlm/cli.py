@@ -275,7 +275,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     # pre-trained on the counted values and then trained on the table's
     free = [o for o in FREE_OBJECTIVES if o.name not in names]
     predictor = RLMPredictor.create(tokenizer, [*free, *objectives], **MODEL_SIZES[args.size])
-    config = TrainConfig(max_epochs=args.epochs, batch_size=args.batch_size, learning_rate=args.lr,
+    rate = TrainConfig.learning_rate if args.lr is None else args.lr
+    config = TrainConfig(max_epochs=args.epochs, batch_size=args.batch_size, learning_rate=rate,
                          seed=args.seed, max_minutes=args.max_minutes, progress=not args.quiet)
     if args.pretrain:
         pre_ids = space.sample_ids(args.pretrain, seed=args.seed + 1)
@@ -488,7 +489,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "(params, MACs) leaves unexplained; predict/eval compute the free labels")
     p.add_argument("--epochs", type=int, default=60, help="maximum epochs (early stopping picks the best)")
     p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--lr", type=float, default=2e-3, help="peak learning rate (AdamW)")
+    p.add_argument("--lr", type=float, help="peak learning rate (AdamW; default: TrainConfig's, 5e-4)")
     p.add_argument("--max-minutes", type=float, help="time budget per training phase")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")

@@ -272,6 +272,7 @@ class RLMSampler(BaseSampler):
             epochs = max(PRETRAIN_EPOCHS, math.ceil(2 * self.fit_steps / math.ceil(len(ids) / 32)))
             self._predictor.fit([self.text_of(i) for i in ids], self.free_labels_of(ids), self._free_names,
                                 TrainConfig(max_epochs=epochs, validation_fraction=0.0, seed=self._seed,
+                                            learning_rate=2e-3,  # the rate its search was measured with
                                             progress=self.progress))
 
     @property
