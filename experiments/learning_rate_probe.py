@@ -20,6 +20,7 @@ import torch
 from predictor_benchmark import OBJECTIVES, SIZES
 from scipy import stats
 
+from nasrlm.augment import equivalent_rows
 from nasrlm.data import load_nb201
 from nasrlm.predictor import RLMPredictor
 from nasrlm.tokenizers import OnnxTokenizer
@@ -38,6 +39,8 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=1000, help="labelled training architectures")
     parser.add_argument("--test-size", type=int, default=1000)
     parser.add_argument("--piece-length", type=int, default=None, help="the tokenizer's longest piece")
+    parser.add_argument("--equivalents", type=int, default=0,
+                        help="also train on up to this many equivalent cells per labelled one (acc only)")
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -52,7 +55,15 @@ def main() -> None:
     test, train = order[: args.test_size], order[5000 : 5000 + args.n]
     pieces = {} if args.piece_length is None else {"max_sentencepiece_length": args.piece_length}
     tokenizer = OnnxTokenizer.train_on_spaces(seed=0, **pieces)
-    train_texts = [space.to_text(space.parse(table.ids[i])) for i in train]
+    train_ids = [table.ids[i] for i in train]
+    extra = equivalent_rows(space, train_ids, table.values[train], objectives, {"acc"} & set(objectives),
+                            copies=args.equivalents, seed=args.seed, exclude=[table.ids[i] for i in test])
+    if args.equivalents:
+        print(f"{len(extra.arch_ids)} equivalent cells of {len(set(extra.derived_from))} labelled ones",
+              flush=True)
+    train_texts = [space.to_text(space.parse(i)) for i in train_ids + extra.arch_ids]
+    train_values = np.vstack([table.values[train], extra.values])
+    derived_from = np.concatenate([np.full(len(train), -1), extra.derived_from])
     test_texts = [space.to_text(space.parse(table.ids[i])) for i in test]
 
     print("| peak learning rate | s/epoch | best epoch | best validation loss | "
@@ -61,9 +72,9 @@ def main() -> None:
     for rate in (float(r) for r in args.learning_rates.split(",")):
         torch.manual_seed(args.seed)
         predictor = RLMPredictor.create(tokenizer, table.objectives, **SIZES["small"], dropout=args.dropout)
-        report = predictor.fit(train_texts, table.values[train], objectives,
+        report = predictor.fit(train_texts, train_values, objectives,
                                TrainConfig(max_epochs=args.epochs, learning_rate=rate, seed=args.seed,
-                                           progress=False))
+                                           progress=False), derived_from=derived_from)
         pred = np.median(predictor.sample(test_texts, objectives, num_samples=16, seed=args.seed), axis=1)
         truth = table.values[test]
         scores = [stats.kendalltau(pred[:, k], truth[:, k]).statistic if o == "acc"

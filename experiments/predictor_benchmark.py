@@ -31,6 +31,7 @@ import torch
 from _gbdt import gbdt_predict
 from scipy import stats
 
+from nasrlm.augment import equivalent_rows
 from nasrlm.data import load_nb201
 from nasrlm.free_labels import FREE_OBJECTIVES, texts_and_free_labels
 from nasrlm.model import RegressionLM, RLMConfig
@@ -150,6 +151,9 @@ def main() -> None:
     parser.add_argument("--max-minutes", type=float, default=None, help="per training phase")
     parser.add_argument("--lr", type=float, default=TrainConfig.learning_rate, help="peak learning rate")
     parser.add_argument("--samples", type=int, default=64)
+    parser.add_argument("--equivalents", type=int, default=0,
+                        help="RLM methods also train on up to this many equivalent cells per labelled one "
+                             "(accuracy only; never a test cell)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--piece-length", type=int, default=None,
                         help="the tokenizer's max_sentencepiece_length (default: the tokenizer's own)")
@@ -217,6 +221,14 @@ def main() -> None:
             y_train, y_test = values[train], values[test]
             config = TrainConfig(max_epochs=args.epochs, seed=seed, max_minutes=args.max_minutes,
                                  learning_rate=args.lr)
+            extra = equivalent_rows(space, train_ids, y_train, OBJECTIVES, {"acc"}, copies=args.equivalents,
+                                    seed=seed, exclude=test_ids)
+            fit_ids = train_ids + extra.arch_ids
+            fit_values = np.vstack([y_train, extra.values])
+            derived_from = np.concatenate([np.full(n, -1), extra.derived_from])
+            if args.equivalents:
+                print(f"seed {seed} N={n}: {len(extra.arch_ids):,} equivalent cells of "
+                      f"{len(set(extra.derived_from)):,} labelled ones carry their accuracy", flush=True)
             for method in methods:
                 start = time.perf_counter()
                 if method in ("rlm", "rlm+pre", "rlm+prior"):
@@ -228,11 +240,13 @@ def main() -> None:
                         predictor, start = RLMPredictor.load(pretrained), start - pretrain_s
                     given = None
                     if method == "rlm+prior":
-                        report = predictor.fit(texts(train_ids), np.hstack([free_of(train_ids), y_train]),
-                                               (*FREE, *OBJECTIVES), config, prior_from=FREE)
+                        report = predictor.fit(texts(fit_ids), np.hstack([free_of(fit_ids), fit_values]),
+                                               (*FREE, *OBJECTIVES), config, prior_from=FREE,
+                                               derived_from=derived_from)
                         given = dict(zip(FREE, free_of(test_ids).T, strict=True))
                     else:
-                        report = predictor.fit(texts(train_ids), y_train, OBJECTIVES, config)
+                        report = predictor.fit(texts(fit_ids), fit_values, OBJECTIVES, config,
+                                               derived_from=derived_from)
                     train_s = time.perf_counter() - start
                     samples = predictor.sample(texts(test_ids), OBJECTIVES, given=given,
                                                num_samples=args.samples, seed=seed, progress=True)
@@ -265,7 +279,8 @@ def main() -> None:
         return f"{mean:.3f} ± {statistics.stdev(values):.3f}" if len(values) > 1 else f"{mean:.3f}"
 
     print(f"\n{date.today()}, {platform.machine()}, {args.threads} threads, size {args.size}, "
-          f"seeds {seeds}, test {args.test_size}, samples {args.samples}, peak learning rate {args.lr:g}\n")
+          f"seeds {seeds}, test {args.test_size}, samples {args.samples}, peak learning rate {args.lr:g}, "
+          f"equivalents {args.equivalents}\n")
     header = ["method", "N", "acc Kendall τ", "acc Spearman"] + [f"{o} Spearman" for o in OBJECTIVES[1:]]
     print("| " + " | ".join(header + ["train+predict s"]) + " |")
     print("|" + "---|" * (len(header) + 1))

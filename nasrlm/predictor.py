@@ -24,7 +24,7 @@ from nasrlm.model import RegressionLM, RLMConfig
 from nasrlm.normalize import Normalizer
 from nasrlm.prior import FreeLabelPrior, residual_weight
 from nasrlm.tokenizers import NumberTokenizer, OnnxTokenizer
-from nasrlm.training import TrainConfig, TrainReport, pad_batch, train
+from nasrlm.training import TrainConfig, TrainReport, derived_sources, pad_batch, train
 
 #: Validation rows needed before the model's residual is weighed on them (fewer: kept whole).
 MIN_VALIDATION_ROWS = 10
@@ -94,7 +94,8 @@ class RLMPredictor:
     def fit(self, texts: Sequence[str], values: np.ndarray, objectives: Sequence[str],
             config: TrainConfig | None = None, *, refit_normalizers: bool | Collection[str] = True,
             headroom: float = 0.0, prior_from: Sequence[str] = (),
-            prior_reference: np.ndarray | None = None) -> TrainReport:
+            prior_reference: np.ndarray | None = None,
+            derived_from: Sequence[int] | None = None) -> TrainReport:
         """Train on ``values`` (n, len(objectives); NaN = unknown), decoding ``objectives`` in this order.
 
         Call it twice to pre-train on free labels and then fine-tune on the expensive ones; each
@@ -112,23 +113,29 @@ class RLMPredictor:
         With a prior and a validation split, the model's residual is then checked on the validation
         rows and :meth:`sample` keeps only the share of it that proved real (:attr:`residual_weights`):
         on NB201 with a few hundred labels the full residual ranked below the prior alone.
+
+        ``derived_from`` marks augmented rows (:func:`nasrlm.augment.equivalent_rows`): the row each
+        was made from, -1 for originals. Normalisers and the prior are fitted on the originals only,
+        and only originals are held out for validation (see :func:`~nasrlm.training.train`).
         """
         objectives = tuple(objectives)
         values = np.asarray(values, dtype=np.float64).reshape(len(texts), len(objectives))
         unknown = [o for o in objectives if o not in self.objectives]
         if unknown:
             raise ValueError(f"objective(s) {unknown} are not among this model's {list(self.objectives)}")
+        original = derived_sources(derived_from, len(texts)) < 0
         prior, free, predicted = None, tuple(prior_from), ()
         if free:  # validated before anything changes: a refused call leaves the predictor as it was
-            prior, predicted, values = self._fit_prior(values, objectives, free, prior_reference)
+            prior, predicted, values = self._fit_prior(values, objectives, free, prior_reference, original)
         self.prior, self.prior_free, self.prior_objectives = prior, free, predicted
         self.residual_weights = {}
         for k, name in enumerate(objectives):
             refit = refit_normalizers if isinstance(refit_normalizers, bool) else name in refit_normalizers
             if refit or name not in self.normalizers:
-                self.normalizers[name] = Normalizer.fit(values[:, k], headroom=headroom)
+                self.normalizers[name] = Normalizer.fit(values[original, k], headroom=headroom)
         targets = self._targets(values, objectives)
-        report = train(self.model, self.encode_texts(texts), targets, objectives, config)
+        report = train(self.model, self.encode_texts(texts), targets, objectives, config,
+                       derived_from=derived_from)
         self.decode_order = objectives
         if prior is not None and len(report.validation_rows) >= MIN_VALIDATION_ROWS:
             self.residual_weights = self._validated_weights(texts, values, objectives, report.validation_rows)
@@ -147,8 +154,10 @@ class RLMPredictor:
 
     @staticmethod
     def _fit_prior(values: np.ndarray, objectives: tuple[str, ...], free: tuple[str, ...],
-                   reference: np.ndarray | None) -> tuple[FreeLabelPrior, tuple[str, ...], np.ndarray]:
-        """The free-label prior, the objectives it predicts, and ``values`` with those as residuals."""
+                   reference: np.ndarray | None, original: np.ndarray
+                   ) -> tuple[FreeLabelPrior, tuple[str, ...], np.ndarray]:
+        """The free-label prior (fitted on the ``original`` rows), the objectives it predicts, and
+        ``values`` with those as residuals."""
         absent = [f for f in free if f not in objectives]
         if absent:
             raise ValueError(f"prior_from: {absent} are not among the objectives trained "
@@ -161,12 +170,12 @@ class RLMPredictor:
         if np.isnan(x).any():
             raise ValueError(f"prior_from: the free labels {list(free)} must be known for every row")
         if reference is None:
-            reference = x
+            reference = x[original]
         reference = np.asarray(reference, dtype=np.float64)
         if reference.ndim != 2 or reference.shape[1] != len(free) or not len(reference):
             raise ValueError(f"prior_reference must be rows of the {len(free)} free labels {list(free)}, "
                              f"got shape {reference.shape}")
-        prior = FreeLabelPrior.fit(x, values[:, rest], reference)
+        prior = FreeLabelPrior.fit(x[original], values[original][:, rest], reference)
         values = values.copy()
         values[:, rest] = prior.residuals(x, values[:, rest])
         return prior, tuple(objectives[k] for k in rest), values

