@@ -108,6 +108,18 @@ class SearchSpaceTests:
         ids = [self.space.arch_id(a) for a in self.space.enumerate()]
         assert len(ids) == size == len(set(ids))
 
+    # --- optional capabilities -----------------------------------------------------------
+    def test_equivalents_are_a_symmetric_relation(self) -> None:
+        """Each equivalent is another valid architecture, and it counts the first among its own."""
+        for arch in self._archs(seed=3):
+            arch_id = self.space.arch_id(arch)
+            ids = [self.space.arch_id(a) for a in self.space.equivalents(arch)]
+            assert arch_id not in ids and len(ids) == len(set(ids))
+            for other in ids[:3]:
+                assert self.space.arch_id(self.space.parse(other)) == other
+                back = {self.space.arch_id(a) for a in self.space.equivalents(self.space.parse(other))}
+                assert arch_id in back and set(ids) - {other} <= back
+
     # --- ONNX ------------------------------------------------------------------------------
     def test_onnx_is_valid_and_runs(self) -> None:
         for arch in self._archs()[:2]:
