@@ -284,6 +284,9 @@ def cmd_train(args: argparse.Namespace) -> int:
         print(f"pre-training on free labels of {len(pre_ids):,} architectures", file=sys.stderr)
         predictor.fit(pre_texts, labels, [o.name for o in FREE_OBJECTIVES], config)
     values, prior_from = values[keep], ()
+    derived_from = None
+    if args.equivalents:
+        ids, values, derived_from = _with_equivalents(space, ids, values, objectives, args)
     if args.prior:
         # the free labels are decoded first (and given at inference); the rest are learned as residuals
         prior_from = tuple(o.name for o in free)
@@ -296,7 +299,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         names = [*prior_from, *names]
     else:
         texts = _texts(space, ids)
-    report = predictor.fit(texts, values, names, config, prior_from=prior_from)
+    report = predictor.fit(texts, values, names, config, prior_from=prior_from, derived_from=derived_from)
     predictor.save(args.output)
     print(f"saved {args.output}: best epoch {report.best_epoch + 1} of {len(report.train_loss)} "
           f"({report.stopped_by}), {report.seconds:.0f} s", file=sys.stderr)
@@ -304,6 +307,30 @@ def cmd_train(args: argparse.Namespace) -> int:
         print("share of the model's residual kept over the prior (from the validation rows): "
               + ", ".join(f"{k} {v:.2f}" for k, v in predictor.residual_weights.items()), file=sys.stderr)
     return 0
+
+
+def _with_equivalents(space: search_spaces.SearchSpace, ids: list[str], values: np.ndarray,
+                      objectives: Sequence[Any], args: argparse.Namespace
+                      ) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """``ids`` and ``values`` followed by ``--equivalents`` rows, and their ``derived_from``."""
+    from nasrlm.augment import equivalent_rows
+
+    names = [o.name for o in objectives]
+    if args.carry is not None:
+        carried = [n.strip() for n in args.carry.split(",") if n.strip()]
+    else:
+        carried = [o.name for o in objectives if o.unit == "%"]
+    absent = sorted(set(carried) - set(names))
+    if absent:
+        raise CliError(f"--carry: {', '.join(absent)} not among the objectives trained ({', '.join(names)})")
+    if not carried:
+        raise CliError(f"--equivalents: no objective is in % ({', '.join(names)}); name those equivalent "
+                       "architectures share with --carry, e.g. --carry acc")
+    extra = equivalent_rows(space, ids, values, names, carried, copies=args.equivalents, seed=args.seed)
+    print(f"{len(extra.arch_ids):,} equivalent architectures of {len(set(extra.derived_from)):,} labelled "
+          f"ones carry {', '.join(carried)}", file=sys.stderr)
+    derived_from = np.concatenate([np.full(len(ids), -1), extra.derived_from])
+    return [*ids, *extra.arch_ids], np.vstack([values, extra.values]), derived_from
 
 
 def torch_threads(threads: int | None) -> None:
@@ -487,6 +514,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prior", action="store_true",
                    help="learn each objective as what a straight line through the best free label "
                         "(params, MACs) leaves unexplained; predict/eval compute the free labels")
+    p.add_argument("--equivalents", type=int, default=0, metavar="K",
+                   help="also train on up to K architectures equivalent to each labelled one (e.g. NB201 "
+                        "cells differing only in dead edges), labelled with the --carry objectives only")
+    p.add_argument("--carry", help="objectives equivalent architectures share (default: those in %%)")
     p.add_argument("--epochs", type=int, default=60, help="maximum epochs (early stopping picks the best)")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--lr", type=float, help="peak learning rate (AdamW; default: TrainConfig's, 5e-4)")

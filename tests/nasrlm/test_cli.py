@@ -172,3 +172,28 @@ def test_train_with_the_free_label_prior_then_predict_and_eval_compute_free_labe
     assert code == 0 and json.loads(out)["lat"]["kendall"] > 0.9  # one epoch: the prior's ranking
     code, out, _ = run(capsys, "predict", str(model), "--space", "nb201", "--arch", ids[0], "--samples", "4")
     assert code == 0 and set(json.loads(out)[ids[0]]) == {"lat"}
+
+
+def test_train_with_equivalent_architectures(capsys, tmp_path) -> None:
+    import numpy as np
+
+    from nasrlm.data import Objective
+    from search_spaces import NasBench201
+
+    space = NasBench201()
+    ids = space.sample_ids(20, seed=5)
+    ids[0] = "|nor_conv_3x3~0|+|none~0|none~1|+|skip_connect~0|none~1|none~2|"  # has dead edges
+    values = np.column_stack([np.linspace(60, 90, 20), np.linspace(1, 3, 20)])
+    table = BenchmarkTable("nb201", ids, [Objective("acc", "%", "toy accuracy", "test", True),
+                                          Objective("lat", "ms", "toy latency", "test", False)], values)
+    data = table.to_csv(tmp_path / "train.csv")
+    code, _, err = run(capsys, "train", "--data", str(data), "-o", str(tmp_path / "model"), "--size", "tiny",
+                       "--epochs", "1", "--equivalents", "2", "--prior", "--quiet")
+    labelled = sum(bool(space.equivalents(space.parse(i))) for i in ids)
+    assert code == 0 and f"{2 * labelled} equivalent architectures of {labelled} labelled ones carry acc" in err
+    code, _, err = run(capsys, "train", "--data", str(data), "-o", str(tmp_path / "m2"), "--equivalents", "1",
+                       "--carry", "top1")
+    assert code == 2 and "--carry: top1 not among the objectives trained (acc, lat)" in err
+    code, _, err = run(capsys, "train", "--data", str(data), "-o", str(tmp_path / "m2"), "--equivalents", "1",
+                       "--objectives", "lat")
+    assert code == 2 and "--carry acc" in err
