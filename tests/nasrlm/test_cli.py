@@ -174,6 +174,7 @@ def test_train_with_the_free_label_prior_then_predict_and_eval_compute_free_labe
     assert code == 0 and set(json.loads(out)[ids[0]]) == {"lat"}
 
 
+@pytest.mark.slow
 def test_train_with_equivalent_architectures(capsys, tmp_path) -> None:
     import numpy as np
 
@@ -189,8 +190,8 @@ def test_train_with_equivalent_architectures(capsys, tmp_path) -> None:
     data = table.to_csv(tmp_path / "train.csv")
     code, _, err = run(capsys, "train", "--data", str(data), "-o", str(tmp_path / "model"), "--size", "tiny",
                        "--epochs", "1", "--equivalents", "2", "--prior", "--quiet")
-    labelled = sum(bool(space.equivalents(space.parse(i))) for i in ids)
-    assert code == 0 and f"{2 * labelled} equivalent architectures of {labelled} labelled ones carry acc" in err
+    n = sum(bool(space.equivalents(space.parse(i))) for i in ids)
+    assert code == 0 and f"{2 * n} equivalent architectures of {n} labelled ones carry acc" in err
     code, _, err = run(capsys, "train", "--data", str(data), "-o", str(tmp_path / "m2"), "--equivalents", "1",
                        "--carry", "top1")
     assert code == 2 and "--carry: top1 not among the objectives trained (acc, lat)" in err
