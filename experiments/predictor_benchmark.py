@@ -99,6 +99,7 @@ def mse_head(tokenizer, size, train_texts, y_train, test_texts, config: TrainCon
     val, tr = order[:n_val], order[n_val:]
     opt = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
     best, best_state, stale = math.inf, None, 0
+    began = time.perf_counter()
 
     def loss_of(index):
         ids, mask = pad_batch([ids_train[i] for i in index], tokenizer.pad_id)
@@ -125,6 +126,8 @@ def mse_head(tokenizer, size, train_texts, y_train, test_texts, config: TrainCon
             stale += 1
             if stale >= config.patience:
                 break
+        if config.max_minutes is not None and time.perf_counter() - began > 60 * config.max_minutes:
+            break  # the same time budget as the RLM's
     model.load_state_dict(best_state)
     model.eval()
     ids_test = tokenizer.encode_batch(test_texts)
