@@ -61,9 +61,8 @@ def main() -> None:
     if args.equivalents:
         print(f"{len(extra.arch_ids)} equivalent cells of {len(set(extra.derived_from))} labelled ones",
               flush=True)
-    train_texts = [space.to_text(space.parse(i)) for i in train_ids + extra.arch_ids]
-    train_values = np.vstack([table.values[train], extra.values])
-    derived_from = np.concatenate([np.full(len(train), -1), extra.derived_from])
+    fit_ids, train_values, derived_from = extra.joined(train_ids, table.values[train])
+    train_texts = [space.to_text(space.parse(i)) for i in fit_ids]
     test_texts = [space.to_text(space.parse(table.ids[i])) for i in test]
 
     print("| peak learning rate | s/epoch | best epoch | best validation loss | "

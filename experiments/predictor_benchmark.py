@@ -226,9 +226,7 @@ def main() -> None:
                                  learning_rate=args.lr)
             extra = equivalent_rows(space, train_ids, y_train, OBJECTIVES, {"acc"}, copies=args.equivalents,
                                     seed=seed, exclude=test_ids)
-            fit_ids = train_ids + extra.arch_ids
-            fit_values = np.vstack([y_train, extra.values])
-            derived_from = np.concatenate([np.full(n, -1), extra.derived_from])
+            fit_ids, fit_values, derived_from = extra.joined(train_ids, y_train)
             if args.equivalents:
                 print(f"seed {seed} N={n}: {len(extra.arch_ids):,} equivalent cells of "
                       f"{len(set(extra.derived_from)):,} labelled ones carry their accuracy", flush=True)

@@ -26,7 +26,13 @@ class EquivalentRows:
 
     arch_ids: list[str]
     values: np.ndarray  # (len(arch_ids), objectives): the carried objectives copied, the rest NaN
-    derived_from: np.ndarray  # the labelled row each one copies (what ``RLMPredictor.fit`` takes)
+    derived_from: np.ndarray  # the labelled row each one copies
+
+    def joined(self, arch_ids: Sequence[str], values: np.ndarray) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """The labelled rows these were drawn from, followed by these: ids, values, and the
+        ``derived_from`` that :meth:`~nasrlm.predictor.RLMPredictor.fit` takes (-1 for the labelled)."""
+        derived_from = np.concatenate([np.full(len(arch_ids), -1, dtype=np.int64), self.derived_from])
+        return [*arch_ids, *self.arch_ids], np.vstack([values, self.values]), derived_from
 
 
 def equivalent_rows(space: SearchSpace, arch_ids: Sequence[str], values: np.ndarray,

@@ -198,9 +198,14 @@ def cmd_measure(args: argparse.Namespace) -> int:
     return 0
 
 
+def _comma_list(text: str) -> list[str]:
+    """``"acc, pixel3,"`` -> ``["acc", "pixel3"]``: names of a comma-separated option, blanks dropped."""
+    return [n.strip() for n in text.split(",") if n.strip()]
+
+
 def cmd_data(args: argparse.Namespace) -> int:
     space = _space(args.space)
-    names = [n.strip() for n in args.objectives.split(",") if n.strip()]
+    names = _comma_list(args.objectives)
     if not names:
         raise CliError("--objectives needs at least one name, e.g. --objectives acc,pixel3")
     extra = {}
@@ -317,7 +322,7 @@ def _with_equivalents(space: search_spaces.SearchSpace, ids: list[str], values: 
 
     names = [o.name for o in objectives]
     if args.carry is not None:
-        carried = [n.strip() for n in args.carry.split(",") if n.strip()]
+        carried = _comma_list(args.carry)
     else:
         carried = [o.name for o in objectives if o.unit == "%"]
     absent = sorted(set(carried) - set(names))
@@ -329,8 +334,7 @@ def _with_equivalents(space: search_spaces.SearchSpace, ids: list[str], values: 
     extra = equivalent_rows(space, ids, values, names, carried, copies=args.equivalents, seed=args.seed)
     print(f"{len(extra.arch_ids):,} equivalent architectures of {len(set(extra.derived_from)):,} labelled "
           f"ones carry {', '.join(carried)}", file=sys.stderr)
-    derived_from = np.concatenate([np.full(len(ids), -1), extra.derived_from])
-    return [*ids, *extra.arch_ids], np.vstack([values, extra.values]), derived_from
+    return extra.joined(ids, values)
 
 
 def torch_threads(threads: int | None) -> None:
@@ -397,8 +401,8 @@ def cmd_search(args: argparse.Namespace) -> int:
     from nasrlm.search import search_job, summary
 
     space = _space(args.space)
-    names = [n.strip() for n in args.objectives.split(",") if n.strip()]
-    compare = [n.strip() for n in (args.compare or "").split(",") if n.strip()]
+    names = _comma_list(args.objectives)
+    compare = _comma_list(args.compare or "")
     unknown = [n for n in compare if n not in SAMPLER_NAMES]
     if unknown:
         raise CliError(f"--compare: unknown sampler {unknown[0]!r}; choose from {', '.join(SAMPLER_NAMES)}")

@@ -113,7 +113,6 @@ class NasBench201(SearchSpace[NB201Arch]):
         return [NB201Arch(ops) for ops in _classes()[live_ops(arch.ops)] if ops != arch.ops]  # type: ignore[arg-type]
 
     # --- ONNX ------------------------------------------------------------------------------
-    # --- ONNX ------------------------------------------------------------------------------
     def build_onnx(self, arch: NB201Arch) -> onnx.ModelProto:
         b = ModelBuilder("nb201", domain="nb201")
         main = b.main

@@ -24,6 +24,9 @@ def test_equivalents_carry_only_the_named_objectives() -> None:
     assert set(rows.arch_ids) <= equivalents
     again = equivalent_rows(space, [DEAD_BRANCH, ALL_LIVE], values, ("acc", "lat"), {"acc"}, copies=3, seed=0)
     assert again.arch_ids == rows.arch_ids
+    ids, joined, derived_from = rows.joined([DEAD_BRANCH, ALL_LIVE], values)
+    assert ids == [DEAD_BRANCH, ALL_LIVE, *rows.arch_ids] and list(derived_from) == [-1, -1, 0, 0, 0]
+    np.testing.assert_array_equal(joined[:2], values)
 
 
 def test_labelled_and_excluded_architectures_are_never_drawn() -> None:
