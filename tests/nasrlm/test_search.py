@@ -29,7 +29,8 @@ TINY = {"d_model": 16, "num_heads": 2, "d_ff": 32, "encoder_layers": 1, "decoder
 
 
 def tiny_sampler(seed: int = 0, **options) -> RLMSampler:
-    settings = {"n_startup_trials": 4, "proposals_per_fit": 3, "num_candidates": 40, "num_samples": 4,
+    settings = {"n_startup_trials": 4, "proposals_per_fit": 3, "num_candidates": 40, "fresh_candidates": 10,
+                "num_samples": 4,
                 "pretrain_archs": 0, "fit_steps": 3, "model": TINY, "seed": seed, **options}
     return RLMSampler(SPACE, **settings)
 
@@ -163,6 +164,22 @@ def test_pretraining_learns_free_labels_of_the_candidate_pool_first(archs: int) 
     assert {"params_m", "macs_m"} <= set(sampler.predictor.trained_objectives)
 
 
+def test_each_round_scores_fresh_random_candidates_beside_the_fixed_pool() -> None:
+    def candidates_of_two_rounds(fresh: int) -> tuple[set[str], set[str], set[str]]:
+        sampler = tiny_sampler(fresh_candidates=fresh)
+        study = make_study(sampler)
+        study.optimize(toy_objective, n_trials=5)
+        search_space = sampler.infer_relative_search_space(study, study.trials[-1])
+        rounds = [set(sampler._candidates(search_space, front=[], taken=set())) for _ in range(2)]
+        return set(sampler.candidate_pool), *rounds
+
+    pool, first, second = candidates_of_two_rounds(fresh=30)
+    assert pool < first and pool < second  # the pool every round, and more
+    assert first != second  # drawn anew
+    pool, first, second = candidates_of_two_rounds(fresh=0)
+    assert pool == first == second
+
+
 def test_an_objective_that_ignores_the_space_gets_a_clear_error() -> None:
     study = make_study(tiny_sampler())
 
@@ -180,6 +197,8 @@ def test_rejects_meaningless_settings() -> None:
         RLMSampler(SPACE, num_samples=0)
     with pytest.raises(ValueError, match="temperature"):
         RLMSampler(SPACE, temperature=0.0)
+    with pytest.raises(ValueError, match="fresh_candidates"):
+        RLMSampler(SPACE, fresh_candidates=-1)
 
 
 def test_every_cli_sampler_has_a_factory() -> None:
