@@ -115,11 +115,12 @@ def epochs_for(n: int, batch: int, steps: int) -> int:
 
 
 def fine_tune(predictor: RLMPredictor, data: Encoded, train: np.ndarray, values: np.ndarray,
-              names: tuple[str, ...], seed: int, steps: int, prior: bool = False) -> RLMPredictor:
+              names: tuple[str, ...], seed: int, steps: int, prior: bool = False,
+              learning_rate: float = 1e-3) -> RLMPredictor:
     """A fine-tuned copy: free labels first in the decode order, then ``names`` (residuals if ``prior``)."""
     model = copy.deepcopy(predictor)
     config = TrainConfig(max_epochs=epochs_for(len(train), 32, steps), batch_size=min(32, len(train)),
-                         validation_fraction=0.0, learning_rate=1e-3, seed=seed, progress=False)
+                         validation_fraction=0.0, learning_rate=learning_rate, seed=seed, progress=False)
     model.fit([data.texts[i] for i in train], np.hstack([data.free[train], values]), (*FREE, *names), config,
               refit_normalizers=names, prior_from=FREE if prior else ())
     return model
@@ -187,7 +188,8 @@ def run_task(task: Task, base: RLMPredictor | None, scratch: RLMPredictor | None
             if start is None or method not in methods:
                 continue
             t = time.perf_counter()
-            tuned = fine_tune(start, data, train, y, task.targets, seed, a.steps, prior=method == "rlm-prior")
+            tuned = fine_tune(start, data, train, y, task.targets, seed, a.steps, prior=method == "rlm-prior",
+                              learning_rate=a.learning_rate)
             runs[method] = rlm_medians(tuned, data, test, task.targets, a.samples)
             print(f"  {task.name} N={n} {method}: {time.perf_counter() - t:.0f} s", flush=True)
         for method, pred in runs.items():
@@ -216,7 +218,7 @@ def run_unseen(base: RLMPredictor | None, scratch: RLMPredictor | None, methods:
             t = time.perf_counter()
             labels = table.values[source_rows][:, : len(sources)]
             tuned_sources[method] = fine_tune(start, data, source_rows, labels, sources, seed, a.source_steps,
-                                              prior=method == "rlm-prior")
+                                              prior=method == "rlm-prior", learning_rate=a.learning_rate)
             print(f"  unseen: {method} on {len(sources)} source devices, {time.perf_counter() - t:.0f} s",
                   flush=True)
     for device in UNSEEN:
@@ -231,10 +233,11 @@ def run_unseen(base: RLMPredictor | None, scratch: RLMPredictor | None, methods:
             if start is None or method not in methods:
                 continue
             prior = method == "rlm-prior"
-            tuned = fine_tune(start, data, adapt, y, (device,), seed, a.steps, prior)
+            tuned = fine_tune(start, data, adapt, y, (device,), seed, a.steps, prior, a.learning_rate)
             runs[f"{method} (no source devices)"] = rlm_medians(tuned, data, test, (device,), a.samples)[:, 0]
             if method in tuned_sources:
-                tuned = fine_tune(tuned_sources[method], data, adapt, y, (device,), seed, a.steps, prior)
+                tuned = fine_tune(tuned_sources[method], data, adapt, y, (device,), seed, a.steps, prior,
+                                  a.learning_rate)
                 medians = rlm_medians(tuned, data, test, (device,), a.samples)
                 runs[f"{method} + source devices"] = medians[:, 0]
         for method, pred in runs.items():
@@ -255,6 +258,7 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=600, help="optimiser steps per fine-tuning (10-100 epochs)")
     p.add_argument("--source-n", type=int, default=1000, help="architectures measured on the source devices")
     p.add_argument("--source-steps", type=int, default=600)
+    p.add_argument("--learning-rate", type=float, default=1e-3, help="fine-tuning's peak rate")
     p.add_argument("--adapt", type=int, default=20, help="measurements of the unseen device")
     p.add_argument("--samples", type=int, default=16, help="decoded samples per prediction")
     p.add_argument("--model", choices=list(MODELS), default="sampler")
@@ -318,7 +322,8 @@ def main() -> None:
                 run_task(tasks[name], base, scratch, methods, seed, a, record)
 
     print(f"\n{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, {a.threads} threads, "
-          f"{date.today()}; model {a.model}; seeds {a.seeds}; pre-training {a.pretrain_per_space} archs x "
+          f"{date.today()}; model {a.model}, fine-tuning lr {a.learning_rate:g}; seeds {a.seeds}; "
+          f"pre-training {a.pretrain_per_space} archs x "
           f"{len(available_spaces())} spaces x {a.pretrain_epochs} epochs"
           + (f" ({statistics.mean(pretrain_s):.0f} s)" if pretrain_s else "") + "\n")
     print("| task | objective | labels | method | Kendall τ | Spearman ρ |")
