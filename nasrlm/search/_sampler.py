@@ -73,8 +73,9 @@ class RLMSampler(BaseSampler):
             parameter grid is at most this large, every architecture is scored instead.
         fresh_candidates: random candidates drawn anew each round on top of the pool. A fixed pool
             caps what the search can find: on NAS-Bench-201 the front of a 2,000-draw pool holds only
-            0.85-0.93 of the true front's hypervolume (acc/pixel3, seeds 0-4), and the search stalled
-            near 0.69 between 100 and 300 evaluations.
+            0.85-0.93 of the true front's hypervolume (acc/pixel3, seeds 0-4), 500 fresh ones per round
+            lift that ceiling to 0.95 by 100 evaluations and 0.99 by 300. The search itself moved
+            within its seed spread (HV ratio @300 0.685 -> 0.712, @100 0.632 -> 0.565).
         num_samples: decoded samples per candidate for the expected improvement.
         temperature: softmax temperature of those samples. Refitted on a few dozen trials the model is
             overconfident (its 50 % intervals hold 10-30 % of the truth on NB201); 2.5 calibrates
@@ -100,9 +101,8 @@ class RLMSampler(BaseSampler):
 
     def __init__(self, space: SearchSpace, *, n_startup_trials: int = 10, proposals_per_fit: int = 10,
                  num_candidates: int = 2000, fresh_candidates: int = 500, num_samples: int = 16,
-                 temperature: float = 1.0,
-                 free_label_prior: bool = True, weigh_residual: bool = True, pretrain_archs: int = 2000,
-                 fit_steps: int = 150,
+                 temperature: float = 1.0, free_label_prior: bool = True, weigh_residual: bool = True,
+                 pretrain_archs: int = 2000, fit_steps: int = 150,
                  model: dict[str, Any] | None = None, seed: int | None = None,
                  independent_sampler: BaseSampler | None = None, progress: bool = False) -> None:
         if n_startup_trials < 2:
