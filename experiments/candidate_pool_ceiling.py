@@ -21,7 +21,7 @@ import optuna
 
 from nasrlm.metrics import hypervolume, pareto_mask
 from nasrlm.search import ArchEvaluator, Truth, reference_point
-from nasrlm.search._sampler import _draw
+from nasrlm.search._sampler import _draw_params
 from search_spaces import get_space
 
 
@@ -44,7 +44,7 @@ def main() -> None:
     true_front = set(np.flatnonzero(pareto_mask(truth.values, maximize)).tolist())
     trial = optuna.create_study().ask()
     space.suggest(trial)
-    distributions = sorted(trial.distributions.items())
+    distributions = trial.distributions
 
     print("| random draws | distinct cells | HV ratio of their front (mean ± std) | true-front cells |")
     print("|---|---|---|---|")
@@ -52,7 +52,7 @@ def main() -> None:
         cells, ratios, found = [], [], []
         for seed in (int(s) for s in args.seeds.split(",")):
             rng = np.random.default_rng(seed)  # the sampler's own stream: its pool is drawn first
-            params = [{name: _draw(d, rng) for name, d in distributions} for _ in range(draws)]
+            params = [_draw_params(distributions, rng) for _ in range(draws)]
             rows = sorted({row_of[space.arch_id(space.suggest(optuna.trial.FixedTrial(p)))] for p in params})
             cells.append(len(rows))
             ratios.append(hypervolume(truth.values[rows], reference, maximize) / true_hv)

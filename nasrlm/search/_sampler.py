@@ -175,7 +175,7 @@ class RLMSampler(BaseSampler):
             for refit in (False, True):
                 if refit:
                     if not self._pool_params:  # drawn once: their texts and free labels are computed once
-                        self._pool_params = [{n: _draw(d, self._rng) for n, d in sorted(search_space.items())}
+                        self._pool_params = [_draw_params(search_space, self._rng)
                                              for _ in range(self.num_candidates)]
                     self._fit(study, complete)
                     self._queue = self._propose(study, complete, search_space, taken)
@@ -339,7 +339,6 @@ class RLMSampler(BaseSampler):
         if not candidates:
             return []
         ids = list(candidates)
-        self._describe(ids)  # in one batch: the fresh candidates and mutants are new each round
         weights = self.last_residual_weights = self.residual_weights(complete)
         self.log(f"scoring {len(ids):,} candidates ({self.num_samples} decoded samples each)")
         samples = self.predict_samples(ids, seed=self._seed + self._rounds, residual_weight=weights)
@@ -401,8 +400,8 @@ class RLMSampler(BaseSampler):
         """
         if self._predictor is None:
             raise RuntimeError("the sampler has not trained a model yet")
+        free = self.free_labels_of(arch_ids)  # first: describes the new architectures in one batch
         texts = [self.text_of(i) for i in arch_ids]
-        free = self.free_labels_of(arch_ids)
         given = {name: free[:, k] for k, name in enumerate(self._free_names)}
         return self._predictor.sample(texts, self._objective_names, given=given, batch_size=64, seed=seed,
                                       temperature=self.temperature, residual_weight=residual_weight,
@@ -424,8 +423,7 @@ class RLMSampler(BaseSampler):
             draws = [dict(zip(names, combo, strict=True)) for combo in combos]
         else:
             draws = list(self._pool_params)
-            draws += [{n: _draw(search_space[n], self._rng) for n in names}
-                      for _ in range(self.fresh_candidates)]
+            draws += [_draw_params(search_space, self._rng) for _ in range(self.fresh_candidates)]
             for parent in front:
                 for n in names:
                     alternatives = (grid[n] if grid is not None and len(grid[n]) <= 16
@@ -450,6 +448,11 @@ def _grid(search_space: dict[str, BaseDistribution]) -> dict[str, list[Any]] | N
         else:
             return None
     return grid
+
+
+def _draw_params(search_space: dict[str, BaseDistribution], rng: np.random.Generator) -> dict[str, Any]:
+    """One random candidate: a uniform draw of every parameter, in name order (so a seed fixes it)."""
+    return {name: _draw(d, rng) for name, d in sorted(search_space.items())}
 
 
 def _draw(distribution: BaseDistribution, rng: np.random.Generator) -> Any:

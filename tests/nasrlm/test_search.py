@@ -30,8 +30,7 @@ TINY = {"d_model": 16, "num_heads": 2, "d_ff": 32, "encoder_layers": 1, "decoder
 
 def tiny_sampler(seed: int = 0, **options) -> RLMSampler:
     settings = {"n_startup_trials": 4, "proposals_per_fit": 3, "num_candidates": 40, "fresh_candidates": 10,
-                "num_samples": 4,
-                "pretrain_archs": 0, "fit_steps": 3, "model": TINY, "seed": seed, **options}
+                "num_samples": 4, "pretrain_archs": 0, "fit_steps": 3, "model": TINY, "seed": seed, **options}
     return RLMSampler(SPACE, **settings)
 
 
