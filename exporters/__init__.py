@@ -6,6 +6,7 @@ model reads its text, and anyone can use it on their own ONNX files.
 
 from exporters._builder import PARAM_DOMAIN, PARAM_OP, ModelBuilder
 from exporters._flops import count_macs
+from exporters._graph import FEATURE_NAMES, graph_features
 from exporters._materialize import count_parameters, materialize
 from exporters._text import canonicalize, from_text, to_text
 from exporters._torch import torch_to_onnx
@@ -20,6 +21,8 @@ __all__ = [
     "canonicalize",
     "default_profile",
     "count_macs",
+    "FEATURE_NAMES",
+    "graph_features",
     "count_parameters",
     "from_text",
     "materialize",

@@ -24,11 +24,14 @@ import search_spaces
 from exporters.latency import DeviceProfile
 from nasrlm import __version__
 from nasrlm.data import available_objectives, load_table
+from nasrlm.presets import FINE_TUNE, SIZES, TRAIN
 
 #: Exit status for bad input, as argparse uses.
 USAGE_ERROR = 2
 #: ``nasrlm search --sampler`` choices (kept in step with :data:`nasrlm.search.SAMPLERS` by a test).
 SAMPLER_NAMES = ("rlm", "random", "nsga2", "nsga3", "tpe")
+#: ``nasrlm pretrain --minutes`` default.
+PRETRAIN_MINUTES = 30.0
 #: Latency store used when ``--db`` is not given.
 DEFAULT_DB = "latency.db"
 #: Plug-ins (module names or .py files, comma-separated) imported before every command, like ``--plugin``.
@@ -114,6 +117,11 @@ def _add_selection(p: argparse.ArgumentParser, allow_all: bool = False) -> None:
     if allow_all:
         group.add_argument("--all", action="store_true", help="every architecture of a finite space")
     p.add_argument("--seed", type=int, default=0, help="seed for --random (default 0)")
+
+
+def _add_device(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", default="auto",
+                   help="cpu, cuda, cuda:N, or auto (default: CUDA where torch sees a GPU, else CPU)")
 
 
 def _db_default() -> str:
@@ -245,14 +253,6 @@ def cmd_objectives(args: argparse.Namespace) -> int:
     return 0
 
 
-#: Model sizes for ``nasrlm train --size``: overrides of :class:`~nasrlm.model.RLMConfig`.
-MODEL_SIZES = {
-    "tiny": {"d_model": 32, "num_heads": 2, "d_ff": 64, "encoder_layers": 1, "decoder_layers": 1},
-    "small": {},  # RLMConfig's defaults
-    "base": {"d_model": 256, "num_heads": 8, "d_ff": 1024, "encoder_layers": 4, "decoder_layers": 2},
-}
-
-
 def _texts(space: search_spaces.SearchSpace, ids: Sequence[str]) -> list[str]:
     return [space.to_text(space.parse(i)) for i in ids]
 
@@ -261,57 +261,154 @@ def cmd_train(args: argparse.Namespace) -> int:
     from nasrlm.data import BenchmarkTable
     from nasrlm.free_labels import FREE_OBJECTIVES, texts_and_free_labels
     from nasrlm.predictor import RLMPredictor
-    from nasrlm.tokenizers import OnnxTokenizer
     from nasrlm.training import TrainConfig
 
     table = BenchmarkTable.read_csv(args.data)
     space = _space(args.space or table.space)
-    names = [n.strip() for n in args.objectives.split(",")] if args.objectives else table.names
+    names = _comma_list(args.objectives) if args.objectives else table.names
     objectives = [table.objective(n) for n in names]
     values = np.stack([table.column(n) for n in names], axis=1)
     keep = ~np.isnan(values).all(axis=1)
     ids = [i for i, k in zip(table.ids, keep, strict=True) if k]
+    values = values[keep]
     if len(ids) < 2:
         raise CliError(f"{args.data} has fewer than two rows with a value for {', '.join(names)}")
+    if args.init and args.pretrain:
+        raise CliError("--init and --pretrain: a base model is already pre-trained; give one of them")
     torch_threads(args.threads)
-    print(f"training on {len(ids):,} architectures of {space.name}: {', '.join(names)}", file=sys.stderr)
-    tokenizer = OnnxTokenizer.train_on_spaces(seed=args.seed)
-    # a published column named like a free label (``params_m``) is the same quantity: one tag for both,
-    # pre-trained on the counted values and then trained on the table's
-    free = [o for o in FREE_OBJECTIVES if o.name not in names]
-    predictor = RLMPredictor.create(tokenizer, [*free, *objectives], **MODEL_SIZES[args.size])
-    rate = TrainConfig.learning_rate if args.lr is None else args.lr
-    config = TrainConfig(max_epochs=args.epochs, batch_size=args.batch_size, learning_rate=rate,
-                         seed=args.seed, max_minutes=args.max_minutes, progress=not args.quiet)
+    device = _device(args.device)
+    if args.init:
+        predictor = _load_base(args.init, objectives, space.name)
+        new = [n for n in names if n not in predictor.normalizers]
+        print(f"fine-tuning {args.init} on {len(ids):,} architectures of {space.name}: {', '.join(names)}"
+              + (f" (new: {', '.join(new)})" if new else ""), file=sys.stderr)
+    else:
+        print(f"training on {len(ids):,} architectures of {space.name}: {', '.join(names)}", file=sys.stderr)
+        predictor = RLMPredictor.from_scratch(objectives, size=args.size, seed=args.seed)
+    predictor.to(device)
+    schedule = FINE_TUNE if args.init else TRAIN
+    config = TrainConfig(max_epochs=args.epochs or schedule.max_epochs, batch_size=args.batch_size,
+                         learning_rate=args.lr or schedule.learning_rate, seed=args.seed,
+                         max_minutes=args.max_minutes, progress=not args.quiet)
     if args.pretrain:
         pre_ids = space.sample_ids(args.pretrain, seed=args.seed + 1)
         pre_texts, labels = texts_and_free_labels(space, pre_ids, progress=not args.quiet)
         print(f"pre-training on free labels of {len(pre_ids):,} architectures", file=sys.stderr)
         predictor.fit(pre_texts, labels, [o.name for o in FREE_OBJECTIVES], config)
-    values, prior_from = values[keep], ()
     derived_from = None
     if args.equivalents:
         ids, values, derived_from = _with_equivalents(space, ids, values, objectives, args)
     if args.prior:
-        # the free labels are decoded first (and given at inference); the rest are learned as residuals
-        prior_from = tuple(o.name for o in free)
-        if not prior_from:
-            raise CliError("--prior: the table's own columns are the free labels; nothing to predict from")
-        print(f"free-label prior: {', '.join(prior_from)} computed for {len(ids):,} architectures",
-              file=sys.stderr)
-        texts, labels = texts_and_free_labels(space, ids, progress=not args.quiet)  # one build per arch
-        values = np.hstack([labels[:, [k for k, o in enumerate(FREE_OBJECTIVES) if o in free]], values])
-        names = [*prior_from, *names]
-    else:
-        texts = _texts(space, ids)
-    report = predictor.fit(texts, values, names, config, prior_from=prior_from, derived_from=derived_from)
-    predictor.save(args.output)
+        print("free-label prior: each objective as a straight line through the parameter count or the MACs, "
+              "the model learns the rest", file=sys.stderr)
+    # a base keeps the normalisers of what it knows; prior residuals and new columns get their own
+    refit = True if (args.prior or not args.init) else new
+    report = predictor.fine_tune(space, ids, values, names, config, prior=args.prior, refit_normalizers=refit,
+                                 derived_from=derived_from, progress=not args.quiet)
+    predictor.to("cpu").save(args.output)
     print(f"saved {args.output}: best epoch {report.best_epoch + 1} of {len(report.train_loss)} "
           f"({report.stopped_by}), {report.seconds:.0f} s", file=sys.stderr)
     if predictor.residual_weights:
         print("share of the model's residual kept over the prior (from the validation rows): "
               + ", ".join(f"{k} {v:.2f}" for k, v in predictor.residual_weights.items()), file=sys.stderr)
     return 0
+
+
+def _load_base(path: str, objectives: Sequence[Any], space: str) -> Any:
+    """``--init``/``--base``: a base model directory, or a one-line error naming it."""
+    from nasrlm.predictor import RLMPredictor
+
+    try:
+        return RLMPredictor.from_base(path, objectives, space=space)
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise CliError(f"--init {path}: not a usable base model ({error})") from None
+
+
+def cmd_pretrain(args: argparse.Namespace) -> int:
+    from nasrlm.predictor import RLMPredictor
+    from nasrlm.pretraining import (
+        ROWS_FILE,
+        PretrainConfig,
+        PretrainState,
+        collect_tasks,
+        fit_normalizers,
+        load_tasks,
+        parse_exclude,
+        pretrain,
+        save_tasks,
+    )
+
+    output = Path(args.output)
+    device = _device(args.device)
+    torch_threads(args.threads)
+    exclude = parse_exclude(args.exclude or "")
+    config = PretrainConfig(minutes=args.minutes, max_steps=args.max_steps, batch_size=args.batch_size,
+                            learning_rate=args.lr, seed=args.seed, progress=not args.quiet)
+    log = (lambda line: None) if args.quiet else (lambda line: print(line, file=sys.stderr))
+    if args.resume:
+        state = _resumable(output)
+        if state.exclude != exclude:
+            before, now = ",".join(state.exclude) or "(none)", ",".join(exclude) or "(none)"
+            raise CliError(f"--resume: {output} was pre-trained with --exclude {before}, not {now}")
+        predictor, tasks = RLMPredictor.load(output), load_tasks(output / ROWS_FILE)
+        state.finished = False
+        config.minutes += state.seconds / 60  # the budget counts what the earlier runs spent
+        log(f"resuming {output} at step {state.step:,} ({state.seconds / 60:.1f} min spent)")
+    else:
+        _check_new_directory(output, "-o")
+        spaces = _comma_list(args.spaces) if args.spaces else None
+        for name in spaces or []:
+            _space(name)
+        tasks, objectives = collect_tasks(args.data_dir, exclude=exclude, spaces=spaces,
+                                          free_rows=args.free_rows, max_rows=args.max_rows, seed=args.seed,
+                                          progress=not args.quiet, log=log)
+        predictor = RLMPredictor.from_scratch(objectives, size=args.size, seed=args.seed)
+        fit_normalizers(predictor, tasks)
+        output.mkdir(parents=True, exist_ok=True)
+        save_tasks(tasks, output / ROWS_FILE)
+        state = PretrainState(exclude=exclude, spaces=[t.space for t in tasks],
+                              rows={t.space: len(t.texts) for t in tasks}, config=vars(config).copy())
+    tags = {o for t in tasks for o in t.objectives}
+    rows = sum(len(t.texts) for t in tasks)
+    log(f"pre-training on {rows:,} rows of {len(tasks)} spaces, {len(tags)} tags, "
+        f"for {config.minutes:.0f} min on {device}")
+    state = pretrain(predictor, tasks, config, output=output, state=state, device=device)
+    print(f"saved base model {output}: {state.step:,} steps in {state.seconds / 60:.1f} min, "
+          f"final loss {state.loss[-1]:.3f}", file=sys.stderr)
+    return 0
+
+
+def _resumable(output: Path) -> Any:
+    from nasrlm.pretraining import PRETRAINING_FILE, ROWS_FILE, PretrainState
+
+    if not (output / PRETRAINING_FILE).is_file() or not (output / ROWS_FILE).is_file():
+        raise CliError(f"--resume: {output} holds no pre-training run ({PRETRAINING_FILE}, {ROWS_FILE})")
+    try:
+        return PretrainState.load(output)
+    except (ValueError, TypeError) as error:
+        raise CliError(f"--resume: {output / PRETRAINING_FILE} is not readable: {error}") from None
+
+
+def _check_new_directory(path: Path, option: str) -> None:
+    """An output directory must be new or empty, so that nothing of an earlier run is overwritten."""
+    if path.exists() and not path.is_dir():
+        raise CliError(f"{option} {path}: exists and is not a directory")
+    if path.is_dir() and any(path.iterdir()):
+        raise CliError(f"{option} {path}: directory is not empty (pick a new one, or --resume a "
+                       "pre-training)")
+
+
+def _device(name: str) -> str:
+    """``--device``: ``cpu``, ``cuda`` (``cuda:N``), or ``auto`` (CUDA where torch sees a GPU)."""
+    import torch
+
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise CliError(f"--device {name}: torch sees no CUDA GPU on this machine (use --device cpu)")
+    if name != "cpu" and not name.startswith("cuda"):
+        raise CliError(f"--device {name!r}: expected cpu, cuda, cuda:N or auto")
+    return name
 
 
 def _with_equivalents(space: search_spaces.SearchSpace, ids: list[str], values: np.ndarray,
@@ -359,7 +456,7 @@ def _prior_inputs(predictor: Any, space: search_spaces.SearchSpace, ids: Sequenc
 def cmd_predict(args: argparse.Namespace) -> int:
     from nasrlm.predictor import RLMPredictor
 
-    predictor = RLMPredictor.load(args.model)
+    predictor = RLMPredictor.load(args.model).to(_device(args.device))
     space = _space(args.space)
     ids = _arch_ids(space, args)
     predictions = predictor.predict(_texts(space, ids), num_samples=args.samples, seed=args.seed,
@@ -375,7 +472,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from nasrlm.data import BenchmarkTable
     from nasrlm.predictor import RLMPredictor
 
-    predictor = RLMPredictor.load(args.model)
+    predictor = RLMPredictor.load(args.model).to(_device(args.device))
     table = BenchmarkTable.read_csv(args.data)
     space = _space(args.space or table.space)
     names = ([n.strip() for n in args.objectives.split(",")] if args.objectives
@@ -512,7 +609,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True, help="model directory to write")
     p.add_argument("--objectives", help="columns to learn, in decode order (default: all, as in the table)")
     p.add_argument("--space", help="search space (default: the one recorded with the table)")
-    p.add_argument("--size", choices=list(MODEL_SIZES), default="small", help="model size (default small)")
+    p.add_argument("--size", choices=list(SIZES), default="small", help="model size (default small)")
+    p.add_argument("--init", metavar="BASE",
+                   help="fine-tune the base model in directory BASE ('nasrlm pretrain') instead of training "
+                        "from scratch; columns it knows keep their tags, new ones get new tags")
     p.add_argument("--pretrain", type=int, default=0, metavar="N",
                    help="first pre-train on free labels (params, MACs) of N random architectures")
     p.add_argument("--prior", action="store_true",
@@ -522,20 +622,48 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also train on up to K architectures equivalent to each labelled one (e.g. NB201 "
                         "cells differing only in dead edges), labelled with the --carry objectives only")
     p.add_argument("--carry", help="objectives equivalent architectures share (default: those in %%)")
-    p.add_argument("--epochs", type=int, default=60, help="maximum epochs (early stopping picks the best)")
+    p.add_argument("--epochs", type=int,
+                   help=f"maximum epochs, early stopping picks the best (default {TRAIN.max_epochs}; "
+                        f"{FINE_TUNE.max_epochs} with --init)")
     p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--lr", type=float, help="peak learning rate (AdamW; default: TrainConfig's, 5e-4)")
+    p.add_argument("--lr", type=float, help=f"peak learning rate (AdamW; default {TRAIN.learning_rate:g}, "
+                                            f"{FINE_TUNE.learning_rate:g} with --init)")
     p.add_argument("--max-minutes", type=float, help="time budget per training phase")
+    _add_device(p)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_train)
+
+    p = command("pretrain", help="pre-train one base model on every published table (then: train --init)")
+    p.add_argument("--data-dir", help="benchmark data directory (default $NASRLM_DATA)")
+    p.add_argument("-o", "--output", required=True, help="base model directory to write (new or empty)")
+    p.add_argument("--exclude", metavar="GLOBS",
+                   help="columns to leave out, comma-separated globs over space:objective, "
+                        "e.g. 'nb201:*acc*,*:pixel3' (a bare space name leaves out all its columns)")
+    p.add_argument("--spaces", help="comma-separated spaces (default: every registered one)")
+    p.add_argument("--minutes", type=float, default=PRETRAIN_MINUTES,
+                   help=f"time budget (default {PRETRAIN_MINUTES:g}); the learning rate decays over it")
+    p.add_argument("--max-steps", type=int, help="stop after this many steps")
+    p.add_argument("--max-rows", type=int, help="labelled rows per space (default: all)")
+    p.add_argument("--free-rows", type=int, default=500,
+                   help="random architectures per space with free labels only (default 500)")
+    p.add_argument("--size", choices=list(SIZES), default="small", help="model size (default small)")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--lr", type=float, default=5e-4, help="peak learning rate (default 5e-4)")
+    p.add_argument("--resume", action="store_true", help="continue the run saved in -o for --minutes more")
+    _add_device(p)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=cmd_pretrain)
 
     p = command("predict", help="predicted distribution of every objective, as JSON")
     p.add_argument("model", help="model directory written by 'nasrlm train'")
     p.add_argument("--space", required=True)
     _add_selection(p)
     p.add_argument("--samples", type=int, default=64, help="decoder samples per architecture")
+    _add_device(p)
     p.set_defaults(func=cmd_predict)
 
     p = command("eval", help="rank correlation of predictions with a 'nasrlm data' table, as JSON")
@@ -545,6 +673,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--objectives", help="columns to evaluate (default: every one the model predicts)")
     p.add_argument("--samples", type=int, default=64)
     p.add_argument("--seed", type=int, default=0)
+    _add_device(p)
     p.add_argument("-q", "--quiet", action="store_true")
     p.set_defaults(func=cmd_eval)
 

@@ -1,7 +1,11 @@
-"""Labels that cost nothing: parameter count and multiply–accumulates, read off the ONNX graph.
+"""Labels that cost nothing, read off the ONNX graph: parameters, multiply–accumulates, structure.
 
 They exist for every architecture of every space, so the regression model can be pre-trained on
-thousands of them before it sees the few expensive labels (accuracy, measured latency).
+thousands of them before it sees the few expensive labels (accuracy, measured latency). Two kinds:
+:data:`FREE_OBJECTIVES` (parameter count and MACs), which the decoder is given before it writes any
+expensive label, and :data:`GRAPH_OBJECTIVES`, structural counts of operator families along the
+graph's input→output paths (:func:`exporters.graph_features`), which teach the encoder to read the
+graph and feed the prior.
 """
 
 from __future__ import annotations
@@ -12,13 +16,13 @@ import numpy as np
 import onnx
 from tqdm.auto import tqdm
 
-from exporters import count_macs, count_parameters, materialize, to_text
+from exporters import FEATURE_NAMES, count_macs, count_parameters, graph_features, materialize, to_text
 from nasrlm.data import Objective
 from search_spaces import SearchSpace
 
 #: Bumped whenever a free label's definition changes, so that caches of them can tell theirs is stale
-#: (2: MACs count only the nodes the output depends on).
-FREE_LABELS_VERSION = 2
+#: (2: MACs count only the nodes the output depends on; 3: the graph labels).
+FREE_LABELS_VERSION = 3
 
 FREE_OBJECTIVES: tuple[Objective, ...] = (
     Objective("params_m", "M", "trainable parameters, counted on the exported ONNX graph",
@@ -27,30 +31,71 @@ FREE_OBJECTIVES: tuple[Objective, ...] = (
               "nasrlm (ONNX graph)", higher_is_better=False),
 )
 
+_GRAPH_DESCRIPTIONS = {
+    "log10_paths": "base-10 logarithm of the number of input-to-output paths",
+    "compute_path": "convolutions and fully connected layers on an input-to-output path",
+    "nodes": "live {family} nodes",
+    "path_mean": "{family} nodes on an input-to-output path, mean over all paths",
+    "path_min": "{family} nodes on an input-to-output path, fewest",
+    "path_max": "{family} nodes on an input-to-output path, most",
+    "segments": "segments of the graph between nodes that every input-to-output path passes through",
+    "segment_paths": "paths across each such segment, summed over the segments",
+    "segment_paths_": "paths across each segment that meet a {family} node, summed over the segments",
+}
+_FAMILY_NAMES = {"conv1": "1x1 convolution", "conv3": "3x3 convolution", "conv5": "5x5-or-wider convolution",
+                 "dwconv": "grouped or depthwise convolution", "fc": "fully connected", "pool": "pooling",
+                 "compute": "convolution or fully connected"}
 
-def free_labels(space: SearchSpace, arch_ids: Sequence[str], *, progress: bool = False) -> np.ndarray:
-    """``(len(arch_ids), 2)`` array of millions of parameters and of multiply–accumulates."""
-    out = np.empty((len(arch_ids), len(FREE_OBJECTIVES)), dtype=np.float64)
-    for row, arch_id in enumerate(tqdm(arch_ids, desc="free labels", unit="arch", disable=not progress)):
-        out[row] = _free_labels_of(space.build_onnx(space.parse(arch_id)))
-    return out
+
+def _graph_objective(name: str) -> Objective:
+    if name in ("log10_paths", "segments", "segment_paths"):
+        text = _GRAPH_DESCRIPTIONS[name]
+    elif name.startswith("segment_paths_"):
+        family = name.removeprefix("segment_paths_")
+        text = _GRAPH_DESCRIPTIONS["segment_paths_"].format(family=_FAMILY_NAMES[family])
+    elif name.startswith("compute_path_"):
+        stat = {"min": "fewest", "max": "most", "mean": "mean over all paths"}[name.rsplit("_", 1)[1]]
+        text = f"{_GRAPH_DESCRIPTIONS['compute_path']}, {stat}"
+    else:
+        family, stat = name.split("_", 1)
+        text = _GRAPH_DESCRIPTIONS[stat].format(family=_FAMILY_NAMES[family])
+    return Objective(name, "", text, "nasrlm (ONNX graph)", higher_is_better=False)
 
 
-def texts_and_free_labels(space: SearchSpace, arch_ids: Sequence[str], *, progress: bool = False
-                          ) -> tuple[list[str], np.ndarray]:
+GRAPH_OBJECTIVES: tuple[Objective, ...] = tuple(_graph_objective(n) for n in FEATURE_NAMES)
+#: Every free label, in column order of ``free_labels(..., graph=True)``.
+ALL_FREE_OBJECTIVES: tuple[Objective, ...] = (*FREE_OBJECTIVES, *GRAPH_OBJECTIVES)
+
+
+def free_labels(space: SearchSpace, arch_ids: Sequence[str], *, graph: bool = False,
+                progress: bool = False) -> np.ndarray:
+    """Millions of parameters and of multiply–accumulates, one row per id: ``(len(arch_ids), 2)``;
+    with ``graph``, followed by the :data:`GRAPH_OBJECTIVES` (columns of :data:`ALL_FREE_OBJECTIVES`)."""
+    return texts_and_free_labels(space, arch_ids, graph=graph, progress=progress, texts=False)[1]
+
+
+def texts_and_free_labels(space: SearchSpace, arch_ids: Sequence[str], *, graph: bool = False,
+                          progress: bool = False, texts: bool = True) -> tuple[list[str], np.ndarray]:
     """Canonical texts (as ``space.to_text`` prints them) and :func:`free_labels`, one ONNX build each.
 
     What the regression model needs of every architecture; building once matters for spaces whose
-    build is slow, such as torch modules traced by the exporter.
+    build is slow, such as torch modules traced by the exporter. ``texts=False`` skips the texts.
     """
-    texts, out = [], np.empty((len(arch_ids), len(FREE_OBJECTIVES)), dtype=np.float64)
-    for row, arch_id in enumerate(tqdm(arch_ids, desc="architectures", unit="arch", disable=not progress)):
+    columns = len(ALL_FREE_OBJECTIVES) if graph else len(FREE_OBJECTIVES)
+    printed, out = [], np.empty((len(arch_ids), columns), dtype=np.float64)
+    desc = "architectures" if texts else "free labels"
+    for row, arch_id in enumerate(tqdm(arch_ids, desc=desc, unit="arch", disable=not progress)):
         model = space.build_onnx(space.parse(arch_id))
-        texts.append(to_text(model))
-        out[row] = _free_labels_of(model)
-    return texts, out
+        if texts:
+            printed.append(to_text(model))
+        out[row] = _free_labels_of(model, graph)
+    return printed, out
 
 
-def _free_labels_of(model: onnx.ModelProto) -> tuple[float, float]:
+def _free_labels_of(model: onnx.ModelProto, graph: bool) -> list[float]:
     shapes_only = materialize(model, weights=False)  # shapes suffice, and are faster
-    return count_parameters(shapes_only) / 1e6, count_macs(shapes_only) / 1e6
+    labels = [count_parameters(shapes_only) / 1e6, count_macs(shapes_only) / 1e6]
+    if graph:
+        features = graph_features(shapes_only)
+        labels.extend(features[name] for name in FEATURE_NAMES)
+    return labels

@@ -28,7 +28,7 @@ def sample_scaled(model: RegressionLM, input_ids: torch.Tensor, attention_mask: 
     """
     digits = sample_digits(model, input_ids, attention_mask, objectives, num_samples,
                            temperature=temperature, generator=generator, given=given)
-    return model.vocab.numbers.decode_many(digits.numpy())
+    return model.vocab.numbers.decode_many(digits.cpu().numpy())
 
 
 @torch.no_grad()
@@ -46,22 +46,24 @@ def sample_digits(model: RegressionLM, input_ids: torch.Tensor, attention_mask: 
     vocab = model.vocab
     batch, length = input_ids.shape[0], vocab.numbers.length
     rows = batch * num_samples
-    pending = torch.full((batch, 1), vocab.start, dtype=torch.long)  # tokens not yet fed, one row per input
+    device = input_ids.device
+    pending = torch.full((batch, 1), vocab.start, dtype=torch.long, device=device)  # not yet fed, per input
     if given is not None:
         names, tokens = given
         if tokens.shape != (batch, len(names), length):
             raise ValueError(f"given tokens have shape {tuple(tokens.shape)}, expected "
                              f"{(batch, len(names), length)}")
-        tags = torch.tensor([vocab.tags[n] for n in names], dtype=torch.long)
+        tags = torch.tensor([vocab.tags[n] for n in names], dtype=torch.long, device=device)
+        tokens = tokens.to(device)
         fed = vocab.number_ids(tokens[..., list(vocab.free_positions)])
         prefix = torch.cat([tags.expand(batch, -1)[..., None], fed], dim=-1)
         pending = torch.cat([pending, prefix.reshape(batch, -1)], dim=1)
     total = pending.shape[1] + len(objectives) * vocab.span - 1  # the last digit is never fed
     decoder = _IncrementalDecoder(model, model.encode(input_ids, attention_mask), attention_mask,
                                   num_samples, total)
-    digits = torch.empty(rows, len(objectives), length, dtype=torch.long)
+    digits = torch.empty(rows, len(objectives), length, dtype=torch.long, device=device)
     for k, name in enumerate(objectives):
-        tag = torch.full((len(pending), 1), vocab.tags[name], dtype=torch.long)
+        tag = torch.full((len(pending), 1), vocab.tags[name], dtype=torch.long, device=device)
         pending = torch.cat([pending, tag], dim=1)
         for j, token in vocab.forced.items():
             digits[:, k, j] = token
@@ -109,13 +111,15 @@ class _IncrementalDecoder:
                        block.layer[1].EncDecAttention.v(memory).view(shape).transpose(1, 2))
                       for block in stack.block]  # (batch, heads, source length, head_dim) per layer
         lowest = torch.finfo(memory.dtype).min
-        self.cross_bias = torch.zeros(self.batch, 1, 1, memory.shape[1], dtype=memory.dtype)
+        self.cross_bias = torch.zeros(self.batch, 1, 1, memory.shape[1], dtype=memory.dtype,
+                                      device=memory.device)
         self.cross_bias.masked_fill_(memory_mask[:, None, None, :] == 0, lowest)
-        causal = torch.ones(max_length, max_length, dtype=torch.bool).triu(1)
+        causal = torch.ones(max_length, max_length, dtype=torch.bool, device=memory.device).triu(1)
         self.self_bias = first.compute_bias(max_length, max_length)[0].masked_fill(causal, lowest)
         cache = (len(stack.block), max_length, self.rows, self.heads * self.head_dim)
-        self.keys = torch.zeros(cache, dtype=memory.dtype)  # (layer, position, row, heads × head_dim)
-        self.values = torch.zeros(cache, dtype=memory.dtype)
+        # (layer, position, row, heads × head_dim)
+        self.keys = torch.zeros(cache, dtype=memory.dtype, device=memory.device)
+        self.values = torch.zeros(cache, dtype=memory.dtype, device=memory.device)
         self.length = 0  # tokens fed so far
         self.diverged = False  # whether the samples of an input have been fed different tokens
 

@@ -25,6 +25,7 @@ import torch
 from torch import nn
 from transformers import T5Config, T5Model
 
+from nasrlm.presets import SIZES, size_options  # noqa: F401 - re-exported beside the config
 from nasrlm.tokenizers import NumberTokenizer
 
 
@@ -149,3 +150,35 @@ class RegressionLM(nn.Module):
         targets = targets[..., free]
         known = targets >= 0
         return nn.functional.cross_entropy(logits[known], targets[known])
+
+    # --- new objectives ---------------------------------------------------------------------------
+    def with_objectives(self, objectives: tuple[str, ...], *, renamed: dict[str, str] | None = None
+                        ) -> RegressionLM:
+        """A copy whose decoder has a tag for each of ``objectives``: every weight is kept, a tag keeps
+        its learned embedding (under its new name where ``renamed`` maps old name → new), and a new
+        tag starts at the mean of the existing ones, i.e. as "some objective" the model already knows.
+
+        This is how a pre-trained base model meets a table with columns it never saw.
+        """
+        renamed = dict(renamed or {})
+        current = {renamed.get(name, name): name for name in self.config.objectives}
+        if len(current) != len(self.config.objectives):
+            raise ValueError(f"renaming {renamed} makes two tags share a name")
+        config = RLMConfig(**{**self.config.to_dict(), "objectives": tuple(objectives)})
+        model = RegressionLM(config)
+        state = {k: v for k, v in self.state_dict().items() if k not in _EMBEDDINGS}
+        model.load_state_dict(state, strict=False)
+        old, new = self.vocab, model.vocab
+        with torch.no_grad():
+            source, target = self.t5.shared.weight, model.t5.shared.weight
+            target[: old.first_tag] = source[: old.first_tag]  # text pieces, <start>, <missing>
+            target[new.first_number:] = source[old.first_number:]
+            known = source[old.first_tag : old.first_number]
+            for name, index in new.tags.items():
+                target[index] = source[old.tags[current[name]]] if name in current else known.mean(0)
+        model.train(self.training)
+        return model
+
+
+#: State-dict keys of the shared vocabulary embedding (the encoder and decoder read the same tensor).
+_EMBEDDINGS = ("t5.shared.weight", "t5.encoder.embed_tokens.weight", "t5.decoder.embed_tokens.weight")

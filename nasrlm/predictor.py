@@ -22,9 +22,11 @@ from nasrlm.data import Objective
 from nasrlm.inference import sample_scaled
 from nasrlm.model import RegressionLM, RLMConfig
 from nasrlm.normalize import Normalizer
+from nasrlm.presets import size_options
 from nasrlm.prior import FreeLabelPrior, residual_weight
 from nasrlm.tokenizers import NumberTokenizer, OnnxTokenizer
 from nasrlm.training import TrainConfig, TrainReport, derived_sources, pad_batch, train
+from search_spaces import SearchSpace
 
 #: Validation rows needed before the model's residual is weighed on them (fewer: kept whole).
 MIN_VALIDATION_ROWS = 10
@@ -80,6 +82,50 @@ class RLMPredictor:
                            objectives=tuple(o.name for o in objectives), number=NUMBER_FORMAT.to_dict(),
                            **model_options)
         return cls(tokenizer, RegressionLM(config), objectives)
+
+    @classmethod
+    def from_scratch(cls, objectives: Sequence[Objective], *, size: str = "small", seed: int = 0,
+                     tokenizer: OnnxTokenizer | None = None, **model_options) -> RLMPredictor:
+        """A fresh predictor for ``objectives``, with a tag for every free label decoded before them.
+
+        The tokenizer is the default one learned on samples of every registered space (or the one
+        given); ``size`` names a preset of :data:`nasrlm.presets.SIZES`, ``model_options`` override it.
+        Initial weights depend only on ``seed``.
+        """
+        from nasrlm.free_labels import FREE_OBJECTIVES
+
+        tokenizer = tokenizer or OnnxTokenizer.train_on_spaces(seed=seed)
+        names = {o.name for o in objectives}
+        free = [o for o in FREE_OBJECTIVES if o.name not in names]  # a published params_m is the same tag
+        torch.manual_seed(seed)
+        return cls.create(tokenizer, [*free, *objectives], **{**size_options(size), **model_options})
+
+    @classmethod
+    def from_base(cls, path: str | Path, objectives: Sequence[Objective], *, space: str) -> RLMPredictor:
+        """A pre-trained base model (``nasrlm pretrain``) ready to fine-tune on ``objectives`` of ``space``.
+
+        The base's tags of that space (``nb201:pixel3``) answer to their plain names (``pixel3``), so
+        a column the base has seen keeps its learned tag and its normaliser; a new column gets a new
+        tag (see :meth:`RegressionLM.with_objectives`). Tags of other spaces stay as they are.
+        """
+        from nasrlm.pretraining import TAG_SEPARATOR
+
+        base = cls.load(path)
+        prefix = f"{space}{TAG_SEPARATOR}"
+        plain = set(base.model.config.objectives)
+        renamed = {t: t.removeprefix(prefix) for t in plain  # a free label keeps its tag for the same name
+                   if t.startswith(prefix) and t.removeprefix(prefix) not in plain}
+        tags = [renamed.get(t, t) for t in base.model.config.objectives]
+        known = set(tags)
+        tags += [o.name for o in objectives if o.name not in known]
+        metadata = {renamed.get(n, n): o for n, o in base.objectives.items()}
+        for o in objectives:
+            metadata[o.name] = o
+        metadata = {n: Objective(n, o.unit, o.description, o.source, o.higher_is_better)
+                    for n, o in metadata.items()}
+        model = base.model.with_objectives(tuple(tags), renamed=renamed)
+        normalizers = {renamed.get(n, n): v for n, v in base.normalizers.items()}
+        return cls(base.tokenizer, model, list(metadata.values()), normalizers)
 
     # --- training ------------------------------------------------------------------------------
     def encode_texts(self, texts: Sequence[str]) -> list[list[int]]:
@@ -140,6 +186,31 @@ class RLMPredictor:
         if prior is not None and len(report.validation_rows) >= MIN_VALIDATION_ROWS:
             self.residual_weights = self._validated_weights(texts, values, objectives, report.validation_rows)
         return report
+
+    def fine_tune(self, space: SearchSpace, arch_ids: Sequence[str], values: np.ndarray, names: Sequence[str],
+                  config: TrainConfig | None = None, *, prior: bool = False,
+                  refit_normalizers: bool | Collection[str] = True,
+                  derived_from: Sequence[int] | None = None, progress: bool = False) -> TrainReport:
+        """Train on labelled architectures of ``space``: the recipe every caller shares.
+
+        Each architecture's text and free labels come from one ONNX build. With ``prior``, the free
+        labels this model has tags for (and that ``names`` does not hold) are decoded first and every
+        objective in ``names`` is learned as the residual of the free-label prior (see :meth:`fit`);
+        :meth:`sample` then needs the free labels ``given``.
+        """
+        from nasrlm.free_labels import FREE_OBJECTIVES, texts_and_free_labels
+
+        names = list(names)
+        free = [k for k, o in enumerate(FREE_OBJECTIVES)
+                if prior and o.name not in names and o.name in self.objectives]
+        if prior and not free:
+            raise ValueError("prior: the free labels are among the objectives trained, nothing is left to "
+                             "predict from them")
+        texts, labels = texts_and_free_labels(space, arch_ids, progress=progress)
+        free_names = [FREE_OBJECTIVES[k].name for k in free]
+        table = np.hstack([labels[:, free], np.asarray(values, dtype=np.float64).reshape(len(texts), -1)])
+        return self.fit(texts, table, [*free_names, *names], config, refit_normalizers=refit_normalizers,
+                        prior_from=tuple(free_names) if prior else (), derived_from=derived_from)
 
     def _validated_weights(self, texts: Sequence[str], values: np.ndarray, objectives: tuple[str, ...],
                            rows: Sequence[int]) -> dict[str, float]:
@@ -222,7 +293,8 @@ class RLMPredictor:
             if not np.isfinite(known).all():
                 raise ValueError("given values must all be known (finite)")
             given_tokens = torch.as_tensor(self._targets(known, tuple(given)))
-        generator = torch.Generator().manual_seed(seed)
+        device = self.device
+        generator = torch.Generator(device=device).manual_seed(seed)
         ids = self.encode_texts(texts)
         out = np.empty((len(texts), num_samples, len(objectives)))
         starts = range(0, len(texts), batch_size)
@@ -231,7 +303,7 @@ class RLMPredictor:
             prefix = None
             if given_tokens is not None:
                 prefix = (tuple(given), given_tokens[start : start + len(input_ids)])
-            scaled = sample_scaled(self.model, input_ids, mask, objectives, num_samples,
+            scaled = sample_scaled(self.model, input_ids.to(device), mask.to(device), objectives, num_samples,
                                    temperature=temperature, generator=generator, given=prefix)
             for k, name in enumerate(objectives):
                 out[start : start + len(input_ids), :, k] = self.normalizers[name].inverse(scaled[..., k])
@@ -278,6 +350,16 @@ class RLMPredictor:
         ]
 
     @property
+    def device(self) -> torch.device:
+        """Where the model's weights are (see :meth:`to`)."""
+        return next(self.model.parameters()).device
+
+    def to(self, device: str | torch.device) -> RLMPredictor:
+        """Move the model to ``device`` (``"cpu"``, ``"cuda"``); training and sampling follow it."""
+        self.model.to(device)
+        return self
+
+    @property
     def predicts(self) -> tuple[str, ...]:
         """What :meth:`sample` predicts by default: the latest fit's objectives, minus the prior's inputs."""
         return tuple(o for o in self.decode_order if o not in self.prior_free)
@@ -292,7 +374,9 @@ class RLMPredictor:
         """Write ``config.json``, ``model.safetensors`` and ``tokenizer.model`` into directory ``path``."""
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
-        save_model(self.model, path / "model.safetensors")  # de-duplicates the tied embeddings
+        device = self.device
+        save_model(self.model.cpu(), path / "model.safetensors")  # de-duplicates the tied embeddings
+        self.model.to(device)
         (path / "tokenizer.model").write_bytes(self.tokenizer.to_bytes())
         meta = {
             "format": "nasrlm-rlm",

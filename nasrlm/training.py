@@ -109,6 +109,7 @@ def train(model: RegressionLM, inputs: Sequence[Sequence[int]], targets: np.ndar
     if derived_from is None:  # the order of the original split, so that old seeds reproduce
         train_idx = originals[order[n_val:]]
     report = TrainReport(validation_rows=sorted(int(i) for i in val_idx))
+    device = next(model.parameters()).device  # batches go where the model is
     targets_t = torch.as_tensor(targets, dtype=torch.long)
     pad = model.config.text_pad_id
 
@@ -127,7 +128,7 @@ def train(model: RegressionLM, inputs: Sequence[Sequence[int]], targets: np.ndar
 
     def loss_on(index: np.ndarray) -> torch.Tensor:
         ids, mask = pad_batch([inputs[i] for i in index], pad)
-        return model(ids, mask, objectives, targets_t[index])
+        return model(ids.to(device), mask.to(device), objectives, targets_t[index].to(device))
 
     best_state, best_loss, stale = None, math.inf, 0
     start = time.perf_counter()

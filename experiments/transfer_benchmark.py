@@ -1,0 +1,260 @@
+"""Few-shot transfer from a pre-trained base model (issue 20's bars), against the baselines that beat it.
+
+    nasrlm pretrain --data-dir ../shared/data -o BASE --exclude 'nb201:*acc*,*:titan_rtx_*,...'
+    python experiments/transfer_benchmark.py --data-dir ../shared/data --base BASE --seeds 0,1,2
+
+Two tasks, each on fixed splits (seed s: a permutation of the table drawn with ``default_rng(s)``):
+
+- ``acc``: NAS-Bench-201 CIFAR-10 test accuracy (200 epochs) from N labelled cells, Kendall τ on 5,000
+  other cells. The base must have excluded every NB201 accuracy column (checked: no ``nb201:*acc*`` tag).
+- ``unseen``: latency on a device the base never saw (every one of its tags excluded, checked), from 20
+  measured architectures, Spearman ρ on 3,000 others (NB201) or on the rest of the 5,000 (FBNet).
+
+Methods: ``rlm`` (the base fine-tuned: ``RLMPredictor.from_base`` + ``fine_tune``), ``rlm-prior`` (the
+same, learning the residual of the free-label prior), ``forest`` (a random forest on the free and graph
+labels read off the ONNX graph, ``nasrlm.free_labels``), ``gbdt`` (gradient-boosted trees on the one-hot
+encoding of the cell or blocks plus the free labels) and, for devices, ``ridge`` (ridge regression of
+the log latency on the log latencies of every device the base did see, measured on the same
+architectures: HELP's "source devices"). Prints markdown tables for experiments/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import platform
+import statistics
+import time
+from collections import defaultdict
+from datetime import date
+from pathlib import Path
+
+import numpy as np
+import torch
+from _gbdt import gbdt_predict
+from scipy import stats
+
+from nasrlm.data import load_table
+from nasrlm.free_labels import ALL_FREE_OBJECTIVES, FREE_LABELS_VERSION, texts_and_free_labels
+from nasrlm.predictor import RLMPredictor
+from nasrlm.pretraining import PRETRAINING_FILE, is_excluded, tag
+from nasrlm.training import TrainConfig
+from search_spaces import SearchSpace, get_space
+
+FREE = tuple(o.name for o in ALL_FREE_OBJECTIVES[:2])
+#: The devices of HELP's NB201 test split (our base excludes each on every space).
+DEVICES = {"nb201": ("titan_rtx_1", "gold_6226", "pixel2", "raspi4", "eyeriss", "fpga"),
+           "fbnet": ("titan_rtx_1", "gold_6226", "pixel2", "raspi4", "eyeriss", "fpga")}
+
+
+# --- data, cached -----------------------------------------------------------------------------------
+def encoded(space: SearchSpace, ids: list[str], cache: Path) -> tuple[list[str], np.ndarray]:
+    """Texts and every free label (graph labels included) of ``ids``, computed once and kept in ``cache``."""
+    key = hashlib.sha256("\n".join([f"v{FREE_LABELS_VERSION}", *ids]).encode()).hexdigest()[:16]
+    path = cache / f"{space.name}-{key}.npz"
+    if path.exists():
+        z = np.load(path, allow_pickle=False)
+        return [str(t) for t in z["texts"]], z["free"]
+    print(f"  {space.name}: texts and free labels of {len(ids):,} architectures", flush=True)
+    texts, free = texts_and_free_labels(space, ids, graph=True, progress=True)
+    cache.mkdir(parents=True, exist_ok=True)
+    np.savez(path, texts=np.array(texts), free=free)
+    return texts, free
+
+
+def one_hot(space: SearchSpace, ids: list[str]) -> np.ndarray:
+    """The usual hand-made encoding: NB201 one-hot ops per edge, FBNet one-hot blocks per layer."""
+    if space.name == "nb201":
+        from search_spaces.nasbench201 import OPS
+
+        return np.array([[float(op == o) for op in space.parse(i).ops for o in OPS] for i in ids])
+    from search_spaces.fbnet import BLOCKS
+
+    return np.array([[float(b == o) for b in space.parse(i).blocks for o in BLOCKS] for i in ids])
+
+
+# --- methods ----------------------------------------------------------------------------------------
+def forest(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, seed: int) -> np.ndarray:
+    from sklearn.ensemble import RandomForestRegressor
+
+    model = RandomForestRegressor(n_estimators=300, max_features=0.5, random_state=seed, n_jobs=1)
+    return model.fit(x_train, y_train).predict(x_test)
+
+
+def ridge(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray) -> np.ndarray:
+    from sklearn.linear_model import RidgeCV
+
+    return RidgeCV(alphas=np.logspace(-3, 3, 13)).fit(x_train, y_train).predict(x_test)
+
+
+def fine_tuned(base: Path, space: SearchSpace, name: str, texts: list[str], free: np.ndarray,
+               train: np.ndarray, y: np.ndarray, test: np.ndarray, a: argparse.Namespace, seed: int,
+               prior: bool) -> tuple[np.ndarray, float]:
+    """Median predictions on ``test`` of the base fine-tuned on ``train``; and the fine-tune's seconds."""
+    from nasrlm.data import Objective
+
+    objective = Objective(name, "", "target", "benchmark", True)
+    predictor = RLMPredictor.from_base(base, [objective], space=space.name)
+    batches = -(-len(train) // 32)
+    epochs = max(1, min(1000, -(-a.steps // batches)))
+    config = TrainConfig(max_epochs=epochs, batch_size=min(32, len(train)), learning_rate=a.lr, seed=seed,
+                         validation_fraction=0.1 if len(train) >= 100 else 0.0, patience=max(10, epochs // 5),
+                         progress=False)
+    names = [*FREE, name] if prior else [name]
+    values = np.hstack([free[train, :2], y[:, None]]) if prior else y[:, None]
+    refit = True if prior else [name]
+    start = time.perf_counter()
+    predictor.fit([texts[i] for i in train], values, names, config, refit_normalizers=refit,
+                  prior_from=FREE if prior else ())
+    seconds = time.perf_counter() - start
+    given = {n: free[test, k] for k, n in enumerate(FREE)} if prior else None
+    draws = predictor.sample([texts[i] for i in test], [name], given=given, num_samples=a.samples,
+                             batch_size=64, seed=seed)
+    return np.median(draws, axis=1)[:, 0], seconds
+
+
+# --- tasks ------------------------------------------------------------------------------------------
+def base_tags(base: Path) -> set[str]:
+    return set(json.loads((base / "config.json").read_text())["model"]["objectives"])
+
+
+def run_accuracy(a, seed: int, record) -> None:
+    space = get_space("nb201")
+    leaked = sorted(t for t in base_tags(a.base) if is_excluded(t, ["nb201:*acc*"]))
+    if leaked:
+        raise SystemExit(f"base {a.base} saw NB201 accuracy columns {leaked}: pre-train it with --exclude")
+    table = load_table("nb201", ["acc"], a.data_dir)
+    texts, free = encoded(space, list(table.ids), a.cache)
+    y_all = table.column("acc")
+    order = np.random.default_rng(seed).permutation(len(table.ids))
+    x_hot = np.hstack([one_hot(space, list(table.ids)), free[:, :2]]) if "gbdt" in a.methods else None
+    for n in a.sizes:
+        train, test = order[:n], order[n : n + a.test]
+        y, truth = y_all[train], y_all[test]
+        runs = {}
+        if "forest" in a.methods:
+            runs["forest"] = forest(free[train], y, free[test], seed)
+        if x_hot is not None:
+            runs["gbdt"] = gbdt_predict(x_hot[train], y[:, None], x_hot[test], seed)[:, 0]
+        for method in ("rlm", "rlm-prior"):
+            if method in a.methods:
+                runs[method], seconds = fine_tuned(a.base, space, "acc", texts, free, train, y, test, a, seed,
+                                                   prior=method == "rlm-prior")
+                print(f"  acc N={n} seed {seed} {method}: fine-tune {seconds:.0f} s", flush=True)
+        for method, pred in runs.items():
+            record("nb201 acc", f"N={n}", method, float(stats.kendalltau(pred, truth).statistic))
+
+
+def run_unseen(a, seed: int, record) -> None:
+    tags = base_tags(a.base)
+    for space_name, devices in DEVICES.items():
+        if space_name not in a.spaces:
+            continue
+        space = get_space(space_name)
+        seen_devices = [t.split(":", 1)[1] for t in tags if t.startswith(f"{space_name}:")]
+        for device in devices:
+            if tag(space_name, device) in tags:
+                raise SystemExit(f"base {a.base} saw {tag(space_name, device)}: pre-train it with --exclude")
+        table = load_table(space_name, [*devices, *[d for d in seen_devices if _latency(space_name, d, a)]],
+                           a.data_dir)
+        keep = np.flatnonzero(np.isfinite(table.values).all(axis=1))
+        ids = [table.ids[k] for k in keep]
+        values = table.values[keep]
+        texts, free = encoded(space, ids, a.cache)
+        source = np.log(values[:, len(devices):])
+        x_hot = np.hstack([one_hot(space, ids), np.log(free[:, :2])]) if "gbdt" in a.methods else None
+        for device in devices:
+            y_all = values[:, devices.index(device)]
+            order = np.random.default_rng(seed).permutation(len(ids))
+            train, test = order[: a.measured], order[a.measured : a.measured + a.test]
+            y, truth = y_all[train], y_all[test]
+            runs = {}
+            if "ridge" in a.methods:
+                runs["ridge"] = ridge(source[train], np.log(y), source[test])
+            if "forest" in a.methods:
+                runs["forest"] = forest(free[train], np.log(y), free[test], seed)
+            if x_hot is not None:
+                runs["gbdt"] = gbdt_predict(x_hot[train], np.log(y)[:, None], x_hot[test], seed)[:, 0]
+            for method in ("rlm", "rlm-prior"):
+                if method in a.methods:
+                    runs[method], seconds = fine_tuned(a.base, space, device, texts, free, train, y, test, a,
+                                                       seed, prior=method == "rlm-prior")
+                    print(f"  {space_name} {device} seed {seed} {method}: fine-tune {seconds:.0f} s",
+                          flush=True)
+            for method, pred in runs.items():
+                record(f"{space_name} unseen device", device, method,
+                       float(stats.spearmanr(pred, truth).statistic))
+
+
+def _latency(space: str, name: str, a) -> bool:
+    """Whether a tag the base saw is one of the space's device latencies (not an accuracy or a proxy)."""
+    from nasrlm.data import available_objectives
+
+    units = {o.name: o.unit for o in available_objectives(space, a.data_dir)}
+    return units.get(name) == "ms"
+
+
+# --- report -----------------------------------------------------------------------------------------
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data-dir", required=True)
+    p.add_argument("--base", type=Path, required=True, help="base model directory (nasrlm pretrain)")
+    p.add_argument("--tasks", default="acc,unseen")
+    p.add_argument("--methods", default="rlm,rlm-prior,forest,gbdt,ridge")
+    p.add_argument("--spaces", default="nb201,fbnet", help="spaces of the unseen-device task")
+    p.add_argument("--seeds", default="0,1,2")
+    p.add_argument("--sizes", default="100,1000", help="labelled cells of the accuracy task")
+    p.add_argument("--measured", type=int, default=20, help="measurements of an unseen device")
+    p.add_argument("--test", type=int, default=None, help="held-out rows (default 5,000 acc, 3,000 devices)")
+    p.add_argument("--steps", type=int, default=300, help="fine-tuning optimiser steps")
+    p.add_argument("--lr", type=float, default=5e-4, help="fine-tuning peak learning rate")
+    p.add_argument("--samples", type=int, default=32, help="decoded samples per test architecture")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--cache", type=Path, default=Path(".cache/experiments"))
+    a = p.parse_args()
+    torch.set_num_threads(a.threads)
+    a.methods = set(a.methods.split(","))
+    a.spaces = a.spaces.split(",")
+    a.sizes = [int(n) for n in a.sizes.split(",")]
+    results: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+
+    def record(task: str, column: str, method: str, value: float) -> None:
+        results[(task, column, method)].append(value)
+        print(f"  {task} {column} {method}: {value:.3f}", flush=True)
+
+    started = time.perf_counter()
+    for seed in (int(s) for s in a.seeds.split(",")):
+        if "acc" in a.tasks:
+            a.test = a.test or 5000
+            run_accuracy(a, seed, record)
+        if "unseen" in a.tasks:
+            saved, a.test = a.test, 3000 if a.test in (None, 5000) else a.test
+            run_unseen(a, seed, record)
+            a.test = saved
+    print(f"\n{date.today()}, {platform.machine()} {platform.processor() or ''}, torch threads {a.threads}, "
+          f"{(time.perf_counter() - started) / 60:.0f} min; base {a.base} "
+          f"({json.loads((a.base / PRETRAINING_FILE).read_text())['exclude']}); steps {a.steps}, lr {a.lr}, "
+          f"samples {a.samples}, seeds {a.seeds}\n")
+    for task in dict.fromkeys(t for t, _, _ in results):
+        methods = list(dict.fromkeys(m for t, _, m in results if t == task))
+        print(f"| {task} | " + " | ".join(methods) + " |")
+        print("|---|" + "---|" * len(methods))
+        columns = list(dict.fromkeys(c for t, c, _ in results if t == task))
+        means = defaultdict(list)
+        for column in columns:
+            cells = []
+            for m in methods:
+                v = results.get((task, column, m), [])
+                means[m].append(statistics.mean(v) if v else float("nan"))
+                spread = f" ± {statistics.stdev(v):.3f}" if len(v) > 1 else ""
+                cells.append(f"{statistics.mean(v):.3f}{spread}" if v else "–")
+            print(f"| {column} | " + " | ".join(cells) + " |")
+        if len(columns) > 1:
+            bold = [f"**{statistics.mean(means[m]):.3f}**" for m in methods]
+            print("| **mean** | " + " | ".join(bold) + " |")
+        print()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,162 @@
+"""Structural counts of an executable model's graph: operator families along its input→output paths.
+
+Strong predictors of NAS-Bench accuracy are built from features like these (GRAF, ICML 2024: operation
+counts on input→output paths, the shortest and longest path). Here they are read off any ONNX graph,
+with no knowledge of the search space it came from, so every space gets them for free: the regression
+model learns to read the graph by predicting them, and the prior takes them as inputs.
+
+A *path* is a chain of live nodes from a graph input to a graph output along tensors (weights are not
+path sources). For each operator family the features say how many such nodes there are, and how many a
+path meets: on average over all paths, at least and at most. Path counts grow exponentially with depth
+in stacked cells, so they are reported as a base-10 logarithm.
+"""
+
+from __future__ import annotations
+
+import math
+
+import onnx
+from onnx import helper
+
+from exporters._flops import live_nodes
+
+#: Operator families, in feature order. Compute families (convolutions, fully connected) also make up
+#: the path lengths.
+FAMILIES = ("conv1", "conv3", "conv5", "dwconv", "fc", "pool")
+_COMPUTE = frozenset({"conv1", "conv3", "conv5", "dwconv", "fc"})
+_POOLS = frozenset({"AveragePool", "MaxPool", "LpPool"})
+
+#: Names of :func:`graph_features`' values, in order.
+FEATURE_NAMES: tuple[str, ...] = (
+    "log10_paths", "compute_path_min", "compute_path_max", "compute_path_mean",
+    *(f"{family}_{stat}" for family in FAMILIES for stat in ("nodes", "path_mean", "path_min", "path_max")),
+    "segments", "segment_paths", *(f"segment_paths_{family}" for family in (*FAMILIES, "compute")),
+)
+
+
+def family(node: onnx.NodeProto) -> str | None:
+    """The operator family of ``node`` (see :data:`FAMILIES`), or None for everything else.
+
+    Convolutions are split by kernel (1, 3, 5 and wider) and whether they are grouped (depthwise and
+    grouped convolutions read few input channels each); global pooling is not a family (it ends every
+    network the same way).
+    """
+    if node.op_type == "Conv":
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        if int(attrs.get("group", 1)) > 1:
+            return "dwconv"
+        kernel = max(int(k) for k in attrs.get("kernel_shape", [1]))
+        return "conv1" if kernel <= 1 else "conv3" if kernel <= 3 else "conv5"
+    if node.op_type in ("Gemm", "MatMul"):
+        return "fc"
+    if node.op_type in _POOLS:
+        return "pool"
+    return None
+
+
+def graph_features(model: onnx.ModelProto) -> dict[str, float]:
+    """:data:`FEATURE_NAMES` → value, for a model without local functions (``materialize`` inlines them).
+
+    Whole-graph features count along complete input→output paths. Stacked cells multiply paths, so the
+    ``segment_*`` features also cut the graph at every node that all paths pass through (between cells,
+    at a stem or a head) and add up what each segment holds: how many paths cross it, and how many of
+    those meet at least one node of each family. That recovers a cell's own path counts (e.g. a cell
+    path made only of skips and pooling) without knowing where its cells are. Every value is finite;
+    a family absent from the graph has zeros.
+    """
+    dag = _Dag(model.graph)
+    paths_in, paths_out = dag.paths_in(), dag.paths_out()
+    ends = [k for k in dag.ends if paths_in[k] > 0]
+    total = sum(paths_in[k] for k in ends)
+    if total == 0:
+        raise ValueError("graph has no path from an input to an output")
+    on_path = [paths_in[k] > 0 and paths_out[k] > 0 for k in range(len(dag.nodes))]
+    weight = {f: [int(fam == f) for fam in dag.families] for f in FAMILIES}
+    weight["compute"] = [int(fam in _COMPUTE) for fam in dag.families]
+
+    out: dict[str, float] = {"log10_paths": math.log10(total)}
+    for f in ("compute", *FAMILIES):
+        through = sum(paths_in[k] * paths_out[k] * weight[f][k] for k in range(len(dag.nodes)))
+        low, high = dag.fewest_and_most(weight[f])
+        out[f"{f}_path_mean"] = through / total
+        out[f"{f}_path_min"] = min(low[k] for k in ends)
+        out[f"{f}_path_max"] = max(high[k] for k in ends)
+        out[f"{f}_nodes"] = sum(w for w, live in zip(weight[f], on_path, strict=True) if live)
+
+    # segments: between consecutive cut nodes (those on every path), each node in exactly one
+    cuts = [k for k in range(len(dag.nodes)) if on_path[k] and paths_in[k] * paths_out[k] == total]
+    if len(ends) > 1 or not cuts or cuts[-1] not in ends:
+        cuts.append(_Dag.END)
+    out["segments"] = len(cuts)
+    out["segment_paths"] = 0
+    for f in (*FAMILIES, "compute"):
+        out[f"segment_paths_{f}"] = 0
+    begin = _Dag.SOURCE
+    for cut in cuts:
+        paths = dag.paths_between(begin, cut, blocked=None)
+        out["segment_paths"] += paths
+        for f in (*FAMILIES, "compute"):
+            out[f"segment_paths_{f}"] += paths - dag.paths_between(begin, cut, blocked=weight[f])
+        begin = cut
+    return {name: float(out[name]) for name in FEATURE_NAMES}
+
+
+class _Dag:
+    """The live nodes of a graph as a DAG over node indices (topological order, as ONNX requires)."""
+
+    SOURCE, END = -1, -2  # a virtual node before the graph inputs, and one after the graph outputs
+
+    def __init__(self, graph: onnx.GraphProto) -> None:
+        self.nodes = live_nodes(graph)
+        producer = {name: k for k, node in enumerate(self.nodes) for name in node.output}
+        sources = {i.name for i in graph.input} - {init.name for init in graph.initializer}
+        self.families = [family(n) for n in self.nodes]
+        #: per node, the nodes it reads from (SOURCE for a graph input), once per input tensor
+        self.parents = [[self.SOURCE if name in sources else producer[name]
+                         for name in node.input if name in sources or name in producer]
+                        for node in self.nodes]
+        #: the nodes producing graph outputs, once per output
+        self.ends = [producer[o.name] for o in graph.output if o.name in producer]
+
+    def paths_in(self) -> list[int]:
+        """Paths from the graph inputs to each node."""
+        return self._counts(self.SOURCE, None, len(self.nodes) - 1)
+
+    def paths_out(self) -> list[int]:
+        """Paths from each node to the graph outputs."""
+        out = [0] * len(self.nodes)
+        for k in self.ends:
+            out[k] += 1
+        for k in reversed(range(len(self.nodes))):
+            for p in self.parents[k]:
+                if p != self.SOURCE:
+                    out[p] += out[k]
+        return out
+
+    def fewest_and_most(self, weight: list[int]) -> tuple[list[float], list[float]]:
+        """Per node, the least and the most total ``weight`` on a path from the inputs to it (inclusive)."""
+        low, high = [math.inf] * len(self.nodes), [-math.inf] * len(self.nodes)
+        for k, parents in enumerate(self.parents):
+            for p in parents:
+                low[k] = min(low[k], 0 if p == self.SOURCE else low[p])
+                high[k] = max(high[k], 0 if p == self.SOURCE else high[p])
+            low[k] += weight[k]
+            high[k] += weight[k]
+        return low, high
+
+    def paths_between(self, begin: int, end: int, blocked: list[int] | None) -> int:
+        """Paths from node ``begin`` (or SOURCE) to node ``end`` (or END: the graph outputs) that pass
+        through no ``blocked`` node after ``begin`` (``end`` included)."""
+        last = len(self.nodes) - 1 if end == self.END else end
+        counts = self._counts(begin, blocked, last)
+        if end == self.END:
+            return sum(counts[k] for k in self.ends)
+        return counts[end]
+
+    def _counts(self, begin: int, blocked: list[int] | None, last: int) -> list[int]:
+        counts = [0] * len(self.nodes)
+        for k in range(begin + 1, last + 1):
+            if blocked is not None and blocked[k]:
+                continue
+            counts[k] = sum(1 if p == begin else counts[p] if p > begin else 0 for p in self.parents[k])
+        return counts

@@ -1,0 +1,41 @@
+"""Named presets: model sizes (overrides of :class:`~nasrlm.model.RLMConfig`) and training schedules.
+
+Kept free of torch so that the command line can list them without importing it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: Named model sizes: overrides of :class:`RLMConfig`'s defaults, the one table every caller uses.
+#: ``sampler`` refits in seconds inside a search (no dropout: random masks cost more than the
+#: matmuls at that size on CPU); ``small`` is ``nasrlm train``'s and ``nasrlm pretrain``'s default.
+SIZES: dict[str, dict] = {
+    "tiny": {"d_model": 32, "num_heads": 2, "d_ff": 64, "encoder_layers": 1, "decoder_layers": 1},
+    "sampler": {"d_model": 64, "num_heads": 4, "d_ff": 128, "encoder_layers": 2, "decoder_layers": 1,
+                "dropout": 0.0},
+    "small": {},
+    "base": {"d_model": 256, "num_heads": 8, "d_ff": 1024, "encoder_layers": 4, "decoder_layers": 2},
+}
+
+
+def size_options(size: str) -> dict:
+    """The :class:`RLMConfig` overrides of a named size (a copy), or a clear error naming the sizes."""
+    if size not in SIZES:
+        raise ValueError(f"unknown model size {size!r}; sizes: {', '.join(SIZES)}")
+    return dict(SIZES[size])
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """How long and how fast ``nasrlm train`` trains: the fields of :class:`~nasrlm.training.TrainConfig`
+    that differ between training from scratch and fine-tuning a base model."""
+
+    max_epochs: int  # early stopping on the validation split picks the best epoch before this
+    learning_rate: float  # peak, after warm-up
+
+
+#: Training from scratch (``nasrlm train``).
+TRAIN = Schedule(max_epochs=60, learning_rate=5e-4)
+#: Fine-tuning a pre-trained base model (``nasrlm train --init``): few labels, few epochs.
+FINE_TUNE = Schedule(max_epochs=30, learning_rate=5e-4)

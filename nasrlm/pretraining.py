@@ -1,0 +1,334 @@
+"""One base model for every published table: the pre-training behind ``nasrlm pretrain``.
+
+A model trained from scratch on a few labels knows little beyond the parameter count. The base model
+instead reads every table of every space at once (NAS-Bench-101/201/301, FBNet, Once-for-All: their
+accuracies and device latencies) plus the free labels of every registered space, so that fine-tuning
+on a new device, dataset or space starts from an encoder that already reads the graph.
+
+Every published column becomes a decoder tag ``space:objective`` (``nb201:acc``, ``fbnet:pixel3``), so a
+new column is simply a new tag; free labels are the same quantity in every space and keep their plain
+names. ``exclude`` (globs over ``space:objective``) leaves columns out, which is how a benchmark trains a
+base that never saw its own targets.
+
+Each step trains on a batch of one space: the free labels (parameters, MACs) first, as at inference,
+then a random handful of that space's other tags in random order (a table has up to 75 of them with
+the graph labels, and decoding all of them for every row would spend the step on the decoder), so the
+model learns to write any objective after any other.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import math
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+from tqdm.auto import tqdm
+
+from nasrlm.data import TABLE_LOADERS, DataFileNotFoundError, Objective, available_objectives, load_table
+from nasrlm.free_labels import ALL_FREE_OBJECTIVES, FREE_OBJECTIVES, texts_and_free_labels
+from nasrlm.normalize import Normalizer
+from nasrlm.predictor import RLMPredictor
+from nasrlm.training import pad_batch
+from search_spaces import available_spaces, get_space
+
+#: Separates a space from an objective in a base model's tags.
+TAG_SEPARATOR = ":"
+#: The file, inside a base model's directory, that says how it was pre-trained.
+PRETRAINING_FILE = "pretraining.json"
+#: Optimiser state for ``--resume``, inside a base model's directory.
+OPTIMIZER_FILE = "optimizer.safetensors"
+#: The rows a pre-training run reads (texts, labels), kept so that a resumed run does not rebuild them.
+ROWS_FILE = "rows.npz"
+
+
+def tag(space: str, name: str) -> str:
+    """The decoder tag of objective ``name`` of ``space`` in a base model, e.g. ``nb201:acc``."""
+    return f"{space}{TAG_SEPARATOR}{name}"
+
+
+def is_excluded(name: str, patterns: Sequence[str]) -> bool:
+    """Whether tag ``name`` matches any of the glob ``patterns`` (``nb201:acc*``, ``*:pixel3``)."""
+    return any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
+def parse_exclude(text: str) -> list[str]:
+    """``--exclude`` as patterns: comma-separated globs, each ``space:objective`` (a bare ``space``
+    means every column of it)."""
+    patterns = []
+    for item in (p.strip() for p in text.split(",")):
+        if not item:
+            continue
+        patterns.append(item if TAG_SEPARATOR in item else f"{item}{TAG_SEPARATOR}*")
+    return patterns
+
+
+@dataclass
+class Task:
+    """Rows of one space that train together: texts and labels, free labels first in ``objectives``."""
+
+    space: str
+    texts: list[str]
+    objectives: tuple[str, ...]  # tags, in column order of ``values``
+    values: np.ndarray  # (rows, objectives), NaN where unknown
+
+
+@dataclass
+class PretrainConfig:
+    """How long and how hard to pre-train; the defaults are ``nasrlm pretrain``'s."""
+
+    minutes: float = 30.0  # wall-clock budget; the learning rate decays over it
+    max_steps: int | None = None  # stop after this many steps (whichever of the two comes first)
+    batch_size: int = 32
+    learning_rate: float = 5e-4  # peak, after warm-up
+    weight_decay: float = 0.01
+    warmup_steps: int = 200
+    clip_norm: float = 1.0
+    objectives_per_batch: int = 8  # tags decoded per batch after the free labels
+    checkpoint_minutes: float = 5.0  # save this often (a killed run resumes from the latest save)
+    seed: int = 0
+    progress: bool = True
+
+
+@dataclass
+class PretrainState:
+    """Where a run stands; saved beside the checkpoint as :data:`PRETRAINING_FILE`."""
+
+    exclude: list[str]
+    spaces: list[str]
+    rows: dict[str, int]
+    config: dict
+    step: int = 0
+    seconds: float = 0.0
+    finished: bool = False
+    loss: list[float] = field(default_factory=list)  # mean training loss per checkpoint interval
+
+    def save(self, path: Path) -> None:
+        (path / PRETRAINING_FILE).write_text(json.dumps(asdict(self), indent=2) + "\n")
+
+    @classmethod
+    def load(cls, path: Path) -> PretrainState:
+        return cls(**json.loads((path / PRETRAINING_FILE).read_text()))
+
+
+# --- the rows ---------------------------------------------------------------------------------------
+def collect_tasks(data_dir: str | os.PathLike[str] | None, *, exclude: Sequence[str] = (),
+                  spaces: Sequence[str] | None = None, free_rows: int = 500, max_rows: int | None = None,
+                  seed: int = 0, progress: bool = True,
+                  log: Callable[[str], None] = lambda line: None) -> tuple[list[Task], list[Objective]]:
+    """Every table of every space under ``data_dir`` (columns matching ``exclude`` left out), and
+    ``free_rows`` random architectures of every space (only their free labels), as tasks; with the
+    objectives of all their tags.
+
+    ``max_rows`` caps the labelled rows per space (a random subset). Spaces whose tables are absent
+    from ``data_dir`` contribute their free labels only.
+    """
+    rng = np.random.default_rng(seed)
+    free_names = tuple(o.name for o in ALL_FREE_OBJECTIVES)
+    objectives = {o.name: o for o in ALL_FREE_OBJECTIVES}
+    tasks = []
+    for space_name in spaces or available_spaces():
+        space = get_space(space_name)
+        table_objectives = _table_objectives(space_name, data_dir, exclude)
+        ids: list[str] = []
+        columns = np.empty((0, 0))
+        if table_objectives:
+            table = load_table(space_name, [o.name for o in table_objectives], data_dir)
+            keep = np.flatnonzero(~np.isnan(table.values).all(axis=1))
+            if max_rows is not None and len(keep) > max_rows:
+                keep = np.sort(rng.choice(keep, max_rows, replace=False))
+            ids, columns = [table.ids[k] for k in keep], table.values[keep]
+            present = ~np.isnan(columns).all(axis=0)  # a column may have no value in the rows kept
+            table_objectives = [o for o, p in zip(table_objectives, present, strict=True) if p]
+            columns = columns[:, present]
+            for o in table_objectives:
+                name = tag(space_name, o.name)
+                objectives[name] = Objective(name, o.unit, o.description, o.source, o.higher_is_better)
+        labelled_ids = set(ids)
+        extra = [i for i in (space.sample_ids(free_rows, seed=seed) if free_rows else [])
+                 if i not in labelled_ids]
+        if not ids and not extra:
+            continue
+        log(f"{space_name}: {len(ids):,} labelled rows ({len(table_objectives)} columns), "
+            f"{len(extra):,} with free labels only")
+        texts, free = texts_and_free_labels(space, [*ids, *extra], graph=True, progress=progress)
+        labelled = np.full((len(texts), len(table_objectives)), np.nan)
+        labelled[: len(ids)] = columns
+        names = (*free_names, *(tag(space_name, o.name) for o in table_objectives))
+        tasks.append(Task(space_name, texts, names, np.hstack([free, labelled])))
+    if not tasks:
+        raise ValueError("nothing to pre-train on: no space has rows (check --spaces and --exclude)")
+    return tasks, list(objectives.values())
+
+
+def _table_objectives(space: str, data_dir: str | os.PathLike[str] | None,
+                      exclude: Sequence[str]) -> list[Objective]:
+    """The published columns of ``space`` whose files are in ``data_dir``, minus the excluded ones."""
+    if space not in TABLE_LOADERS or data_dir is None:
+        return []
+    found = []
+    free = {o.name for o in ALL_FREE_OBJECTIVES}
+    for objective in available_objectives(space, data_dir):
+        if objective.name in free or is_excluded(tag(space, objective.name), exclude):
+            continue  # a published parameter count is the free label's quantity: one tag serves both
+        try:
+            load_table(space, [objective.name], data_dir, ids=[])
+        except DataFileNotFoundError:
+            continue
+        found.append(objective)
+    return found
+
+
+def save_tasks(tasks: Sequence[Task], path: Path) -> None:
+    """The rows of a run, so that ``--resume`` skips rebuilding them (plain arrays, no pickles)."""
+    arrays = {}
+    for k, t in enumerate(tasks):
+        encoded = [text.encode() for text in t.texts]  # bytes: a unicode array pads each text to the longest
+        arrays[f"{k}/text_bytes"] = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+        arrays[f"{k}/text_lengths"] = np.array([len(e) for e in encoded], dtype=np.int64)
+        arrays[f"{k}/values"] = t.values
+        arrays[f"{k}/objectives"] = np.array(t.objectives)
+        arrays[f"{k}/space"] = np.array(t.space)
+    np.savez(path, **arrays)
+
+
+def load_tasks(path: Path) -> list[Task]:
+    data = np.load(path, allow_pickle=False)
+    tasks = []
+    for k in range(len({key.split("/")[0] for key in data.files})):
+        raw, ends = data[f"{k}/text_bytes"].tobytes(), np.cumsum(data[f"{k}/text_lengths"])
+        texts = [raw[end - n : end].decode() for n, end in zip(data[f"{k}/text_lengths"], ends, strict=True)]
+        tasks.append(Task(str(data[f"{k}/space"]), texts, tuple(str(o) for o in data[f"{k}/objectives"]),
+                          data[f"{k}/values"]))
+    return tasks
+
+
+# --- training ---------------------------------------------------------------------------------------
+def fit_normalizers(predictor: RLMPredictor, tasks: Sequence[Task]) -> None:
+    """One normaliser per tag, over every row that has its value."""
+    values: dict[str, list[np.ndarray]] = {}
+    for t in tasks:
+        for k, name in enumerate(t.objectives):
+            values.setdefault(name, []).append(t.values[:, k])
+    for name, parts in values.items():
+        column = np.concatenate(parts)
+        if np.isfinite(column).any():
+            predictor.normalizers[name] = Normalizer.fit(column)
+
+
+def pretrain(predictor: RLMPredictor, tasks: Sequence[Task], config: PretrainConfig, *,
+             output: Path | None = None, state: PretrainState | None = None,
+             device: str | torch.device = "cpu") -> PretrainState:
+    """Train ``predictor`` on ``tasks`` until ``config.minutes`` or ``config.max_steps`` is spent.
+
+    With ``output``, the predictor, :data:`PRETRAINING_FILE` and the optimiser state are saved there
+    every ``config.checkpoint_minutes`` and at the end; pass the saved ``state`` (and the predictor and
+    optimiser loaded from there, see :func:`resume`) to continue a run. The learning rate warms up, then
+    follows a cosine over whichever budget (time or steps) runs out first.
+    """
+    state = state or PretrainState(exclude=[], spaces=[t.space for t in tasks],
+                                   rows={t.space: len(t.texts) for t in tasks}, config=asdict(config))
+    model = predictor.model.to(device)
+    free = len(FREE_OBJECTIVES)
+    encoded = [predictor.encode_texts(t.texts) for t in tasks]
+    targets = [torch.as_tensor(predictor._targets(t.values, t.objectives)) for t in tasks]
+    known = [~np.isnan(t.values) for t in tasks]
+    weights = np.sqrt([len(t.texts) for t in tasks])  # small tables get more than their share
+    weights /= weights.sum()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate,
+                                  weight_decay=config.weight_decay)
+    if output is not None and (output / OPTIMIZER_FILE).is_file() and state.step:
+        _load_optimizer(optimizer, output / OPTIMIZER_FILE)
+    rng = np.random.default_rng(config.seed + state.step)
+    torch.manual_seed(config.seed + state.step)
+    budget = 60 * config.minutes
+
+    def progress(step: int, seconds: float) -> float:  # share of the budget spent, in [0, 1]
+        share = seconds / budget if budget > 0 else 1.0
+        if config.max_steps:
+            share = max(share, step / config.max_steps)
+        return min(1.0, share)
+
+    started = time.perf_counter() - state.seconds
+    last_save, running, count = time.perf_counter(), 0.0, 0
+    bar = tqdm(total=100, desc="pre-training", unit="%", disable=not config.progress,
+               initial=int(100 * progress(state.step, state.seconds)))
+    model.train()
+    while progress(state.step, time.perf_counter() - started) < 1.0:
+        k = int(rng.choice(len(tasks), p=weights))
+        rows = rng.choice(len(encoded[k]), size=min(config.batch_size, len(encoded[k])), replace=False)
+        present = np.flatnonzero(known[k][rows].any(axis=0)[free:]) + free
+        chosen = rng.permutation(present)[: config.objectives_per_batch]
+        columns = [*range(free), *chosen]
+        ids, mask = pad_batch([encoded[k][r] for r in rows], model.config.text_pad_id)
+        names = tuple(tasks[k].objectives[c] for c in columns)
+        batch_targets = targets[k][rows][:, columns]
+        share = progress(state.step, time.perf_counter() - started)
+        warm = min(1.0, (state.step + 1) / config.warmup_steps)
+        for group in optimizer.param_groups:
+            group["lr"] = config.learning_rate * warm * 0.5 * (1 + math.cos(math.pi * share))
+        loss = model(ids.to(device), mask.to(device), names, batch_targets.to(device))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), config.clip_norm)
+        optimizer.step()
+        state.step += 1
+        running, count = running + loss.item(), count + 1
+        state.seconds = time.perf_counter() - started
+        done = int(100 * progress(state.step, state.seconds))
+        if done > bar.n:
+            bar.update(done - bar.n)
+        bar.set_postfix(step=state.step, loss=f"{running / count:.3f}")
+        if output is not None and time.perf_counter() - last_save > 60 * config.checkpoint_minutes:
+            state.loss.append(running / count)
+            running, count = 0.0, 0
+            _checkpoint(predictor, optimizer, state, output)
+            model.train()
+            last_save = time.perf_counter()
+    bar.close()
+    if count:
+        state.loss.append(running / count)
+    state.finished = True
+    model.eval()
+    if output is not None:
+        _checkpoint(predictor, optimizer, state, output)
+    return state
+
+
+def _checkpoint(predictor: RLMPredictor, optimizer: torch.optim.Optimizer, state: PretrainState,
+                output: Path) -> None:
+    predictor.save(output)
+    tensors, steps = {}, {}
+    for index, values in optimizer.state_dict()["state"].items():
+        for key, value in values.items():
+            if torch.is_tensor(value) and value.dim() > 0:
+                tensors[f"{index}.{key}"] = value.detach().cpu().contiguous()
+            else:
+                steps[f"{index}.{key}"] = str(float(value))
+    save_file(tensors, output / OPTIMIZER_FILE, metadata=steps)
+    state.save(output)
+
+
+def _load_optimizer(optimizer: torch.optim.Optimizer, path: Path) -> None:
+    from safetensors import safe_open
+
+    tensors = load_file(path)
+    with safe_open(path, "pt") as f:
+        scalars = f.metadata() or {}
+    state: dict[int, dict] = {}
+    for key, value in tensors.items():
+        index, name = key.split(".", 1)
+        state.setdefault(int(index), {})[name] = value
+    for key, value in scalars.items():
+        index, name = key.split(".", 1)
+        state.setdefault(int(index), {})[name] = torch.tensor(float(value))
+    saved = optimizer.state_dict()
+    saved["state"] = state
+    optimizer.load_state_dict(saved)
