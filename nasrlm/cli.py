@@ -456,7 +456,8 @@ def _prior_inputs(predictor: Any, space: search_spaces.SearchSpace, ids: Sequenc
 def cmd_predict(args: argparse.Namespace) -> int:
     from nasrlm.predictor import RLMPredictor
 
-    predictor = RLMPredictor.load(args.model).to(_device(args.device))
+    device = _device(args.device)
+    predictor = RLMPredictor.load(args.model).to(device)
     space = _space(args.space)
     ids = _arch_ids(space, args)
     predictions = predictor.predict(_texts(space, ids), num_samples=args.samples, seed=args.seed,
@@ -472,7 +473,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from nasrlm.data import BenchmarkTable
     from nasrlm.predictor import RLMPredictor
 
-    predictor = RLMPredictor.load(args.model).to(_device(args.device))
+    device = _device(args.device)
+    predictor = RLMPredictor.load(args.model).to(device)
     table = BenchmarkTable.read_csv(args.data)
     space = _space(args.space or table.space)
     names = ([n.strip() for n in args.objectives.split(",")] if args.objectives

@@ -198,3 +198,58 @@ def test_train_with_equivalent_architectures(capsys, tmp_path) -> None:
     code, _, err = run(capsys, "train", "--data", str(data), "-o", str(tmp_path / "m2"), "--equivalents", "1",
                        "--objectives", "lat")
     assert code == 2 and "--carry acc" in err
+
+
+@pytest.mark.slow
+def test_pretrain_then_fine_tune_a_new_column_with_init(capsys, tmp_path: Path, data_dir: Path) -> None:
+    import numpy as np
+
+    from nasrlm.data import Objective
+    from search_spaces import NasBench201
+
+    base = tmp_path / "base"
+    code, _, err = run(capsys, "pretrain", "--data-dir", str(data_dir), "-o", str(base), "--spaces", "nb201",
+                       "--exclude", "nb201:*acc*", "--max-rows", "16", "--free-rows", "0", "--max-steps", "3",
+                       "--size", "tiny", "--device", "cpu", "--quiet")
+    assert code == 0 and "saved base model" in err, err
+    tags = json.loads((base / "config.json").read_text())["model"]["objectives"]
+    assert "nb201:pixel3" in tags and not [t for t in tags if "acc" in t]
+    code, _, err = run(capsys, "pretrain", "--data-dir", str(data_dir), "-o", str(base), "--spaces", "nb201")
+    assert code == 2 and "not empty" in err
+    code, _, err = run(capsys, "pretrain", "--data-dir", str(data_dir), "-o", str(base), "--resume",
+                       "--max-steps", "5", "--minutes", "1", "--quiet")
+    assert code == 2 and "--exclude" in err  # resuming must not change what the base saw
+    code, _, err = run(capsys, "pretrain", "--data-dir", str(data_dir), "-o", str(base), "--resume",
+                       "--exclude", "nb201:*acc*", "--max-steps", "5", "--quiet")
+    assert code == 0 and "5 steps" in err, err
+
+    space = NasBench201()
+    ids = space.sample_ids(12, seed=5)
+    table = BenchmarkTable("nb201", ids, [Objective("acc", "%", "toy accuracy", "test", True)],
+                           np.linspace(60, 90, 12)[:, None])
+    data = table.to_csv(tmp_path / "few.csv")
+    model = tmp_path / "model"
+    code, _, err = run(capsys, "train", "--data", str(data), "-o", str(model), "--init", str(base),
+                       "--epochs", "1", "--device", "cpu", "--quiet")
+    assert code == 0 and "new: acc" in err, err
+    code, out, _ = run(capsys, "predict", str(model), "--space", "nb201", "--arch", ids[0], "--samples", "4")
+    assert code == 0 and 60 <= json.loads(out)[ids[0]]["acc"]["median"] <= 90
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["train", "--data", "{table}", "-o", "{tmp}/m", "--init", "{tmp}"], "not a usable base model"),
+    (["train", "--data", "{table}", "-o", "{tmp}/m", "--init", "{tmp}", "--pretrain", "5"],
+     "--init and --pretrain"),
+    (["predict", "{tmp}", "--space", "nb201", "--random", "1", "--device", "tpu"], "--device 'tpu'"),
+])
+def test_base_and_device_errors_are_one_line(capsys, tmp_path: Path, argv, says) -> None:
+    import numpy as np
+
+    from nasrlm.data import Objective
+    from search_spaces import NasBench201
+
+    ids = NasBench201().sample_ids(3)
+    table = BenchmarkTable("nb201", ids, [Objective("acc", "%", "", "test", True)], np.ones((3, 1)))
+    path = table.to_csv(tmp_path / "t.csv")
+    code, _, err = run(capsys, *[a.format(table=path, tmp=tmp_path) for a in argv])
+    assert code == 2 and says in err and err.count("\n") == 1, err

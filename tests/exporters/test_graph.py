@@ -1,0 +1,71 @@
+"""Structural graph labels: exact values on small hand-built graphs, and finite values on every space."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from exporters import FEATURE_NAMES, graph_features, materialize
+from search_spaces import available_spaces, get_space
+
+
+def _model(nodes: list[onnx.NodeProto], weights: list[str]) -> onnx.ModelProto:
+    inits = [helper.make_tensor(w, TensorProto.FLOAT, [1], [1.0]) for w in weights]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph)
+
+
+def _residual_block(extra: list[onnx.NodeProto] = ()) -> onnx.ModelProto:
+    """x -> conv3x3 -> relu -> (conv1x1 | skip) -> add -> avgpool -> gemm -> y: two paths."""
+    return _model([
+        helper.make_node("Conv", ["x", "w1"], ["c1"], kernel_shape=[3, 3]),
+        helper.make_node("Relu", ["c1"], ["r"]),
+        helper.make_node("Conv", ["r", "w2"], ["c2"], kernel_shape=[1, 1]),
+        helper.make_node("Add", ["c2", "r"], ["a"]),
+        *extra,
+        helper.make_node("AveragePool", ["a"], ["p"], kernel_shape=[2, 2]),
+        helper.make_node("Gemm", ["p", "w3"], ["y"]),
+    ], ["w1", "w2", "w3", "w4"])
+
+
+def test_counts_on_a_residual_block() -> None:
+    f = graph_features(_residual_block())
+    assert list(f) == list(FEATURE_NAMES)
+    assert f["log10_paths"] == pytest.approx(math.log10(2))
+    assert (f["compute_path_min"], f["compute_path_max"], f["compute_path_mean"]) == (2, 3, 2.5)
+    stats = ("nodes", "path_mean", "path_min", "path_max")
+    assert [f[f"conv1_{s}"] for s in stats] == [1, 0.5, 0, 1]
+    assert [f[f"conv3_{s}"] for s in stats] == [1, 1, 1, 1]
+    assert f["pool_path_mean"] == f["fc_path_mean"] == 1 and f["dwconv_nodes"] == 0
+    # cut at conv3x3, relu, add, pool and gemm: the skip segment has two paths, one through the 1x1 conv
+    assert (f["segments"], f["segment_paths"]) == (5, 6)
+    assert (f["segment_paths_conv1"], f["segment_paths_conv3"], f["segment_paths_compute"]) == (1, 1, 3)
+
+
+def test_dead_nodes_do_not_count_and_grouped_convolutions_are_their_own_family() -> None:
+    dead = helper.make_node("Conv", ["r", "w4"], ["unused"], kernel_shape=[3, 3])
+    assert graph_features(_residual_block([dead])) == graph_features(_residual_block())
+    grouped = _model([helper.make_node("Conv", ["x", "w1"], ["c"], kernel_shape=[3, 3], group=4),
+                      helper.make_node("Conv", ["c", "w2"], ["y"], kernel_shape=[7, 7])], ["w1", "w2"])
+    f = graph_features(grouped)
+    assert (f["dwconv_nodes"], f["conv5_nodes"], f["conv3_nodes"], f["compute_path_max"]) == (1, 1, 0, 2)
+
+
+def test_a_graph_without_an_input_to_output_path_is_an_error() -> None:
+    with pytest.raises(ValueError, match="no path"):
+        graph_features(_model([helper.make_node("Identity", ["w1"], ["y"])], ["w1"]))
+
+
+@pytest.mark.parametrize("name", available_spaces())
+def test_every_space_has_finite_graph_labels_that_vary(name: str) -> None:
+    space = get_space(name)
+    rows = [graph_features(materialize(space.build_onnx(space.parse(i)), weights=False))
+            for i in space.sample_ids(4, seed=0)]
+    values = np.array([[r[n] for n in FEATURE_NAMES] for r in rows])
+    assert np.isfinite(values).all() and values[:, FEATURE_NAMES.index("compute_path_max")].min() >= 1
+    assert (values.std(axis=0) > 0).any(), f"{name}: four random architectures read the same"

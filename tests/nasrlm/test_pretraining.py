@@ -1,0 +1,139 @@
+"""Pre-training a base model on every table, excluding columns, resuming, and fine-tuning from it."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from nasrlm.data import Objective
+from nasrlm.free_labels import ALL_FREE_OBJECTIVES
+from nasrlm.model import RegressionLM
+from nasrlm.predictor import RLMPredictor
+from nasrlm.pretraining import (
+    OPTIMIZER_FILE,
+    PRETRAINING_FILE,
+    PretrainConfig,
+    PretrainState,
+    Task,
+    collect_tasks,
+    fit_normalizers,
+    is_excluded,
+    load_tasks,
+    parse_exclude,
+    pretrain,
+    save_tasks,
+)
+from nasrlm.tokenizers import OnnxTokenizer
+from search_spaces import get_space
+
+TINY = {"size": "tiny"}
+
+
+def test_exclude_patterns() -> None:
+    patterns = parse_exclude("nb201:*acc*, fbnet ,*:pixel3,")
+    assert patterns == ["nb201:*acc*", "fbnet:*", "*:pixel3"]
+    assert is_excluded("nb201:cifar100_valid_acc_12ep", patterns) and is_excluded("fbnet:raspi4", patterns)
+    assert is_excluded("nb201:pixel3", patterns) and not is_excluded("nb201:raspi4", patterns)
+    assert not is_excluded("params_m", patterns)
+
+
+@pytest.fixture(scope="module")
+def tasks(data_dir) -> tuple[list[Task], list[Objective]]:
+    return collect_tasks(data_dir, exclude=parse_exclude("nb201:*acc*,*:pixel3"),
+                         spaces=["nb201", "nds_vanilla"], free_rows=6, max_rows=24, seed=0, progress=False)
+
+
+def test_collect_tags_every_column_by_space_and_leaves_out_the_excluded(tasks) -> None:
+    rows, objectives = tasks
+    nb201, vanilla = rows
+    assert (nb201.space, vanilla.space) == ("nb201", "nds_vanilla")
+    free = tuple(o.name for o in ALL_FREE_OBJECTIVES)
+    assert nb201.objectives[: len(free)] == free and vanilla.objectives == free  # no tables: free labels only
+    assert "nb201:raspi4" in nb201.objectives and "nb201:eyeriss" in {o.name for o in objectives}
+    assert not [t for t in nb201.objectives if "acc" in t or "pixel3" in t]
+    assert "nb201:params_m" not in nb201.objectives  # the published parameter count is the free label's tag
+    assert len(nb201.texts) == 30 and len(vanilla.texts) == 6  # 24 labelled rows, then 6 free-only ones
+    labels = nb201.values[:, len(free):]
+    assert np.isnan(labels[24:]).all() and not np.isnan(labels[:24]).all(axis=1).any()
+    assert np.isfinite(nb201.values[:, : len(free)]).all()
+
+
+def test_tasks_round_trip_through_their_file(tasks, tmp_path) -> None:
+    save_tasks(tasks[0], tmp_path / "rows.npz")
+    back = load_tasks(tmp_path / "rows.npz")
+    for a, b in zip(tasks[0], back, strict=True):
+        assert (a.space, a.texts, a.objectives) == (b.space, b.texts, b.objectives)
+        np.testing.assert_array_equal(a.values, b.values)
+
+
+def _base(tasks) -> RLMPredictor:
+    rows, objectives = tasks
+    predictor = RLMPredictor.from_scratch(objectives, tokenizer=_tokenizer(rows), **TINY)
+    fit_normalizers(predictor, rows)
+    return predictor
+
+
+def _tokenizer(rows: list[Task]) -> OnnxTokenizer:
+    return OnnxTokenizer.train([text for task in rows for text in task.texts], vocab_size=2000)
+
+
+def test_pretrain_lowers_the_loss_checkpoints_and_resumes(tasks, tmp_path) -> None:
+    rows, _ = tasks
+    predictor = _base(tasks)
+    config = PretrainConfig(minutes=10, max_steps=12, batch_size=8, warmup_steps=2, progress=False)
+    state = pretrain(predictor, rows, config, output=tmp_path)
+    assert state.step == 12 and state.finished and (tmp_path / OPTIMIZER_FILE).is_file()
+    saved = PretrainState.load(tmp_path)
+    assert saved.step == 12 and json.loads((tmp_path / PRETRAINING_FILE).read_text())["rows"]["nb201"] == 30
+    # resuming continues the step count with the saved weights and optimiser state
+    again = RLMPredictor.load(tmp_path)
+    config.max_steps = 20
+    resumed = pretrain(again, rows, config, output=tmp_path, state=saved)
+    assert resumed.step == 20 and len(resumed.loss) == 2
+    longer = _base(tasks)
+    many = pretrain(longer, rows, PretrainConfig(minutes=10, max_steps=60, batch_size=8, warmup_steps=2,
+                                                 learning_rate=3e-3, progress=False))
+    assert many.loss[-1] < 2.3  # below the loss of uniform digits, log(10)
+
+
+def test_from_base_keeps_known_tags_renames_the_space_and_adds_new_ones(tasks, tmp_path) -> None:
+    base = _base(tasks)
+    base.save(tmp_path)
+    acc = Objective("acc", "%", "accuracy", "test", True)
+    raspi = Objective("raspi4", "ms", "latency", "test", False)
+    tuned = RLMPredictor.from_base(tmp_path, [acc, raspi], space="nb201")
+    tags = tuned.model.config.objectives
+    assert "raspi4" in tags and "nb201:raspi4" not in tags and tags[-1] == "acc"
+    assert "nds_vanilla:params_m" not in tags and "params_m" in tags
+    assert tuned.normalizers["raspi4"] == base.normalizers["nb201:raspi4"] and "acc" not in tuned.normalizers
+    embed, old = tuned.model.t5.shared.weight, base.model.t5.shared.weight
+    assert torch.equal(embed[tuned.model.vocab.tags["raspi4"]], old[base.model.vocab.tags["nb201:raspi4"]])
+    known = old[base.model.vocab.first_tag : base.model.vocab.first_number]
+    assert torch.allclose(embed[tuned.model.vocab.tags["acc"]], known.mean(0))
+    # it trains and predicts the new column like any other
+    space = get_space("nb201")
+    ids = space.sample_ids(12, seed=3)
+    from nasrlm.training import TrainConfig
+
+    tuned.fine_tune(space, ids, np.linspace(50, 90, 12), ["acc"], TrainConfig(max_epochs=1, progress=False),
+                    refit_normalizers=["acc"])
+    assert tuned.normalizers["raspi4"] == base.normalizers["nb201:raspi4"]
+    samples = tuned.sample([space.to_text(space.parse(i)) for i in ids[:2]], ["acc"], num_samples=4)
+    assert samples.shape == (2, 4, 1) and (samples >= 50).all() and (samples <= 90).all()
+
+
+def test_with_objectives_keeps_behaviour_for_kept_tags(tasks) -> None:
+    predictor = RLMPredictor.from_scratch([Objective("a", "", "", "", True)], tokenizer=_tokenizer(tasks[0]),
+                                          **TINY)
+    model: RegressionLM = predictor.model.eval()
+    wider = model.with_objectives(("x", "params_m", "macs_m", "b"), renamed={"a": "b"}).eval()
+    ids = torch.randint(1, 200, (3, 9))
+    mask = torch.ones_like(ids)
+    targets = torch.as_tensor(np.stack([model.vocab.numbers.encode_many(np.array([1.5, 4.2, 9.9]))] * 2, 1))
+    before, after = model(ids, mask, ("macs_m", "a"), targets), wider(ids, mask, ("macs_m", "b"), targets)
+    assert torch.allclose(before, after)
+    with pytest.raises(ValueError, match="share a name"):
+        model.with_objectives(("a",), renamed={"a": "params_m"})
