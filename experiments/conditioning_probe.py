@@ -20,12 +20,13 @@ import time
 
 import numpy as np
 import torch
-from predictor_benchmark import FREE, OBJECTIVES, SIZES
+from predictor_benchmark import FREE, OBJECTIVES
 from scipy import stats
 
 from nasrlm.data import load_nb201
 from nasrlm.free_labels import FREE_OBJECTIVES, texts_and_free_labels
 from nasrlm.predictor import RLMPredictor
+from nasrlm.presets import SIZES
 from nasrlm.tokenizers import OnnxTokenizer
 from nasrlm.training import TrainConfig
 from search_spaces import NasBench201

@@ -51,7 +51,7 @@ from scipy import stats
 from nasrlm.data import load_table
 from nasrlm.free_labels import FREE_LABELS_VERSION, FREE_OBJECTIVES, free_labels
 from nasrlm.predictor import NUMBER_FORMAT, RLMPredictor
-from nasrlm.search import DEFAULT_MODEL
+from nasrlm.presets import SIZES
 from nasrlm.tokenizers import OnnxTokenizer
 from nasrlm.training import TrainConfig
 from search_spaces import SearchSpace, available_spaces, get_space
@@ -62,8 +62,6 @@ FREE = tuple(o.name for o in FREE_OBJECTIVES)
 FBNET_TARGETS = ("raspi4", "pixel3", "eyeriss", "fpga")
 #: Held out of the source devices in the unseen-device task: a CPU, a GPU and a phone (our choice).
 UNSEEN = ("silver_4114", "titanxp_1", "samsung_a50")
-MODELS = {"sampler": DEFAULT_MODEL, "small": {},
-          "tiny": {"d_model": 32, "num_heads": 2, "d_ff": 64, "encoder_layers": 1, "decoder_layers": 1}}
 
 
 # --- cached texts and free labels ------------------------------------------------------------------
@@ -261,7 +259,7 @@ def main() -> None:
     p.add_argument("--learning-rate", type=float, default=1e-3, help="fine-tuning's peak rate")
     p.add_argument("--adapt", type=int, default=20, help="measurements of the unseen device")
     p.add_argument("--samples", type=int, default=16, help="decoded samples per prediction")
-    p.add_argument("--model", choices=list(MODELS), default="sampler")
+    p.add_argument("--model", choices=list(SIZES), default="sampler")
     p.add_argument("--threads", type=int, default=2)
     tmp = Path(os.environ.get("TMPDIR", "/tmp"))
     p.add_argument("--cache", type=Path, default=tmp / "nasrlm-cross-space", help="texts and free labels")
@@ -295,7 +293,7 @@ def main() -> None:
         torch.manual_seed(seed)
         scratch = None
         if "rlm-scratch" in methods:
-            scratch = RLMPredictor.create(tokenizer, objectives, **MODELS[a.model])
+            scratch = RLMPredictor.create(tokenizer, objectives, **SIZES[a.model])
         base = None
         if {"rlm", "rlm-prior"} & methods:
             # pre-training is the long part (most of an hour on two busy cores): kept and reused
@@ -310,7 +308,7 @@ def main() -> None:
                 base = RLMPredictor.load(saved)
             else:
                 torch.manual_seed(seed)
-                base = RLMPredictor.create(tokenizer, objectives, **MODELS[a.model])
+                base = RLMPredictor.create(tokenizer, objectives, **SIZES[a.model])
                 print(f"seed {seed}: pre-training on free labels of {a.pretrain_per_space} archs x "
                       f"{len(available_spaces())} spaces", flush=True)
                 pretrain_s.append(pretrain(base, a.pretrain_per_space, a.pretrain_epochs, seed, a.cache))

@@ -17,12 +17,13 @@ import argparse
 
 import numpy as np
 import torch
-from predictor_benchmark import OBJECTIVES, SIZES
+from predictor_benchmark import OBJECTIVES
 from scipy import stats
 
 from nasrlm.augment import equivalent_rows
 from nasrlm.data import load_nb201
 from nasrlm.predictor import RLMPredictor
+from nasrlm.presets import SIZES
 from nasrlm.tokenizers import OnnxTokenizer
 from nasrlm.training import TrainConfig
 from search_spaces import NasBench201

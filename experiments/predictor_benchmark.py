@@ -37,16 +37,13 @@ from nasrlm.free_labels import FREE_OBJECTIVES, texts_and_free_labels
 from nasrlm.model import RegressionLM, RLMConfig
 from nasrlm.normalize import Normalizer
 from nasrlm.predictor import RLMPredictor
+from nasrlm.presets import SIZES
 from nasrlm.tokenizers import OnnxTokenizer
 from nasrlm.training import TrainConfig, pad_batch
 from search_spaces import NasBench201
 
 OBJECTIVES = ("acc", "pixel3", "eyeriss", "gold_6226", "1080ti_1")
 FREE = tuple(o.name for o in FREE_OBJECTIVES)
-SIZES = {
-    "tiny": {"d_model": 32, "num_heads": 2, "d_ff": 64, "encoder_layers": 1, "decoder_layers": 1},
-    "small": {},
-}
 
 
 def rank_scores(pred: np.ndarray, truth: np.ndarray) -> tuple[float, float]:

@@ -25,12 +25,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from nasrlm.data import load_table  # noqa: E402
 from nasrlm.free_labels import FREE_LABELS_VERSION, FREE_OBJECTIVES, texts_and_free_labels  # noqa: E402
 from nasrlm.predictor import RLMPredictor  # noqa: E402
-from nasrlm.search import DEFAULT_MODEL  # noqa: E402
+from nasrlm.presets import SIZES  # noqa: E402
 from nasrlm.tokenizers import OnnxTokenizer  # noqa: E402
 from nasrlm.training import TrainConfig  # noqa: E402
 from search_spaces import NasBench201  # noqa: E402
 
-MODELS = {"small": {}, "sampler": DEFAULT_MODEL}
 FREE = tuple(o.name for o in FREE_OBJECTIVES)
 
 
@@ -59,7 +58,7 @@ def main() -> None:
                    help="with --given: learn the objectives as residuals of the free-label prior")
     p.add_argument("--epochs", type=int, default=40)
     p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--model", choices=list(MODELS), default="sampler")
+    p.add_argument("--model", choices=list(SIZES), default="sampler")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--cache", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")) / "nb201_free.npz")
     a = p.parse_args()
@@ -73,7 +72,7 @@ def main() -> None:
     order = np.random.default_rng(a.seed).permutation(len(table.ids))
     test, train = order[: a.test], order[5000 : 5000 + a.n]  # the benchmark's split: train after 5,000
     predictor = RLMPredictor.create(OnnxTokenizer.train_on_spaces(seed=0),
-                                    [*FREE_OBJECTIVES, *table.objectives], **MODELS[a.model])
+                                    [*FREE_OBJECTIVES, *table.objectives], **SIZES[a.model])
     torch.manual_seed(a.seed)
     start = time.perf_counter()
     if a.pre_epochs:

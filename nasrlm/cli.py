@@ -321,7 +321,7 @@ def _load_base(path: str, objectives: Sequence[Any], space: str) -> Any:
     try:
         return RLMPredictor.from_base(path, objectives, space=space)
     except (OSError, ValueError, KeyError, TypeError) as error:
-        raise CliError(f"--init {path}: not a usable base model ({error})") from None
+        raise CliError(f"{path}: not a usable base model ({error})") from None
 
 
 def cmd_pretrain(args: argparse.Namespace) -> int:
@@ -507,9 +507,15 @@ def cmd_search(args: argparse.Namespace) -> int:
         raise CliError(f"--compare: unknown sampler {unknown[0]!r}; choose from {', '.join(SAMPLER_NAMES)}")
     torch_threads(args.threads)
     out = Path(args.out or f"runs/{space.name}-{args.sampler}-seed{args.seed}")
+    options = _rlm_options(args.rlm_option)
+    if args.base:
+        _load_base(args.base, [], space.name)  # a bad base is a one-line error now, not at the first fit
+        options["base"] = args.base
+    if args.device != "cpu":
+        options["device"] = _device(args.device)
     job = search_job(space, names, budget=args.budget, out_dir=out, sampler=args.sampler, seed=args.seed,
                      storage=args.storage, study_name=args.study_name, data_dir=args.data_dir, db=args.db,
-                     compare=compare, sampler_options=_rlm_options(args.rlm_option), progress=not args.quiet,
+                     compare=compare, sampler_options=options, progress=not args.quiet,
                      command=" ".join(["nasrlm", *sys.argv[1:]]))
     for line in summary(job):
         print(line)
@@ -694,6 +700,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rlm-option", action="append", default=[], metavar="KEY=VALUE",
                    help="an RLMSampler setting, e.g. num_candidates=4000 or temperature=2 (repeatable; "
                         "see the README)")
+    p.add_argument("--base", metavar="BASE",
+                   help="start every refit of the rlm sampler from this base model ('nasrlm pretrain')")
+    p.add_argument("--device", default="cpu",
+                   help="where the rlm sampler's model runs: cpu (default), cuda, cuda:N or auto")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--storage", help="Optuna storage URL, e.g. sqlite:///study.db (resumes); default memory")
     p.add_argument("--study-name", help="default <space>-<sampler>-seed<seed>")

@@ -15,6 +15,7 @@ whether it looks values up in a table, measures latency live, or trains the netw
 
 from __future__ import annotations
 
+import copy
 import itertools
 import math
 import threading
@@ -31,14 +32,13 @@ from optuna.trial import FrozenTrial, TrialState
 
 from nasrlm.data import Objective
 from nasrlm.metrics import expected_hypervolume_improvement, median_reference, pareto_mask
+from nasrlm.presets import SIZES
 from nasrlm.prior import residual_weight
 from search_spaces import SearchSpace
 
-#: Network for the sampler's model: small enough to refit in seconds on two cores. No dropout: it
-#: halves a training step's time on CPU (random masks cost more than the matmuls at this size) and the
-#: search did better without it (NB201 acc/pixel3, HV ratio @100 over seeds 0-2: 0.686 vs 0.431).
-DEFAULT_MODEL = {"d_model": 64, "num_heads": 4, "d_ff": 128, "encoder_layers": 2, "decoder_layers": 1,
-                 "dropout": 0.0}
+#: Network for the sampler's model: small enough to refit in seconds on two cores (the ``sampler`` size;
+#: why no dropout: experiments/README.md, "Pareto search").
+DEFAULT_MODEL = SIZES["sampler"]
 
 #: Passes over the pre-training architectures. NB201, acc/pixel3 given 100 labels, d=64 model: no
 #: pre-training Kendall 0.49/0.56; 3,000 archs x 3 epochs 0.55/0.63; all 15,625 x 3 epochs 0.56/0.66.
@@ -94,6 +94,12 @@ class RLMSampler(BaseSampler):
             texts and free labels are needed anyway), topped up with random ones; 0 skips pre-training.
         fit_steps: optimiser steps per refit (the model is warm-started from the previous round).
         model: overrides of :class:`~nasrlm.model.RLMConfig` (default :data:`DEFAULT_MODEL`).
+        base: a pre-trained base model directory (``nasrlm pretrain``): every refit starts from it
+            (:meth:`RLMPredictor.from_base <nasrlm.predictor.RLMPredictor.from_base>`), with its size,
+            tokenizer and tags, instead of a model learned from scratch; ``model`` and
+            ``pretrain_archs`` then do not apply. Use a base that never saw the study's objectives on
+            this space (``nasrlm pretrain --exclude``) when you measure how well the search does.
+        device: where the model trains and samples: ``"cpu"`` or ``"cuda"``.
         seed: makes the whole search reproducible (same seed, same trials).
         independent_sampler: draws the start-up trials and any parameter outside the relative space.
         progress: show progress bars while the model trains and scores candidates.
@@ -103,7 +109,8 @@ class RLMSampler(BaseSampler):
                  num_candidates: int = 2000, fresh_candidates: int = 500, num_samples: int = 16,
                  temperature: float = 1.0, free_label_prior: bool = True, weigh_residual: bool = True,
                  pretrain_archs: int = 2000, fit_steps: int = 150,
-                 model: dict[str, Any] | None = None, seed: int | None = None,
+                 model: dict[str, Any] | None = None, base: str | None = None, device: str = "cpu",
+                 seed: int | None = None,
                  independent_sampler: BaseSampler | None = None, progress: bool = False) -> None:
         if n_startup_trials < 2:
             raise ValueError("n_startup_trials must be at least 2 (the model needs two examples)")
@@ -126,7 +133,12 @@ class RLMSampler(BaseSampler):
         self.weigh_residual = weigh_residual
         self.pretrain_archs = pretrain_archs
         self.fit_steps = fit_steps
+        if base is not None and model is not None:
+            raise ValueError("give model or base, not both: a base model has its own size")
         self.model_options = dict(DEFAULT_MODEL if model is None else model)
+        self.base = base
+        self.device = device
+        self._base: Any = None  # the base RLMPredictor, loaded with the first fit
         self.progress = progress
         self._seed = seed if seed is not None else int(np.random.SeedSequence().entropy % 2**31)
         self._rng = np.random.default_rng(self._seed)
@@ -263,13 +275,18 @@ class RLMSampler(BaseSampler):
             raise ValueError(f"objective name(s) {sorted(clash)} clash with the free labels")
         self._objective_names = tuple(o.name for o in objectives)
         pool = self._pool_ids = list(dict.fromkeys(self.arch_id_of(p) for p in self._pool_params))
+        if self.base is not None:
+            self.log(f"starting from the base model {self.base}")
+            self._base = RLMPredictor.from_base(self.base, objectives, space=self.space.name)
+            self._predictor = copy.deepcopy(self._base).to(self.device)
+            return
         self.log(f"learning the ONNX tokenizer on {len(pool):,} architectures")
         self._describe(pool)
         texts = [self.text_of(i) for i in pool]
         tokenizer = OnnxTokenizer.train(texts, seed=self._seed)
         torch.manual_seed(self._seed)  # the initial weights
         self._predictor = RLMPredictor.create(tokenizer, [*FREE_OBJECTIVES, *objectives],
-                                              **self.model_options)
+                                              **self.model_options).to(self.device)
         if self.pretrain_archs:
             # many architectures seen a few times beat a few seen many times (same number of steps)
             ids = pool[: self.pretrain_archs]
@@ -301,6 +318,8 @@ class RLMSampler(BaseSampler):
         start = time.perf_counter()
         if self._predictor is None:
             self._create(study)
+        elif self._base is not None:  # every refit starts from the base, not from the latest round
+            self._predictor = copy.deepcopy(self._base).to(self.device)
         rows: dict[str, Sequence[float]] = {}
         for t in complete:
             rows.setdefault(self.arch_id_of(t.params), t.values)
@@ -319,7 +338,7 @@ class RLMSampler(BaseSampler):
         # more than the trials: refit it); objectives get room beyond the best value seen so far, or no
         # candidate could ever be predicted to extend the front. The prior's normal scores are taken
         # over the candidate pool, the population the proposals come from.
-        refit = self._objective_names if self.pretrain_archs else True
+        refit = self._objective_names if (self.pretrain_archs or self._base is not None) else True
         prior = ({"prior_from": self._free_names, "prior_reference": self.free_labels_of(self._pool_ids)}
                  if self.free_label_prior else {})
         self._predictor.fit([self.text_of(i) for i in ids], values, order, config,

@@ -323,3 +323,26 @@ def test_readme_lists_every_rlm_option() -> None:
 
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     assert [o for o in RLM_OPTIONS if f"`{o}`" not in readme] == []
+
+
+def test_every_refit_starts_from_a_base_model(tmp_path) -> None:
+    from nasrlm.free_labels import ALL_FREE_OBJECTIVES
+    from nasrlm.predictor import RLMPredictor
+    from nasrlm.tokenizers import OnnxTokenizer
+
+    ids = SPACE.sample_ids(30, seed=1)
+    tokenizer = OnnxTokenizer.train([SPACE.to_text(SPACE.parse(i)) for i in ids], vocab_size=1000)
+    known = Objective("nb201:acc", "%", "toy accuracy", "test", True)
+    base = RLMPredictor.create(tokenizer, [*ALL_FREE_OBJECTIVES[:2], known], **TINY)
+    base.save(tmp_path / "base")
+    with pytest.raises(ValueError, match="not both"):
+        RLMSampler(SPACE, base=str(tmp_path / "base"), model=TINY)
+    sampler = tiny_sampler(base=str(tmp_path / "base"), model=None)
+    make_study(sampler).optimize(toy_objective, n_trials=8)
+    tags = sampler.predictor.model.config.objectives
+    assert "acc" in tags and "lat" in tags and "nb201:acc" not in tags  # known tag renamed, new one added
+    first = sampler.predictor
+    study = make_study(sampler)
+    study.optimize(toy_objective, n_trials=8)
+    assert sampler.predictor is not first  # refitted from a fresh copy of the base
+    assert len({t.user_attrs["arch_id"] for t in study.trials}) == 8
