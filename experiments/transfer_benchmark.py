@@ -114,6 +114,25 @@ def fine_tuned(base: Path, space: SearchSpace, name: str, texts: list[str], free
     return np.median(draws, axis=1)[:, 0], seconds
 
 
+def base_predictions(base: Path, space: SearchSpace, texts: list[str], tags: list[str], cache: Path
+                     ) -> np.ndarray:
+    """The base's greedy predictions of its own ``tags`` (as named in the base) for ``texts``, cached.
+
+    What the base knows about each architecture, as features: e.g. its predicted latency on every
+    device it saw, read for architectures no table covers.
+    """
+    stamp = str((base / "model.safetensors").stat().st_mtime_ns)
+    key = hashlib.sha256("\n".join([str(base.resolve()), stamp, *tags, *texts]).encode()).hexdigest()[:16]
+    path = cache / f"base-{space.name}-{key}.npy"
+    if path.exists():
+        return np.load(path)
+    predictor = RLMPredictor.load(base)
+    out = predictor.sample(texts, tags, num_samples=1, temperature=0.0, batch_size=128, progress=True)[:, 0]
+    cache.mkdir(parents=True, exist_ok=True)
+    np.save(path, out)
+    return out
+
+
 # --- tasks ------------------------------------------------------------------------------------------
 def base_tags(base: Path) -> set[str]:
     return set(json.loads((base / "config.json").read_text())["model"]["objectives"])
@@ -129,6 +148,13 @@ def run_accuracy(a, seed: int, record) -> None:
     y_all = table.column("acc")
     order = np.random.default_rng(seed).permutation(len(table.ids))
     x_hot = np.hstack([one_hot(space, list(table.ids)), free[:, :2]]) if "gbdt" in a.methods else None
+    context = None
+    if "ctx-forest" in a.methods:  # what the base says of each cell: accuracies of other spaces, latencies
+        units = {o["name"]: o["unit"] for o in json.loads((a.base / "config.json").read_text())["objectives"]}
+        tags = sorted(t for t in base_tags(a.base) if ":" in t
+                      and (units.get(t) == "%" or (t.startswith("nb201:") and units.get(t) == "ms")))
+        print(f"  context: the base's predictions of {len(tags)} tags: {', '.join(tags)}", flush=True)
+        context = np.hstack([free, base_predictions(a.base, space, texts, tags, a.cache)])
     for n in a.sizes:
         train, test = order[:n], order[n : n + a.test]
         y, truth = y_all[train], y_all[test]
@@ -137,6 +163,8 @@ def run_accuracy(a, seed: int, record) -> None:
             runs["forest"] = forest(free[train], y, free[test], seed)
         if x_hot is not None:
             runs["gbdt"] = gbdt_predict(x_hot[train], y[:, None], x_hot[test], seed)[:, 0]
+        if context is not None:
+            runs["ctx-forest"] = forest(context[train], y, context[test], seed)
         for method in ("rlm", "rlm-prior"):
             if method in a.methods:
                 runs[method], seconds = fine_tuned(a.base, space, "acc", texts, free, train, y, test, a, seed,
@@ -163,6 +191,10 @@ def run_unseen(a, seed: int, record) -> None:
         values = table.values[keep]
         texts, free = encoded(space, ids, a.cache)
         source = np.log(values[:, len(devices):])
+        predicted = None
+        if "ctx-ridge" in a.methods:  # the base's own predictions of the same source devices
+            seen = [tag(space_name, d) for d in table.names[len(devices):]]
+            predicted = np.log(base_predictions(a.base, space, texts, seen, a.cache))
         x_hot = np.hstack([one_hot(space, ids), np.log(free[:, :2])]) if "gbdt" in a.methods else None
         for device in devices:
             y_all = values[:, devices.index(device)]
@@ -172,6 +204,8 @@ def run_unseen(a, seed: int, record) -> None:
             runs = {}
             if "ridge" in a.methods:
                 runs["ridge"] = ridge(source[train], np.log(y), source[test])
+            if predicted is not None:
+                runs["ctx-ridge"] = ridge(predicted[train], np.log(y), predicted[test])
             if "forest" in a.methods:
                 runs["forest"] = forest(free[train], np.log(y), free[test], seed)
             if x_hot is not None:
@@ -201,7 +235,7 @@ def main() -> None:
     p.add_argument("--data-dir", required=True)
     p.add_argument("--base", type=Path, required=True, help="base model directory (nasrlm pretrain)")
     p.add_argument("--tasks", default="acc,unseen")
-    p.add_argument("--methods", default="rlm,rlm-prior,forest,gbdt,ridge")
+    p.add_argument("--methods", default="rlm,rlm-prior,ctx-forest,ctx-ridge,forest,gbdt,ridge")
     p.add_argument("--spaces", default="nb201,fbnet", help="spaces of the unseen-device task")
     p.add_argument("--seeds", default="0,1,2")
     p.add_argument("--sizes", default="100,1000", help="labelled cells of the accuracy task")
