@@ -21,6 +21,7 @@ architectures: HELP's "source devices"). Prints markdown tables for experiments/
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import platform
@@ -38,6 +39,7 @@ from scipy import stats
 from nasrlm.data import load_table
 from nasrlm.free_labels import ALL_FREE_OBJECTIVES, FREE_LABELS_VERSION, texts_and_free_labels
 from nasrlm.predictor import RLMPredictor
+from nasrlm.presets import FINE_TUNE
 from nasrlm.pretraining import PRETRAINING_FILE, is_excluded, tag
 from nasrlm.training import TrainConfig
 from search_spaces import SearchSpace, get_space
@@ -96,11 +98,8 @@ def fine_tuned(base: Path, space: SearchSpace, name: str, texts: list[str], free
 
     objective = Objective(name, "", "target", "benchmark", True)
     predictor = RLMPredictor.from_base(base, [objective], space=space.name)
-    batches = -(-len(train) // 32)
-    epochs = max(1, min(1000, -(-a.steps // batches)))
-    config = TrainConfig(max_epochs=epochs, batch_size=min(32, len(train)), learning_rate=a.lr, seed=seed,
-                         validation_fraction=0.1 if len(train) >= 100 else 0.0, patience=max(10, epochs // 5),
-                         progress=False)
+    schedule = dataclasses.replace(FINE_TUNE, steps=a.steps, learning_rate=a.lr)  # nasrlm train --init's
+    config = TrainConfig(batch_size=32, seed=seed, progress=False, **schedule.settings(len(train), 32))
     names = [*FREE, name] if prior else [name]
     values = np.hstack([free[train, :2], y[:, None]]) if prior else y[:, None]
     refit = True if prior else [name]
@@ -241,8 +240,8 @@ def main() -> None:
     p.add_argument("--sizes", default="100,1000", help="labelled cells of the accuracy task")
     p.add_argument("--measured", type=int, default=20, help="measurements of an unseen device")
     p.add_argument("--test", type=int, default=None, help="held-out rows (default 5,000 acc, 3,000 devices)")
-    p.add_argument("--steps", type=int, default=300, help="fine-tuning optimiser steps")
-    p.add_argument("--lr", type=float, default=5e-4, help="fine-tuning peak learning rate")
+    p.add_argument("--steps", type=int, default=FINE_TUNE.steps, help="fine-tuning optimiser steps")
+    p.add_argument("--lr", type=float, default=FINE_TUNE.learning_rate, help="fine-tuning peak learning rate")
     p.add_argument("--samples", type=int, default=32, help="decoded samples per test architecture")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--cache", type=Path, default=Path(".cache/experiments"))

@@ -287,9 +287,10 @@ def cmd_train(args: argparse.Namespace) -> int:
         predictor = RLMPredictor.from_scratch(objectives, size=args.size, seed=args.seed)
     predictor.to(device)
     schedule = FINE_TUNE if args.init else TRAIN
-    config = TrainConfig(max_epochs=args.epochs or schedule.max_epochs, batch_size=args.batch_size,
-                         learning_rate=args.lr or schedule.learning_rate, seed=args.seed,
-                         max_minutes=args.max_minutes, progress=not args.quiet)
+    settings = schedule.settings(len(ids), args.batch_size)
+    settings.update({k: v for k, v in (("max_epochs", args.epochs), ("learning_rate", args.lr)) if v})
+    config = TrainConfig(batch_size=args.batch_size, seed=args.seed, max_minutes=args.max_minutes,
+                         progress=not args.quiet, **settings)
     if args.pretrain:
         pre_ids = space.sample_ids(args.pretrain, seed=args.seed + 1)
         pre_texts, labels = texts_and_free_labels(space, pre_ids, progress=not args.quiet)
@@ -632,7 +633,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--carry", help="objectives equivalent architectures share (default: those in %%)")
     p.add_argument("--epochs", type=int,
                    help=f"maximum epochs, early stopping picks the best (default {TRAIN.max_epochs}; "
-                        f"{FINE_TUNE.max_epochs} with --init)")
+                        f"with --init, enough for {FINE_TUNE.steps} steps)")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--lr", type=float, help=f"peak learning rate (AdamW; default {TRAIN.learning_rate:g}, "
                                             f"{FINE_TUNE.learning_rate:g} with --init)")

@@ -33,9 +33,22 @@ class Schedule:
 
     max_epochs: int  # early stopping on the validation split picks the best epoch before this
     learning_rate: float  # peak, after warm-up
+    steps: int | None = None  # if set, as many epochs as give about this many optimiser steps
+    min_validation_rows: int = 0  # fewer rows than this: no validation split, keep the last epoch
+
+    def settings(self, rows: int, batch_size: int) -> dict:
+        """:class:`~nasrlm.training.TrainConfig` fields for ``rows`` training rows."""
+        epochs = self.max_epochs
+        if self.steps is not None:
+            epochs = max(1, min(self.max_epochs, -(-self.steps // -(-rows // batch_size))))
+        validate = rows >= self.min_validation_rows
+        return {"max_epochs": epochs, "learning_rate": self.learning_rate,
+                "validation_fraction": 0.1 if validate else 0.0,
+                "patience": 10 if self.steps is None else max(10, epochs // 5)}
 
 
 #: Training from scratch (``nasrlm train``).
 TRAIN = Schedule(max_epochs=60, learning_rate=5e-4)
-#: Fine-tuning a pre-trained base model (``nasrlm train --init``): few labels, few epochs.
-FINE_TUNE = Schedule(max_epochs=30, learning_rate=5e-4)
+#: Fine-tuning a pre-trained base model (``nasrlm train --init``): a fixed number of steps, however few
+#: the rows, so that 20 measurements get as much training as 1,000.
+FINE_TUNE = Schedule(max_epochs=1000, learning_rate=5e-4, steps=300, min_validation_rows=100)

@@ -1,0 +1,24 @@
+"""Named presets: model sizes and training schedules."""
+
+from __future__ import annotations
+
+import pytest
+
+from nasrlm.model import RLMConfig
+from nasrlm.presets import FINE_TUNE, SIZES, TRAIN, size_options
+
+
+def test_every_size_builds_a_config_and_unknown_sizes_are_named() -> None:
+    for name in SIZES:
+        RLMConfig(text_vocab_size=10, text_pad_id=0, objectives=("a",), **size_options(name))
+    with pytest.raises(ValueError, match="tiny, sampler, small, base"):
+        size_options("huge")
+
+
+def test_fine_tuning_takes_a_fixed_number_of_steps_however_few_the_rows() -> None:
+    few, many = FINE_TUNE.settings(20, 32), FINE_TUNE.settings(1000, 32)
+    assert few["max_epochs"] == FINE_TUNE.steps and few["validation_fraction"] == 0.0
+    assert many["max_epochs"] * 32 == pytest.approx(FINE_TUNE.steps, rel=0.1)  # 32 batches an epoch
+    assert many["validation_fraction"] > 0 and many["patience"] >= 10
+    assert TRAIN.settings(20, 32) == {"max_epochs": TRAIN.max_epochs, "learning_rate": TRAIN.learning_rate,
+                                      "validation_fraction": 0.1, "patience": 10}
