@@ -10,10 +10,10 @@ new column is simply a new tag; free labels are the same quantity in every space
 names. ``exclude`` (globs over ``space:objective``) leaves columns out, which is how a benchmark trains a
 base that never saw its own targets.
 
-Each step trains on a batch of one space: the free labels (parameters, MACs) first, as at inference,
-then a random handful of that space's other tags in random order (a table has up to 75 of them with
-the graph labels, and decoding all of them for every row would spend the step on the decoder), so the
-model learns to write any objective after any other.
+Each step trains on a batch of one space, its rows of similar token length (little padding): the free
+labels (parameters, MACs) first, as at inference, then a random handful of that space's other tags in
+random order (a table has up to 75 of them with the graph labels, and decoding all of them for every
+row would spend the step on the decoder), so the model learns to write any objective after any other.
 """
 
 from __future__ import annotations
@@ -240,7 +240,8 @@ def pretrain(predictor: RLMPredictor, tasks: Sequence[Task], config: PretrainCon
     encoded = [predictor.encode_texts(t.texts) for t in tasks]
     targets = [torch.as_tensor(predictor._targets(t.values, t.objectives)) for t in tasks]
     known = [~np.isnan(t.values) for t in tasks]
-    weights = np.sqrt([len(t.texts) for t in tasks])  # small tables get more than their share
+    by_length = [np.argsort([len(ids) for ids in e], kind="stable") for e in encoded]
+    weights = np.array([_task_weight(t) for t in tasks])
     weights /= weights.sum()
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate,
                                   weight_decay=config.weight_decay)
@@ -263,7 +264,9 @@ def pretrain(predictor: RLMPredictor, tasks: Sequence[Task], config: PretrainCon
     model.train()
     while progress(state.step, time.perf_counter() - started) < 1.0:
         k = int(rng.choice(len(tasks), p=weights))
-        rows = rng.choice(len(encoded[k]), size=min(config.batch_size, len(encoded[k])), replace=False)
+        size = min(config.batch_size, len(encoded[k]))
+        start = int(rng.integers(len(encoded[k]) - size + 1))  # rows of similar length: little padding
+        rows = by_length[k][start : start + size]
         present = np.flatnonzero(known[k][rows].any(axis=0)[free:]) + free
         chosen = rng.permutation(present)[: config.objectives_per_batch]
         columns = [*range(free), *chosen]
@@ -300,6 +303,14 @@ def pretrain(predictor: RLMPredictor, tasks: Sequence[Task], config: PretrainCon
     if output is not None:
         _checkpoint(predictor, optimizer, state, output)
     return state
+
+
+def _task_weight(task: Task) -> float:
+    """How often a task's batches are drawn: the square root of its rows, so small tables get more than
+    their share; a quarter of that for rows with free labels only, which teach less per (often long) text.
+    """
+    labelled = len(task.objectives) > len(ALL_FREE_OBJECTIVES)
+    return float(np.sqrt(len(task.texts))) * (1.0 if labelled else 0.25)
 
 
 def _checkpoint(predictor: RLMPredictor, optimizer: torch.optim.Optimizer, state: PretrainState,
