@@ -161,9 +161,10 @@ class RLMSampler(BaseSampler):
         self.log: Callable[[str], None] = lambda line: None
 
     # --- optuna's sampler interface --------------------------------------------------------------
-    def reset_rng(self) -> None:
+    def reseed_rng(self) -> None:
+        """Optuna calls this in each worker process of ``n_jobs > 1`` so that workers draw differently."""
         self._rng = np.random.default_rng()
-        self._independent.reset_rng()
+        self._independent.reseed_rng()
 
     def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
         """Every parameter any completed trial used (a union, so conditional spaces keep theirs)."""

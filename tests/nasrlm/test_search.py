@@ -346,3 +346,10 @@ def test_every_refit_starts_from_a_base_model(tmp_path) -> None:
     study.optimize(toy_objective, n_trials=8)
     assert sampler.predictor is not first  # refitted from a fresh copy of the base
     assert len({t.user_attrs["arch_id"] for t in study.trials}) == 8
+
+
+def test_reseed_rng_gives_new_draws_as_optuna_expects() -> None:
+    sampler = tiny_sampler(seed=3)
+    before = sampler._rng.random()
+    sampler.reseed_rng()  # Optuna's hook (e.g. for each process of n_jobs > 1); RandomSampler's too
+    assert sampler._rng.random() != before
