@@ -12,10 +12,14 @@ Two tasks, each on fixed splits (seed s: a permutation of the table drawn with `
 
 Methods: ``rlm`` (the base fine-tuned: ``RLMPredictor.from_base`` + ``fine_tune``), ``rlm-prior`` (the
 same, learning the residual of the free-label prior), ``forest`` (a random forest on the free and graph
-labels read off the ONNX graph, ``nasrlm.free_labels``), ``gbdt`` (gradient-boosted trees on the one-hot
-encoding of the cell or blocks plus the free labels) and, for devices, ``ridge`` (ridge regression of
-the log latency on the log latencies of every device the base did see, measured on the same
-architectures: HELP's "source devices"). Prints markdown tables for experiments/README.md.
+labels read off the ONNX graph, ``nasrlm.free_labels``), ``cell-forest`` (the same forest on GRAF-style
+features of the NB201 cell, space-specific: what the generic labels miss), ``gbdt`` (gradient-boosted
+trees on the one-hot encoding of the cell or blocks plus the free labels), ``ctx-forest`` (the forest
+on the graph labels plus the base's own predictions of every accuracy tag it has and of NB201's
+latencies: what the base knows, as features) and, for devices, ``ridge`` (ridge regression of the log
+latency on the log latencies of every device the base did see, measured on the same architectures:
+HELP's "source devices") and ``ctx-ridge`` (the same on the base's *predictions* of those devices,
+which exist for any architecture). Prints markdown tables for experiments/README.md.
 """
 
 from __future__ import annotations
@@ -74,6 +78,34 @@ def one_hot(space: SearchSpace, ids: list[str]) -> np.ndarray:
     from search_spaces.fbnet import BLOCKS
 
     return np.array([[float(b == o) for b in space.parse(i).blocks for o in BLOCKS] for i in ids])
+
+
+def cell_features(space: SearchSpace, ids: list[str]) -> np.ndarray:
+    """GRAF-style features of the NB201 *cell* (space-specific, for comparison with the generic graph
+    labels): op counts, live input-to-output paths of the cell, paths through each op, shortest and
+    longest path in edges and in convolutions."""
+    from search_spaces.nasbench201 import OPS
+
+    edges = ((0, 1), (0, 2), (1, 2), (0, 3), (1, 3), (2, 3))
+    rows = []
+    for arch_id in ids:
+        ops = space.parse(arch_id).ops
+        paths: list[list[str]] = []
+
+        def walk(node: int, path: list[str], ops=ops, paths=paths) -> None:
+            if node == 3:
+                paths.append(path)
+                return
+            for (a, b), op in zip(edges, ops, strict=True):
+                if a == node and op != "none":
+                    walk(b, [*path, op], ops, paths)
+
+        walk(0, [])
+        convs = [sum(op.startswith("nor_conv") for op in p) for p in paths] or [0]
+        lengths = [len(p) for p in paths] or [0]
+        rows.append([ops.count(o) for o in OPS] + [len(paths)] + [sum(o in p for p in paths) for o in OPS[1:]]
+                    + [min(lengths), max(lengths), min(convs), max(convs)])
+    return np.array(rows, dtype=np.float64)
 
 
 # --- methods ----------------------------------------------------------------------------------------
@@ -147,6 +179,7 @@ def run_accuracy(a, seed: int, record) -> None:
     y_all = table.column("acc")
     order = np.random.default_rng(seed).permutation(len(table.ids))
     x_hot = np.hstack([one_hot(space, list(table.ids)), free[:, :2]]) if "gbdt" in a.methods else None
+    cells = cell_features(space, list(table.ids)) if "cell-forest" in a.methods else None
     context = None
     if "ctx-forest" in a.methods:  # what the base says of each cell: accuracies of other spaces, latencies
         units = {o["name"]: o["unit"] for o in json.loads((a.base / "config.json").read_text())["objectives"]}
@@ -160,6 +193,8 @@ def run_accuracy(a, seed: int, record) -> None:
         runs = {}
         if "forest" in a.methods:
             runs["forest"] = forest(free[train], y, free[test], seed)
+        if cells is not None:
+            runs["cell-forest"] = forest(cells[train], y, cells[test], seed)
         if x_hot is not None:
             runs["gbdt"] = gbdt_predict(x_hot[train], y[:, None], x_hot[test], seed)[:, 0]
         if context is not None:
@@ -234,7 +269,7 @@ def main() -> None:
     p.add_argument("--data-dir", required=True)
     p.add_argument("--base", type=Path, required=True, help="base model directory (nasrlm pretrain)")
     p.add_argument("--tasks", default="acc,unseen")
-    p.add_argument("--methods", default="rlm,rlm-prior,ctx-forest,ctx-ridge,forest,gbdt,ridge")
+    p.add_argument("--methods", default="rlm,rlm-prior,ctx-forest,ctx-ridge,forest,cell-forest,gbdt,ridge")
     p.add_argument("--spaces", default="nb201,fbnet", help="spaces of the unseen-device task")
     p.add_argument("--seeds", default="0,1,2")
     p.add_argument("--sizes", default="100,1000", help="labelled cells of the accuracy task")
