@@ -9,6 +9,13 @@ A *path* is a chain of live nodes from a graph input to a graph output along ten
 path sources). For each operator family the features say how many such nodes there are, and how many a
 path meets: on average over all paths, at least and at most. Path counts grow exponentially with depth
 in stacked cells, so they are reported as a base-10 logarithm.
+
+A model built with local functions (as :class:`~exporters.ModelBuilder` writes repeated blocks, and every
+built-in space does: NB201's cells, FBNet's blocks) is also read block by block: for each call of a
+function in the main graph, the paths through that function's body from its inputs to its outputs,
+and how many of them meet each family; summed over the calls. That is a cell's own path structure
+(e.g. how many of its paths are only skips and pooling), which whole-graph counts blur: paths multiply
+across stacked cells.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from __future__ import annotations
 import math
 
 import onnx
+import onnx.inliner
 from onnx import helper
 
 from exporters._flops import live_nodes
@@ -31,6 +39,8 @@ FEATURE_NAMES: tuple[str, ...] = (
     "log10_paths", "compute_path_min", "compute_path_max", "compute_path_mean",
     *(f"{family}_{stat}" for family in FAMILIES for stat in ("nodes", "path_mean", "path_min", "path_max")),
     "segments", "segment_paths", *(f"segment_paths_{family}" for family in (*FAMILIES, "compute")),
+    "blocks", "block_paths", *(f"block_paths_{family}" for family in (*FAMILIES, "compute")),
+    "block_compute_min", "block_compute_max",
 )
 
 
@@ -55,7 +65,7 @@ def family(node: onnx.NodeProto) -> str | None:
 
 
 def graph_features(model: onnx.ModelProto) -> dict[str, float]:
-    """:data:`FEATURE_NAMES` → value, for a model without local functions (``materialize`` inlines them).
+    """:data:`FEATURE_NAMES` → value, for a structural or executable model (local functions allowed).
 
     Whole-graph features count along complete input→output paths. Stacked cells multiply paths, so the
     ``segment_*`` features also cut the graph at every node that all paths pass through (between cells,
@@ -64,6 +74,13 @@ def graph_features(model: onnx.ModelProto) -> dict[str, float]:
     path made only of skips and pooling) without knowing where its cells are. Every value is finite;
     a family absent from the graph has zeros.
     """
+    out = _path_features(onnx.inliner.inline_local_functions(model) if model.functions else model)
+    out.update(_block_features(model))
+    return {name: float(out[name]) for name in FEATURE_NAMES}
+
+
+def _path_features(model: onnx.ModelProto) -> dict[str, float]:
+    """The whole-graph and segment features of a model without local functions."""
     dag = _Dag(model.graph)
     paths_in, paths_out = dag.paths_in(), dag.paths_out()
     ends = [k for k in dag.ends if paths_in[k] > 0]
@@ -98,7 +115,47 @@ def graph_features(model: onnx.ModelProto) -> dict[str, float]:
         for f in (*FAMILIES, "compute"):
             out[f"segment_paths_{f}"] += paths - dag.paths_between(begin, cut, blocked=weight[f])
         begin = cut
-    return {name: float(out[name]) for name in FEATURE_NAMES}
+    return out
+
+
+def _block_features(model: onnx.ModelProto) -> dict[str, float]:
+    """Per call of a local function in the main graph, the paths across the function's body (nested
+    functions inlined) and those that meet each family; summed over the calls (all 0 without any)."""
+    functions = {(f.domain, f.name): f for f in model.functions}
+    out: dict[str, float] = {"blocks": 0, "block_paths": 0, "block_compute_min": 0, "block_compute_max": 0}
+    for f in (*FAMILIES, "compute"):
+        out[f"block_paths_{f}"] = 0
+    cache: dict[tuple[str, str], dict[str, float]] = {}
+    for node in model.graph.node:
+        key = (node.domain, node.op_type)
+        if key not in functions:
+            continue
+        if key not in cache:
+            cache[key] = _body_features(model, functions[key])
+        out["blocks"] += 1
+        for name, value in cache[key].items():
+            out[name] += value
+    return out
+
+
+def _body_features(model: onnx.ModelProto, function: onnx.FunctionProto) -> dict[str, float]:
+    graph = helper.make_graph(list(function.node), function.name,
+                              [helper.make_value_info(name, onnx.TypeProto()) for name in function.input],
+                              [helper.make_value_info(name, onnx.TypeProto()) for name in function.output])
+    body = helper.make_model(graph, opset_imports=list(model.opset_import), functions=list(model.functions))
+    dag = _Dag(onnx.inliner.inline_local_functions(body).graph)
+    weight = {f: [int(fam == f) for fam in dag.families] for f in FAMILIES}
+    weight["compute"] = [int(fam in _COMPUTE) for fam in dag.families]
+    paths = dag.paths_between(_Dag.SOURCE, _Dag.END, blocked=None)
+    out = {"block_paths": paths}
+    for f, w in weight.items():
+        out[f"block_paths_{f}"] = paths - dag.paths_between(_Dag.SOURCE, _Dag.END, blocked=w)
+    paths_in = dag.paths_in()
+    ends = [k for k in dag.ends if paths_in[k] > 0]
+    low, high = dag.fewest_and_most(weight["compute"])
+    out["block_compute_min"] = min((low[k] for k in ends), default=0)
+    out["block_compute_max"] = max((high[k] for k in ends), default=0)
+    return out
 
 
 class _Dag:

@@ -21,8 +21,8 @@ from nasrlm.data import Objective
 from search_spaces import SearchSpace
 
 #: Bumped whenever a free label's definition changes, so that caches of them can tell theirs is stale
-#: (2: MACs count only the nodes the output depends on; 3: the graph labels).
-FREE_LABELS_VERSION = 3
+#: (2: MACs count only the nodes the output depends on; 3: the graph labels; 4: their block counts).
+FREE_LABELS_VERSION = 4
 
 FREE_OBJECTIVES: tuple[Objective, ...] = (
     Objective("params_m", "M", "trainable parameters, counted on the exported ONNX graph",
@@ -41,6 +41,11 @@ _GRAPH_DESCRIPTIONS = {
     "segments": "segments of the graph between nodes that every input-to-output path passes through",
     "segment_paths": "paths across each such segment, summed over the segments",
     "segment_paths_": "paths across each segment that meet a {family} node, summed over the segments",
+    "blocks": "calls of local functions (blocks, cells) in the main graph",
+    "block_paths": "paths across each block's body, summed over the blocks",
+    "block_paths_": "paths across each block's body that meet a {family} node, summed over the blocks",
+    "block_compute_min": "fewest convolutions and fully connected layers on a path across a block, summed",
+    "block_compute_max": "most convolutions and fully connected layers on a path across a block, summed",
 }
 _FAMILY_NAMES = {"conv1": "1x1 convolution", "conv3": "3x3 convolution", "conv5": "5x5-or-wider convolution",
                  "dwconv": "grouped or depthwise convolution", "fc": "fully connected", "pool": "pooling",
@@ -48,11 +53,11 @@ _FAMILY_NAMES = {"conv1": "1x1 convolution", "conv3": "3x3 convolution", "conv5"
 
 
 def _graph_objective(name: str) -> Objective:
-    if name in ("log10_paths", "segments", "segment_paths"):
+    if name in _GRAPH_DESCRIPTIONS:
         text = _GRAPH_DESCRIPTIONS[name]
-    elif name.startswith("segment_paths_"):
-        family = name.removeprefix("segment_paths_")
-        text = _GRAPH_DESCRIPTIONS["segment_paths_"].format(family=_FAMILY_NAMES[family])
+    elif name.startswith(("segment_paths_", "block_paths_")):
+        prefix, family = name.rsplit("_", 1)
+        text = _GRAPH_DESCRIPTIONS[prefix + "_"].format(family=_FAMILY_NAMES[family])
     elif name.startswith("compute_path_"):
         stat = {"min": "fewest", "max": "most", "mean": "mean over all paths"}[name.rsplit("_", 1)[1]]
         text = f"{_GRAPH_DESCRIPTIONS['compute_path']}, {stat}"
@@ -96,6 +101,6 @@ def _free_labels_of(model: onnx.ModelProto, graph: bool) -> list[float]:
     shapes_only = materialize(model, weights=False)  # shapes suffice, and are faster
     labels = [count_parameters(shapes_only) / 1e6, count_macs(shapes_only) / 1e6]
     if graph:
-        features = graph_features(shapes_only)
+        features = graph_features(model)  # before inlining: its blocks are counted one by one
         labels.extend(features[name] for name in FEATURE_NAMES)
     return labels

@@ -69,3 +69,24 @@ def test_every_space_has_finite_graph_labels_that_vary(name: str) -> None:
     values = np.array([[r[n] for n in FEATURE_NAMES] for r in rows])
     assert np.isfinite(values).all() and values[:, FEATURE_NAMES.index("compute_path_max")].min() >= 1
     assert (values.std(axis=0) > 0).any(), f"{name}: four random architectures read the same"
+
+
+def test_blocks_are_the_main_graph_calls_of_local_functions() -> None:
+    """x -> cell -> cell -> y, each cell a 3x3 convolution beside a skip: two paths a cell, one skip-only."""
+    weight = helper.make_tensor("value", TensorProto.FLOAT, [1], [1.0])
+    cell = helper.make_function("my", "cell", ["x"], ["y"], [
+        helper.make_node("Constant", [], ["w"], value=weight),
+        helper.make_node("Conv", ["x", "w"], ["c"], kernel_shape=[3, 3]),
+        helper.make_node("Add", ["c", "x"], ["y"]),
+    ], [helper.make_opsetid("", 18)])
+    graph = helper.make_graph([helper.make_node("cell", ["x"], ["h"], domain="my"),
+                               helper.make_node("cell", ["h"], ["y"], domain="my")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, functions=[cell],
+                              opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("my", 1)])
+    f = graph_features(model)
+    assert (f["blocks"], f["block_paths"], f["block_paths_conv3"], f["block_paths_pool"]) == (2, 4, 2, 0)
+    assert (f["block_compute_min"], f["block_compute_max"]) == (0, 2)  # each cell: a skip-only path, one conv
+    assert f["log10_paths"] == pytest.approx(math.log10(4)) and f["compute_path_max"] == 2
+    assert graph_features(materialize(model, weights=False))["blocks"] == 0  # inlined: no blocks left
