@@ -6,7 +6,8 @@ with no knowledge of the search space it came from, so every space gets them for
 model learns to read the graph by predicting them, and the prior takes them as inputs.
 
 A *path* is a chain of live nodes from a graph input to a graph output along tensors (weights are not
-path sources). For each operator family the features say how many such nodes there are, and how many a
+path sources, and no path passes through a product with a constant zero, how NB201 writes a ``none``
+edge into an otherwise unconnected node). For each operator family the features say how many such nodes there are, and how many a
 path meets: on average over all paths, at least and at most. Path counts grow exponentially with depth
 in stacked cells, so they are reported as a base-10 logarithm.
 
@@ -24,7 +25,7 @@ import math
 
 import onnx
 import onnx.inliner
-from onnx import helper
+from onnx import helper, numpy_helper
 
 from exporters._flops import live_nodes
 
@@ -42,6 +43,21 @@ FEATURE_NAMES: tuple[str, ...] = (
     "blocks", "block_paths", *(f"block_paths_{family}" for family in (*FAMILIES, "compute")),
     "block_compute_min", "block_compute_max",
 )
+
+
+def _is_zero_constant(node: onnx.NodeProto) -> bool:
+    """Whether ``node`` is a Constant whose value is all zeros (e.g. NB201's ``none`` edge: ``x * 0``)."""
+    if node.op_type != "Constant" or node.domain not in ("", "ai.onnx"):
+        return False
+    for attribute in node.attribute:
+        value = helper.get_attribute_value(attribute)
+        if isinstance(value, onnx.TensorProto):
+            return not numpy_helper.to_array(value).any()
+        if isinstance(value, (int, float)):
+            return value == 0
+        if isinstance(value, (list, tuple)):
+            return bool(value) and not any(value)
+    return False
 
 
 def family(node: onnx.NodeProto) -> str | None:
@@ -67,6 +83,8 @@ def family(node: onnx.NodeProto) -> str | None:
 def graph_features(model: onnx.ModelProto) -> dict[str, float]:
     """:data:`FEATURE_NAMES` → value, for a structural or executable model (local functions allowed).
 
+    A model whose output does not depend on its input has no paths: its path features are all 0.
+
     Whole-graph features count along complete input→output paths. Stacked cells multiply paths, so the
     ``segment_*`` features also cut the graph at every node that all paths pass through (between cells,
     at a stem or a head) and add up what each segment holds: how many paths cross it, and how many of
@@ -85,8 +103,8 @@ def _path_features(model: onnx.ModelProto) -> dict[str, float]:
     paths_in, paths_out = dag.paths_in(), dag.paths_out()
     ends = [k for k in dag.ends if paths_in[k] > 0]
     total = sum(paths_in[k] for k in ends)
-    if total == 0:
-        raise ValueError("graph has no path from an input to an output")
+    if total == 0:  # the output does not depend on the input (NB201 cells of none edges): no paths
+        return dict.fromkeys(FEATURE_NAMES, 0.0)
     on_path = [paths_in[k] > 0 and paths_out[k] > 0 for k in range(len(dag.nodes))]
     weight = {f: [int(fam == f) for fam in dag.families] for f in FAMILIES}
     weight["compute"] = [int(fam in _COMPUTE) for fam in dag.families]
@@ -168,10 +186,16 @@ class _Dag:
         producer = {name: k for k, node in enumerate(self.nodes) for name in node.output}
         sources = {i.name for i in graph.input} - {init.name for init in graph.initializer}
         self.families = [family(n) for n in self.nodes]
-        #: per node, the nodes it reads from (SOURCE for a graph input), once per input tensor
-        self.parents = [[self.SOURCE if name in sources else producer[name]
-                         for name in node.input if name in sources or name in producer]
-                        for node in self.nodes]
+        #: per node, the nodes it reads from (SOURCE for a graph input), once per input tensor; a node
+        #: whose output is identically zero reads from none, so no path passes through it
+        self.parents = []
+        zero = [False] * len(self.nodes)
+        for k, node in enumerate(self.nodes):
+            parents = [self.SOURCE if name in sources else producer[name]
+                       for name in node.input if name in sources or name in producer]
+            zero[k] = _is_zero_constant(node) or (
+                node.op_type == "Mul" and any(p != self.SOURCE and zero[p] for p in parents))
+            self.parents.append([] if zero[k] else parents)
         #: the nodes producing graph outputs, once per output
         self.ends = [producer[o.name] for o in graph.output if o.name in producer]
 

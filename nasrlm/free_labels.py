@@ -21,8 +21,9 @@ from nasrlm.data import Objective
 from search_spaces import SearchSpace
 
 #: Bumped whenever a free label's definition changes, so that caches of them can tell theirs is stale
-#: (2: MACs count only the nodes the output depends on; 3: the graph labels; 4: their block counts).
-FREE_LABELS_VERSION = 4
+#: (2: MACs count only the nodes the output depends on; 3: the graph labels; 4: their block counts;
+#: 5: no path through a product with zero).
+FREE_LABELS_VERSION = 5
 
 FREE_OBJECTIVES: tuple[Objective, ...] = (
     Objective("params_m", "M", "trainable parameters, counted on the exported ONNX graph",

@@ -56,9 +56,13 @@ def test_dead_nodes_do_not_count_and_grouped_convolutions_are_their_own_family()
     assert (f["dwconv_nodes"], f["conv5_nodes"], f["conv3_nodes"], f["compute_path_max"]) == (1, 1, 0, 2)
 
 
-def test_a_graph_without_an_input_to_output_path_is_an_error() -> None:
-    with pytest.raises(ValueError, match="no path"):
-        graph_features(_model([helper.make_node("Identity", ["w1"], ["y"])], ["w1"]))
+def test_a_graph_whose_output_ignores_its_input_has_no_paths() -> None:
+    assert set(graph_features(_model([helper.make_node("Identity", ["w1"], ["y"])], ["w1"])).values()) == {0}
+    zero = helper.make_tensor("zero", TensorProto.FLOAT, [], [0.0])
+    killed = _model([helper.make_node("Constant", [], ["z"], value=zero),  # NB201's none edge: x * 0
+                     helper.make_node("Mul", ["x", "z"], ["m"]),
+                     helper.make_node("Conv", ["m", "w1"], ["y"], kernel_shape=[3, 3])], ["w1"])
+    assert graph_features(killed)["log10_paths"] == 0 and graph_features(killed)["conv3_nodes"] == 0
 
 
 @pytest.mark.parametrize("name", available_spaces())
