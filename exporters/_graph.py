@@ -7,9 +7,9 @@ model learns to read the graph by predicting them, and the prior takes them as i
 
 A *path* is a chain of live nodes from a graph input to a graph output along tensors (weights are not
 path sources, and no path passes through a product with a constant zero, how NB201 writes a ``none``
-edge into an otherwise unconnected node). For each operator family the features say how many such nodes there are, and how many a
-path meets: on average over all paths, at least and at most. Path counts grow exponentially with depth
-in stacked cells, so they are reported as a base-10 logarithm.
+edge into an otherwise unconnected node). For each operator family the features say how many such
+nodes there are, and how many a path meets: on average over all paths, at least and at most. Path
+counts grow exponentially with depth in stacked cells, so they are reported as a base-10 logarithm.
 
 A model built with local functions (as :class:`~exporters.ModelBuilder` writes repeated blocks, and every
 built-in space does: NB201's cells, FBNet's blocks) is also read block by block: for each call of a
