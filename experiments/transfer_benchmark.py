@@ -109,11 +109,16 @@ def cell_features(space: SearchSpace, ids: list[str]) -> np.ndarray:
 
 
 # --- methods ----------------------------------------------------------------------------------------
-def forest(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, seed: int) -> np.ndarray:
+def forest(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, seed: int,
+           out_of_bag: bool = False) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    """Predictions on ``x_test``; with ``out_of_bag``, also each training row's out-of-bag prediction
+    (what the forest says of it without having seen it: the residual a model stacked on it will meet)."""
     from sklearn.ensemble import RandomForestRegressor
 
-    model = RandomForestRegressor(n_estimators=300, max_features=0.5, random_state=seed, n_jobs=1)
-    return model.fit(x_train, y_train).predict(x_test)
+    model = RandomForestRegressor(n_estimators=300, max_features=0.5, random_state=seed, n_jobs=1,
+                                  oob_score=out_of_bag)
+    predicted = model.fit(x_train, y_train).predict(x_test)
+    return (predicted, model.oob_prediction_) if out_of_bag else predicted
 
 
 def ridge(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray) -> np.ndarray:
@@ -199,6 +204,12 @@ def run_accuracy(a, seed: int, record) -> None:
             runs["gbdt"] = gbdt_predict(x_hot[train], y[:, None], x_hot[test], seed)[:, 0]
         if context is not None:
             runs["ctx-forest"] = forest(context[train], y, context[test], seed)
+        if "forest+rlm" in a.methods:  # the base learns what the forest leaves over (out of bag)
+            predicted, oob = forest(free[train], y, free[test], seed, out_of_bag=True)
+            residual, seconds = fine_tuned(a.base, space, "acc", texts, free, train, y - oob, test, a, seed,
+                                           prior=False)
+            runs["forest+rlm"], runs["forest+rlm/2"] = predicted + residual, predicted + residual / 2
+            print(f"  acc N={n} seed {seed} forest+rlm: fine-tune {seconds:.0f} s", flush=True)
         for method in ("rlm", "rlm-prior"):
             if method in a.methods:
                 runs[method], seconds = fine_tuned(a.base, space, "acc", texts, free, train, y, test, a, seed,
