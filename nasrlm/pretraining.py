@@ -131,10 +131,12 @@ def collect_tasks(data_dir: str | os.PathLike[str] | None, *, exclude: Sequence[
     from ``data_dir`` contribute their free labels only.
     """
     rng = np.random.default_rng(seed)
+    spaces = list(spaces or available_spaces())
+    _check_exclude(exclude, spaces, data_dir)
     free_names = tuple(o.name for o in ALL_FREE_OBJECTIVES)
     objectives = {o.name: o for o in ALL_FREE_OBJECTIVES}
     tasks = []
-    for space_name in spaces or available_spaces():
+    for space_name in spaces:
         space = get_space(space_name)
         table_objectives = _table_objectives(space_name, data_dir, exclude)
         ids: list[str] = []
@@ -166,6 +168,20 @@ def collect_tasks(data_dir: str | os.PathLike[str] | None, *, exclude: Sequence[
     if not tasks:
         raise ValueError("nothing to pre-train on: no space has rows (check --spaces and --exclude)")
     return tasks, list(objectives.values())
+
+
+def _check_exclude(exclude: Sequence[str], spaces: Sequence[str],
+                   data_dir: str | os.PathLike[str] | None) -> None:
+    """Every ``exclude`` pattern must match a published column: a typo would otherwise exclude nothing
+    and leave the base with the very targets it was meant never to see."""
+    if not exclude:
+        return
+    columns = [tag(s, o.name) for s in spaces if s in TABLE_LOADERS and data_dir is not None
+               for o in available_objectives(s, data_dir)]
+    unmatched = [p for p in exclude if not any(fnmatch.fnmatchcase(c, p) for c in columns)]
+    if unmatched:
+        raise ValueError(f"--exclude {', '.join(unmatched)} matches no published column of the spaces "
+                         f"pre-trained on (columns are space:objective, e.g. nb201:acc)")
 
 
 def _table_objectives(space: str, data_dir: str | os.PathLike[str] | None,

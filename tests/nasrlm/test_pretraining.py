@@ -137,3 +137,9 @@ def test_with_objectives_keeps_behaviour_for_kept_tags(tasks) -> None:
     assert torch.allclose(before, after)
     with pytest.raises(ValueError, match="share a name"):
         model.with_objectives(("a",), renamed={"a": "params_m"})
+
+
+def test_an_exclude_pattern_that_matches_nothing_is_an_error(data_dir) -> None:
+    with pytest.raises(ValueError, match="nb210:acc"):  # a typo must not quietly exclude nothing
+        collect_tasks(data_dir, exclude=["nb210:acc"], spaces=["nb201"], free_rows=0, max_rows=4,
+                      progress=False)
