@@ -360,7 +360,12 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
         spaces = _comma_list(args.spaces) if args.spaces else None
         for name in spaces or []:
             _space(name)
-        tasks, objectives = collect_tasks(args.data_dir, exclude=exclude, spaces=spaces,
+        from nasrlm.data import resolve_data_dir
+
+        data_dir = resolve_data_dir(args.data_dir)  # --data-dir, else $NASRLM_DATA
+        if data_dir is None:
+            log("no data directory (--data-dir or $NASRLM_DATA): pre-training on free labels only")
+        tasks, objectives = collect_tasks(data_dir, exclude=exclude, spaces=spaces,
                                           free_rows=args.free_rows, max_rows=args.max_rows, seed=args.seed,
                                           progress=not args.quiet, log=log)
         predictor = RLMPredictor.from_scratch(objectives, size=args.size, seed=args.seed)

@@ -123,7 +123,8 @@ def collect_tasks(data_dir: str | os.PathLike[str] | None, *, exclude: Sequence[
                   spaces: Sequence[str] | None = None, free_rows: int = 500, max_rows: int | None = None,
                   seed: int = 0, progress: bool = True,
                   log: Callable[[str], None] = lambda line: None) -> tuple[list[Task], list[Objective]]:
-    """Every table of every space under ``data_dir`` (columns matching ``exclude`` left out), and
+    """Every table of every space under ``data_dir`` (a resolved directory, or None for no tables; columns
+    matching ``exclude`` left out), and
     ``free_rows`` random architectures of every space (only their free labels), as tasks; with the
     objectives of all their tags.
 
