@@ -179,7 +179,7 @@ def run_accuracy(a, seed: int, record) -> None:
     leaked = sorted(t for t in base_tags(a.base) if is_excluded(t, ["nb201:*acc*"]))
     if leaked:
         raise SystemExit(f"base {a.base} saw NB201 accuracy columns {leaked}: pre-train it with --exclude")
-    table = load_table("nb201", ["acc"], a.data_dir)
+    table = load_table("nb201", ["acc"], a.data_dir, ids=_rows(space, a))
     texts, free = encoded(space, list(table.ids), a.cache)
     y_all = table.column("acc")
     order = np.random.default_rng(seed).permutation(len(table.ids))
@@ -230,7 +230,7 @@ def run_unseen(a, seed: int, record) -> None:
             if tag(space_name, device) in tags:
                 raise SystemExit(f"base {a.base} saw {tag(space_name, device)}: pre-train it with --exclude")
         table = load_table(space_name, [*devices, *[d for d in seen_devices if _latency(space_name, d, a)]],
-                           a.data_dir)
+                           a.data_dir, ids=_rows(space, a))
         keep = np.flatnonzero(np.isfinite(table.values).all(axis=1))
         ids = [table.ids[k] for k in keep]
         values = table.values[keep]
@@ -266,6 +266,15 @@ def run_unseen(a, seed: int, record) -> None:
                        float(stats.spearmanr(pred, truth).statistic))
 
 
+def _rows(space: SearchSpace, a) -> list[str] | None:
+    """Every row of the table, or with ``--smoke`` a few hundred (NB201's first ids; FBNet's sampled)."""
+    if not a.smoke:
+        return None
+    if space.name == "nb201":
+        return [space.arch_id(arch) for _, arch in zip(range(300), space.enumerate(), strict=False)]
+    return [i for i in load_table(space.name, ["params_m"], a.data_dir).ids[:300]]
+
+
 def _latency(space: str, name: str, a) -> bool:
     """Whether a tag the base saw is one of the space's device latencies (not an accuracy or a proxy)."""
     from nasrlm.data import available_objectives
@@ -291,7 +300,11 @@ def main() -> None:
     p.add_argument("--samples", type=int, default=32, help="decoded samples per test architecture")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--cache", type=Path, default=Path(".cache/experiments"))
+    p.add_argument("--smoke", action="store_true",
+                   help="a tiny configuration (300 rows, one seed, 3 steps): checks the script, no numbers")
     a = p.parse_args()
+    if a.smoke:
+        a.seeds, a.sizes, a.test, a.measured, a.steps, a.samples = "0", "20", 100, 10, 3, 2
     torch.set_num_threads(a.threads)
     a.methods = set(a.methods.split(","))
     a.spaces = a.spaces.split(",")

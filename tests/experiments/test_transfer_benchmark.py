@@ -1,0 +1,39 @@
+"""experiments/transfer_benchmark.py in its smoke configuration, on a tiny base that excluded its targets."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nasrlm.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+EXCLUDE = "nb201:*acc*,*:titan_rtx_*,*:gold_6226,*:pixel2,*:raspi4,*:eyeriss,*:fpga"
+
+
+@pytest.mark.slow
+def test_smoke_run_prints_every_table(tmp_path: Path, data_dir: Path) -> None:
+    base = tmp_path / "base"
+    assert main(["pretrain", "--data-dir", str(data_dir), "-o", str(base), "--spaces", "nb201", "--exclude",
+                 EXCLUDE, "--max-rows", "16", "--free-rows", "0", "--max-steps", "2", "--size", "tiny",
+                 "--device", "cpu", "--quiet"]) == 0
+    run = _benchmark(data_dir, base, tmp_path, "--spaces", "nb201",
+                     "--methods", "rlm-prior,forest,forest+rlm,ctx-ridge,ridge")
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "| nb201 acc | forest | forest+rlm |" in run.stdout and "| N=20 |" in run.stdout
+    assert "| nb201 unseen device | ridge | ctx-ridge |" in run.stdout and "| fpga |" in run.stdout
+    # a base that saw its targets is refused
+    leaky = tmp_path / "leaky"
+    assert main(["pretrain", "--data-dir", str(data_dir), "-o", str(leaky), "--spaces", "nb201",
+                 "--max-rows", "8", "--free-rows", "0", "--max-steps", "1", "--size", "tiny", "--quiet"]) == 0
+    run = _benchmark(data_dir, leaky, tmp_path, "--tasks", "acc")
+    assert run.returncode != 0 and "saw NB201 accuracy columns" in run.stderr
+
+
+def _benchmark(data_dir: Path, base: Path, tmp_path: Path, *options: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "experiments/transfer_benchmark.py", "--data-dir", str(data_dir),
+                           "--base", str(base), "--smoke", "--cache", str(tmp_path / "cache"), *options],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
