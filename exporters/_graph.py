@@ -156,12 +156,27 @@ def _block_features(model: onnx.ModelProto) -> dict[str, float]:
     return out
 
 
+def _called(function: onnx.FunctionProto, functions: dict[tuple[str, str], onnx.FunctionProto]
+            ) -> list[onnx.FunctionProto]:
+    """The local functions ``function`` calls, directly or not (inlining needs only those)."""
+    found: dict[tuple[str, str], onnx.FunctionProto] = {}
+    stack = [function]
+    while stack:
+        for node in stack.pop().node:
+            key = (node.domain, node.op_type)
+            if key in functions and key not in found:
+                found[key] = functions[key]
+                stack.append(functions[key])
+    return list(found.values())
+
+
 def _body_features(model: onnx.ModelProto, function: onnx.FunctionProto) -> dict[str, float]:
     graph = helper.make_graph(list(function.node), function.name,
                               [helper.make_value_info(name, onnx.TypeProto()) for name in function.input],
                               [helper.make_value_info(name, onnx.TypeProto()) for name in function.output])
-    body = helper.make_model(graph, opset_imports=list(model.opset_import), functions=list(model.functions))
-    dag = _Dag(onnx.inliner.inline_local_functions(body).graph)
+    called = _called(function, {(f.domain, f.name): f for f in model.functions})
+    body = helper.make_model(graph, opset_imports=list(model.opset_import), functions=called)
+    dag = _Dag(onnx.inliner.inline_local_functions(body).graph if called else graph)
     weight = {f: [int(fam == f) for fam in dag.families] for f in FAMILIES}
     weight["compute"] = [int(fam in _COMPUTE) for fam in dag.families]
     paths = dag.paths_between(_Dag.SOURCE, _Dag.END, blocked=None)
