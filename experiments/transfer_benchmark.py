@@ -241,8 +241,9 @@ def run_unseen(a, seed: int, record) -> None:
             seen = [tag(space_name, d) for d in table.names[len(devices):]]
             predicted = np.log(base_predictions(a.base, space, texts, seen, a.cache))
             known = [stats.spearmanr(predicted[:, k], source[:, k]).statistic for k in range(len(seen))]
-            record(f"{space_name}: the base on the devices it was trained on",
-                   f"mean ρ of {len(seen)} (min {min(known):.2f}, max {max(known):.2f})", "base", float(np.mean(known)))
+            spread = f"mean ρ of {len(seen)} (min {min(known):.2f}, max {max(known):.2f})"
+            record(f"{space_name}: the base on the devices it was trained on", spread, "base",
+                   float(np.mean(known)))
         x_hot = np.hstack([one_hot(space, ids), np.log(free[:, :2])]) if "gbdt" in a.methods else None
         for device in devices:
             y_all = values[:, devices.index(device)]
