@@ -106,8 +106,7 @@ def _path_features(model: onnx.ModelProto) -> dict[str, float]:
     if total == 0:  # the output does not depend on the input (NB201 cells of none edges): no paths
         return dict.fromkeys(FEATURE_NAMES, 0.0)
     on_path = [paths_in[k] > 0 and paths_out[k] > 0 for k in range(len(dag.nodes))]
-    weight = {f: [int(fam == f) for fam in dag.families] for f in FAMILIES}
-    weight["compute"] = [int(fam in _COMPUTE) for fam in dag.families]
+    weight = dag.weight
 
     out: dict[str, float] = {"log10_paths": math.log10(total)}
     for f in ("compute", *FAMILIES):
@@ -177,8 +176,7 @@ def _body_features(model: onnx.ModelProto, function: onnx.FunctionProto) -> dict
     called = _called(function, {(f.domain, f.name): f for f in model.functions})
     body = helper.make_model(graph, opset_imports=list(model.opset_import), functions=called)
     dag = _Dag(onnx.inliner.inline_local_functions(body).graph if called else graph)
-    weight = {f: [int(fam == f) for fam in dag.families] for f in FAMILIES}
-    weight["compute"] = [int(fam in _COMPUTE) for fam in dag.families]
+    weight = dag.weight
     paths = dag.paths_between(_Dag.SOURCE, _Dag.END, blocked=None)
     out = {"block_paths": paths}
     for f, w in weight.items():
@@ -201,6 +199,9 @@ class _Dag:
         producer = {name: k for k, node in enumerate(self.nodes) for name in node.output}
         sources = {i.name for i in graph.input} - {init.name for init in graph.initializer}
         self.families = [family(n) for n in self.nodes]
+        #: per family (and ``compute``, every convolution and fully connected layer): 1 at its nodes
+        self.weight = {f: [int(fam == f) for fam in self.families] for f in FAMILIES}
+        self.weight["compute"] = [int(fam in _COMPUTE) for fam in self.families]
         #: per node, the nodes it reads from (SOURCE for a graph input), once per input tensor; a node
         #: whose output is identically zero reads from none, so no path passes through it
         self.parents = []

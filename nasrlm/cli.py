@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 import search_spaces
 from exporters.latency import DeviceProfile
 from nasrlm import __version__
-from nasrlm.data import available_objectives, load_table
+from nasrlm.data import available_objectives, load_table, resolve_data_dir
 from nasrlm.presets import FINE_TUNE, SIZES, TRAIN
 
 #: Exit status for bad input, as argparse uses.
@@ -360,8 +360,6 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
         spaces = _comma_list(args.spaces) if args.spaces else None
         for name in spaces or []:
             _space(name)
-        from nasrlm.data import resolve_data_dir
-
         data_dir = resolve_data_dir(args.data_dir)  # --data-dir, else $NASRLM_DATA
         if data_dir is None:
             log("no data directory (--data-dir or $NASRLM_DATA): pre-training on free labels only")
@@ -372,8 +370,7 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
         fit_normalizers(predictor, tasks)
         output.mkdir(parents=True, exist_ok=True)
         save_tasks(tasks, output / ROWS_FILE)
-        state = PretrainState(exclude=exclude, spaces=[t.space for t in tasks],
-                              rows={t.space: len(t.texts) for t in tasks}, config=vars(config).copy())
+        state = PretrainState.start(tasks, config, exclude)
     tags = {o for t in tasks for o in t.objectives}
     rows = sum(len(t.texts) for t in tasks)
     log(f"pre-training on {rows:,} rows of {len(tasks)} spaces, {len(tags)} tags, "
@@ -545,7 +542,6 @@ def _rlm_options(pairs: Sequence[str]) -> dict[str, Any]:
 def cmd_demo(args: argparse.Namespace) -> int:
     import time
 
-    from nasrlm.data import resolve_data_dir
     from nasrlm.search import search_job, summary
 
     start = time.perf_counter()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -118,11 +118,8 @@ class RLMPredictor:
         tags = [renamed.get(t, t) for t in base.model.config.objectives]
         known = set(tags)
         tags += [o.name for o in objectives if o.name not in known]
-        metadata = {renamed.get(n, n): o for n, o in base.objectives.items()}
-        for o in objectives:
-            metadata[o.name] = o
-        metadata = {n: Objective(n, o.unit, o.description, o.source, o.higher_is_better)
-                    for n, o in metadata.items()}
+        metadata = {renamed.get(n, n): replace(o, name=renamed.get(n, n)) for n, o in base.objectives.items()}
+        metadata.update((o.name, o) for o in objectives)
         model = base.model.with_objectives(tuple(tags), renamed=renamed)
         normalizers = {renamed.get(n, n): v for n, v in base.normalizers.items()}
         return cls(base.tokenizer, model, list(metadata.values()), normalizers)

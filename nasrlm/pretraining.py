@@ -110,6 +110,13 @@ class PretrainState:
     finished: bool = False
     loss: list[float] = field(default_factory=list)  # mean training loss per checkpoint interval
 
+    @classmethod
+    def start(cls, tasks: Sequence[Task], config: PretrainConfig, exclude: Sequence[str] = ()
+              ) -> PretrainState:
+        """The state of a new run on ``tasks`` (``exclude``: the patterns they were collected with)."""
+        return cls(exclude=list(exclude), spaces=[t.space for t in tasks],
+                   rows={t.space: len(t.texts) for t in tasks}, config=asdict(config))
+
     def save(self, path: Path) -> None:
         (path / PRETRAINING_FILE).write_text(json.dumps(asdict(self), indent=2) + "\n")
 
@@ -246,12 +253,11 @@ def pretrain(predictor: RLMPredictor, tasks: Sequence[Task], config: PretrainCon
     """Train ``predictor`` on ``tasks`` until ``config.minutes`` or ``config.max_steps`` is spent.
 
     With ``output``, the predictor, :data:`PRETRAINING_FILE` and the optimiser state are saved there
-    every ``config.checkpoint_minutes`` and at the end; pass the saved ``state`` (and the predictor and
-    optimiser loaded from there, see :func:`resume`) to continue a run. The learning rate warms up, then
-    follows a cosine over whichever budget (time or steps) runs out first.
+    every ``config.checkpoint_minutes`` and at the end. To continue a run, pass the saved ``state``
+    and the predictor loaded from ``output``; the optimiser state is read from there. The learning rate
+    warms up, then follows a cosine over whichever budget (time or steps) runs out first.
     """
-    state = state or PretrainState(exclude=[], spaces=[t.space for t in tasks],
-                                   rows={t.space: len(t.texts) for t in tasks}, config=asdict(config))
+    state = state or PretrainState.start(tasks, config)
     model = predictor.model.to(device)
     free = len(FREE_OBJECTIVES)
     encoded = [predictor.encode_texts(t.texts) for t in tasks]
@@ -310,7 +316,6 @@ def pretrain(predictor: RLMPredictor, tasks: Sequence[Task], config: PretrainCon
             state.loss.append(running / count)
             running, count = 0.0, 0
             _checkpoint(predictor, optimizer, state, output)
-            model.train()
             last_save = time.perf_counter()
     bar.close()
     if count:

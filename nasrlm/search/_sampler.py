@@ -138,7 +138,7 @@ class RLMSampler(BaseSampler):
         self.model_options = dict(DEFAULT_MODEL if model is None else model)
         self.base = base
         self.device = device
-        self._base: Any = None  # the base RLMPredictor, loaded with the first fit
+        self._base_predictor: Any = None  # the base RLMPredictor, loaded with the first fit
         self.progress = progress
         self._seed = seed if seed is not None else int(np.random.SeedSequence().entropy % 2**31)
         self._rng = np.random.default_rng(self._seed)
@@ -278,8 +278,8 @@ class RLMSampler(BaseSampler):
         pool = self._pool_ids = list(dict.fromkeys(self.arch_id_of(p) for p in self._pool_params))
         if self.base is not None:
             self.log(f"starting from the base model {self.base}")
-            self._base = RLMPredictor.from_base(self.base, objectives, space=self.space.name)
-            self._predictor = copy.deepcopy(self._base).to(self.device)
+            self._base_predictor = RLMPredictor.from_base(self.base, objectives, space=self.space.name)
+            self._predictor = copy.deepcopy(self._base_predictor).to(self.device)
             return
         self.log(f"learning the ONNX tokenizer on {len(pool):,} architectures")
         self._describe(pool)
@@ -319,8 +319,8 @@ class RLMSampler(BaseSampler):
         start = time.perf_counter()
         if self._predictor is None:
             self._create(study)
-        elif self._base is not None:  # every refit starts from the base, not from the latest round
-            self._predictor = copy.deepcopy(self._base).to(self.device)
+        elif self._base_predictor is not None:  # every refit starts from the base, not from the latest round
+            self._predictor = copy.deepcopy(self._base_predictor).to(self.device)
         rows: dict[str, Sequence[float]] = {}
         for t in complete:
             rows.setdefault(self.arch_id_of(t.params), t.values)
@@ -339,7 +339,7 @@ class RLMSampler(BaseSampler):
         # more than the trials: refit it); objectives get room beyond the best value seen so far, or no
         # candidate could ever be predicted to extend the front. The prior's normal scores are taken
         # over the candidate pool, the population the proposals come from.
-        refit = self._objective_names if (self.pretrain_archs or self._base is not None) else True
+        refit = self._objective_names if (self.pretrain_archs or self._base_predictor is not None) else True
         prior = ({"prior_from": self._free_names, "prior_reference": self.free_labels_of(self._pool_ids)}
                  if self.free_label_prior else {})
         self._predictor.fit([self.text_of(i) for i in ids], values, order, config,
