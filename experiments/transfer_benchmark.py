@@ -11,7 +11,10 @@ Two tasks, each on fixed splits (seed s: a permutation of the table drawn with `
   measured architectures, Spearman ρ on 3,000 others (NB201) or on the rest of the 5,000 (FBNet).
 
 Methods: ``rlm`` (the base fine-tuned: ``RLMPredictor.from_base`` + ``fine_tune``), ``rlm-prior`` (the
-same, learning the residual of the free-label prior), ``forest`` (a random forest on the free and graph
+same, learning the residual of the free-label line prior), ``rlm-graph`` (accuracy: the residual of a
+feature prior on the free and graph labels, ``--prior-kind``, default ``auto``), ``rlm-ctx`` (devices:
+the residual of a feature prior on the latencies of the devices the base saw, measured on the same
+architectures; both also report the prior alone), ``forest`` (a random forest on the free and graph
 labels read off the ONNX graph, ``nasrlm.free_labels``), ``cell-forest`` (the same forest on GRAF-style
 features of the NB201 cell, space-specific: what the generic labels miss), ``gbdt`` (gradient-boosted
 trees on the one-hot encoding of the cell or blocks plus the free labels), ``ctx-forest`` (the forest
@@ -127,27 +130,38 @@ def ridge(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray) -> np.nd
     return RidgeCV(alphas=np.logspace(-3, 3, 13)).fit(x_train, y_train).predict(x_test)
 
 
-def fine_tuned(base: Path, space: SearchSpace, name: str, texts: list[str], free: np.ndarray,
-               train: np.ndarray, y: np.ndarray, test: np.ndarray, a: argparse.Namespace, seed: int,
-               prior: bool) -> tuple[np.ndarray, float]:
-    """Median predictions on ``test`` of the base fine-tuned on ``train``; and the fine-tune's seconds."""
+def fine_tuned(base: Path, space: SearchSpace, name: str, texts: list[str], train: np.ndarray, y: np.ndarray,
+               test: np.ndarray, a: argparse.Namespace, seed: int, *, kind: str | None = None,
+               given: dict[str, np.ndarray] | None = None, features: dict[str, np.ndarray] | None = None
+               ) -> tuple[np.ndarray, np.ndarray | None, float]:
+    """The base fine-tuned on ``train``: its median predictions on ``test``, its prior's alone (or
+    ``None``), and the fine-tune's seconds.
+
+    ``given`` columns (every row) are decoded before ``name``; with a prior ``kind`` they are its
+    inputs, with ``features`` (every row, not decoded) beside them.
+    """
     from nasrlm.data import Objective
 
+    given, features = given or {}, features or {}
     objective = Objective(name, "", "target", "benchmark", True)
     predictor = RLMPredictor.from_base(base, [objective], space=space.name)
     schedule = dataclasses.replace(FINE_TUNE, steps=a.steps, learning_rate=a.lr)  # nasrlm train --init's
     config = TrainConfig(batch_size=32, seed=seed, progress=False, **schedule.settings(len(train), 32))
-    names = [*FREE, name] if prior else [name]
-    values = np.hstack([free[train, :2], y[:, None]]) if prior else y[:, None]
-    refit = True if prior else [name]
+    values = np.column_stack([*(v[train] for v in given.values()), y])
+    prior = {"prior_from": tuple(given), "prior_inputs": {k: v[train] for k, v in features.items()},
+             "prior_kind": kind} if kind else {}
+    refit = True if kind == "line" else [name]  # the line prior's free labels were measured refitted
     start = time.perf_counter()
-    predictor.fit([texts[i] for i in train], values, names, config, refit_normalizers=refit,
-                  prior_from=FREE if prior else ())
+    predictor.fit([texts[i] for i in train], values, [*given, name], config, refit_normalizers=refit, **prior)
     seconds = time.perf_counter() - start
-    given = {n: free[test, k] for k, n in enumerate(FREE)} if prior else None
-    draws = predictor.sample([texts[i] for i in test], [name], given=given, num_samples=a.samples,
+    draws = predictor.sample([texts[i] for i in test], [name], given={k: v[test] for k, v in given.items()},
+                             features={k: v[test] for k, v in features.items()}, num_samples=a.samples,
                              batch_size=64, seed=seed)
-    return np.median(draws, axis=1)[:, 0], seconds
+    alone = None
+    if kind:
+        x = np.column_stack([*(given[k][test] for k in given), *(features[k][test] for k in features)])
+        alone = predictor.prior.mean(x)[:, 0]
+    return np.median(draws, axis=1)[:, 0], alone, seconds
 
 
 def base_predictions(base: Path, space: SearchSpace, texts: list[str], tags: list[str], cache: Path
@@ -206,14 +220,19 @@ def run_accuracy(a, seed: int, record) -> None:
             runs["ctx-forest"] = forest(context[train], y, context[test], seed)
         if "forest+rlm" in a.methods:  # the base learns what the forest leaves over (out of bag)
             predicted, oob = forest(free[train], y, free[test], seed, out_of_bag=True)
-            residual, seconds = fine_tuned(a.base, space, "acc", texts, free, train, y - oob, test, a, seed,
-                                           prior=False)
+            residual, _, seconds = fine_tuned(a.base, space, "acc", texts, train, y - oob, test, a, seed)
             runs["forest+rlm"], runs["forest+rlm/2"] = predicted + residual, predicted + residual / 2
             print(f"  acc N={n} seed {seed} forest+rlm: fine-tune {seconds:.0f} s", flush=True)
-        for method in ("rlm", "rlm-prior"):
+        free_given = {f: free[:, k] for k, f in enumerate(FREE)}
+        graph = {o.name: free[:, k] for k, o in enumerate(ALL_FREE_OBJECTIVES) if k >= len(FREE)}
+        for method, kind, features in (("rlm", None, None), ("rlm-prior", "line", None),
+                                       ("rlm-graph", a.prior_kind, graph)):
             if method in a.methods:
-                runs[method], seconds = fine_tuned(a.base, space, "acc", texts, free, train, y, test, a, seed,
-                                                   prior=method == "rlm-prior")
+                runs[method], alone, seconds = fine_tuned(
+                    a.base, space, "acc", texts, train, y, test, a, seed, kind=kind,
+                    given=free_given if kind else None, features=features)
+                if features is not None:
+                    runs[f"{method} (prior alone)"] = alone
                 print(f"  acc N={n} seed {seed} {method}: fine-tune {seconds:.0f} s", flush=True)
         for method, pred in runs.items():
             record("nb201 acc", f"N={n}", method, float(stats.kendalltau(pred, truth).statistic))
@@ -259,10 +278,16 @@ def run_unseen(a, seed: int, record) -> None:
                 runs["forest"] = forest(free[train], np.log(y), free[test], seed)
             if x_hot is not None:
                 runs["gbdt"] = gbdt_predict(x_hot[train], np.log(y)[:, None], x_hot[test], seed)[:, 0]
-            for method in ("rlm", "rlm-prior"):
+            free_given = {f: free[:, k] for k, f in enumerate(FREE)}
+            sources = {d: values[:, len(devices) + k] for k, d in enumerate(table.names[len(devices):])}
+            for method, kind, given, features in (("rlm", None, None, None),
+                                                  ("rlm-prior", "line", free_given, None),
+                                                  ("rlm-ctx", a.prior_kind, None, sources)):
                 if method in a.methods:
-                    runs[method], seconds = fine_tuned(a.base, space, device, texts, free, train, y, test, a,
-                                                       seed, prior=method == "rlm-prior")
+                    runs[method], alone, seconds = fine_tuned(a.base, space, device, texts, train, y, test, a,
+                                                              seed, kind=kind, given=given, features=features)
+                    if method == "rlm-ctx":
+                        runs[f"{method} (prior alone)"] = alone
                     print(f"  {space_name} {device} seed {seed} {method}: fine-tune {seconds:.0f} s",
                           flush=True)
             for method, pred in runs.items():
@@ -302,6 +327,7 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=FINE_TUNE.steps, help="fine-tuning optimiser steps")
     p.add_argument("--lr", type=float, default=FINE_TUNE.learning_rate, help="fine-tuning peak learning rate")
     p.add_argument("--samples", type=int, default=32, help="decoded samples per test architecture")
+    p.add_argument("--prior-kind", default="auto", help="the feature prior of rlm-graph and rlm-ctx")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--cache", type=Path, default=Path(".cache/experiments"))
     p.add_argument("--smoke", action="store_true",

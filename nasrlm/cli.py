@@ -26,6 +26,10 @@ from nasrlm import __version__
 from nasrlm.data import available_objectives, load_table, resolve_data_dir
 from nasrlm.presets import FINE_TUNE, SIZES, TRAIN
 
+#: ``--prior``: the ``prior_kind`` values of ``RLMPredictor.fit`` (kept here so the CLI starts without numpy's
+#: heavier neighbours; a test checks it against ``nasrlm.feature_prior.KINDS``)
+PRIOR_KINDS = ("line", "auto", "forest", "ridge")
+
 #: Exit status for bad input, as argparse uses.
 USAGE_ERROR = 2
 #: ``nasrlm search --sampler`` choices (kept in step with :data:`nasrlm.search.SAMPLERS` by a test).
@@ -299,12 +303,13 @@ def cmd_train(args: argparse.Namespace) -> int:
     derived_from = None
     if args.equivalents:
         ids, values, derived_from = _with_equivalents(space, ids, values, objectives, args)
-    if args.prior:
-        print("free-label prior: each objective as a straight line through the parameter count or the MACs, "
-              "the model learns the rest", file=sys.stderr)
+    prior = None if args.prior == "none" else args.prior
+    if prior:
+        print(f"{prior} prior on the free labels{'' if prior == 'line' else ' and graph labels'}: the model "
+              "learns what it leaves unexplained", file=sys.stderr)
     # a base keeps the normalisers of what it knows; prior residuals and new columns get their own
-    refit = True if (args.prior or not args.init) else new
-    report = predictor.fine_tune(space, ids, values, names, config, prior=args.prior, refit_normalizers=refit,
+    refit = True if (prior or not args.init) else new
+    report = predictor.fine_tune(space, ids, values, names, config, prior=prior, refit_normalizers=refit,
                                  derived_from=derived_from, progress=not args.quiet)
     predictor.to("cpu").save(args.output)
     print(f"saved {args.output}: best epoch {report.best_epoch + 1} of {len(report.train_loss)} "
@@ -444,18 +449,6 @@ def torch_threads(threads: int | None) -> None:
         torch.set_num_threads(threads)
 
 
-def _prior_inputs(predictor: Any, space: search_spaces.SearchSpace, ids: Sequence[str]
-                  ) -> dict[str, np.ndarray] | None:
-    """The free labels a model trained with ``--prior`` reads, computed from each architecture's graph."""
-    if not predictor.prior_free:
-        return None
-    from nasrlm.free_labels import FREE_OBJECTIVES, free_labels
-
-    labels = free_labels(space, ids)
-    names = [o.name for o in FREE_OBJECTIVES]
-    return {name: labels[:, names.index(name)] for name in predictor.prior_free}
-
-
 def cmd_predict(args: argparse.Namespace) -> int:
     from nasrlm.predictor import RLMPredictor
 
@@ -464,7 +457,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     space = _space(args.space)
     ids = _arch_ids(space, args)
     predictions = predictor.predict(_texts(space, ids), num_samples=args.samples, seed=args.seed,
-                                    given=_prior_inputs(predictor, space, ids))
+                                    **predictor.known_labels(space, ids))
     out = {i: {k: v.to_dict() for k, v in p.items()} for i, p in zip(ids, predictions, strict=True)}
     print(json.dumps(out, indent=2))
     return 0
@@ -487,7 +480,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
                        f"{args.model}")
     truth = np.stack([table.column(n) for n in names], axis=1)
     samples = predictor.sample(_texts(space, table.ids), names, num_samples=args.samples, seed=args.seed,
-                               progress=not args.quiet, given=_prior_inputs(predictor, space, table.ids))
+                               progress=not args.quiet, **predictor.known_labels(space, table.ids))
     median = np.median(samples, axis=1)
     result = {}
     for k, name in enumerate(names):
@@ -625,9 +618,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "from scratch; columns it knows keep their tags, new ones get new tags")
     p.add_argument("--pretrain", type=int, default=0, metavar="N",
                    help="first pre-train on free labels (params, MACs) of N random architectures")
-    p.add_argument("--prior", action="store_true",
-                   help="learn each objective as what a straight line through the best free label "
-                        "(params, MACs) leaves unexplained; predict/eval compute the free labels")
+    p.add_argument("--prior", choices=("none", *PRIOR_KINDS), default="none",
+                   help="learn each objective as what a prior leaves unexplained: 'line' (a straight line "
+                        "through the best free label: params, MACs), 'forest' or 'ridge' on the free and "
+                        "graph labels, 'auto' (per objective, whichever errs less out of sample); "
+                        "predict/eval compute the labels it reads (default: %(default)s)")
     p.add_argument("--equivalents", type=int, default=0, metavar="K",
                    help="also train on up to K architectures equivalent to each labelled one (e.g. NB201 "
                         "cells differing only in dead edges), labelled with the --carry objectives only")

@@ -8,17 +8,20 @@ per objective — plus the objectives' names and units, and saves them as a dire
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import torch
+from safetensors.numpy import load_file as load_arrays
+from safetensors.numpy import save_file as save_arrays
 from safetensors.torch import load_model, save_model
 from tqdm.auto import tqdm
 
 from nasrlm import __version__
 from nasrlm.data import Objective
+from nasrlm.feature_prior import FeaturePrior
 from nasrlm.inference import sample_scaled
 from nasrlm.model import RegressionLM, RLMConfig
 from nasrlm.normalize import Normalizer
@@ -28,8 +31,14 @@ from nasrlm.tokenizers import NumberTokenizer, OnnxTokenizer
 from nasrlm.training import TrainConfig, TrainReport, derived_sources, pad_batch, train
 from search_spaces import SearchSpace
 
-#: Validation rows needed before the model's residual is weighed on them (fewer: kept whole).
+#: Validation rows needed before the model's residual is weighed on them.
 MIN_VALIDATION_ROWS = 10
+#: The share of a residual kept when there were too few validation rows to weigh it: none. Fine-tuned
+#: on 20 measurements of an unseen device, the residual pulled a ridge prior's ranking down (see
+#: experiments/README.md, "Transfer from a pre-trained base model"); it must prove itself first.
+UNVALIDATED_RESIDUAL_WEIGHT = 0.0
+#: Where a feature prior's forests are saved, beside ``config.json``.
+PRIOR_FILE = "prior.safetensors"
 #: Quantiles reported with every prediction.
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 #: The digit format the decoder writes: +d.ddd × 10^0, since labels are normalised into [1, 10). Sign
@@ -65,10 +74,10 @@ class RLMPredictor:
         self.normalizers = dict(normalizers or {})
         #: objectives predicted by default, in decode order: those of the latest :meth:`fit`
         self.decode_order = tuple(decode_order)
-        #: set by ``fit(..., prior_from=...)``: the free-label prior, the free labels it reads and the
+        #: set by ``fit(..., prior_from=..., prior_inputs=...)``: the prior, the labels it reads and the
         #: objectives the model predicts as residuals of it
-        self.prior: FreeLabelPrior | None = None
-        self.prior_free: tuple[str, ...] = ()
+        self.prior: FreeLabelPrior | FeaturePrior | None = None
+        self.prior_inputs: tuple[str, ...] = ()
         self.prior_objectives: tuple[str, ...] = ()
         #: per prior objective, the share of the model's residual that :meth:`sample` keeps by default,
         #: estimated on the validation rows of the latest fit (see :func:`~nasrlm.prior.residual_weight`)
@@ -137,6 +146,7 @@ class RLMPredictor:
     def fit(self, texts: Sequence[str], values: np.ndarray, objectives: Sequence[str],
             config: TrainConfig | None = None, *, refit_normalizers: bool | Collection[str] = True,
             headroom: float = 0.0, prior_from: Sequence[str] = (),
+            prior_inputs: Mapping[str, np.ndarray] | None = None, prior_kind: str = "line",
             prior_reference: np.ndarray | None = None,
             derived_from: Sequence[int] | None = None) -> TrainReport:
         """Train on ``values`` (n, len(objectives); NaN = unknown), decoding ``objectives`` in this order.
@@ -146,16 +156,23 @@ class RLMPredictor:
         just the named ones; an objective without a normaliser always gets one). ``headroom`` lets
         predictions go past the training labels' range (see :meth:`Normalizer.fit`).
 
-        ``prior_from`` names columns of ``objectives`` that are free labels (known for every
-        architecture, e.g. ``("params_m", "macs_m")``, decoded first): every other objective is then
-        learned as what a straight line through the best of them leaves unexplained
-        (:class:`~nasrlm.prior.FreeLabelPrior`), and :meth:`sample` adds the line back — it then needs
-        those free labels ``given``. With few labels the model alone ranks below its free labels.
-        ``prior_reference`` (rows of those free labels) is the population the prior's normal scores
-        are taken over; by default the training rows, but a search should pass its candidates.
+        A prior predicts every objective from labels known for every architecture, and the model
+        learns only what it leaves unexplained; :meth:`sample` adds the prior back. Its inputs are
+        ``prior_from``, columns of ``objectives`` (decoded first, e.g. ``("params_m", "macs_m")``, or
+        the latencies of devices already measured), and ``prior_inputs``, further columns that are
+        not decoded (e.g. the graph labels of :data:`~nasrlm.free_labels.GRAPH_OBJECTIVES`);
+        :meth:`sample` then needs them all, in ``given`` or ``features``. ``prior_kind`` is
+        ``"line"`` (a straight line through the best single input, in normal scores:
+        :class:`~nasrlm.prior.FreeLabelPrior`) or a :class:`~nasrlm.feature_prior.FeaturePrior`:
+        ``"forest"``, ``"ridge"`` or ``"auto"`` (per objective, whichever errs less out of sample).
+        With few labels the model alone ranks below its free labels. ``prior_reference`` (rows of the
+        inputs; line prior only) is the population the prior's normal scores are taken over; by
+        default the training rows, but a search should pass its candidates.
         With a prior and a validation split, the model's residual is then checked on the validation
         rows and :meth:`sample` keeps only the share of it that proved real (:attr:`residual_weights`):
-        on NB201 with a few hundred labels the full residual ranked below the prior alone.
+        on NB201 with a few hundred labels the full residual ranked below the prior alone. With fewer
+        than :data:`MIN_VALIDATION_ROWS` validation rows it keeps
+        :data:`UNVALIDATED_RESIDUAL_WEIGHT` of it, and the samples keep their spread.
 
         ``derived_from`` marks augmented rows (:func:`nasrlm.augment.equivalent_rows`): the row each
         was made from, -1 for originals. Normalisers and the prior are fitted on the originals only,
@@ -167,10 +184,12 @@ class RLMPredictor:
         if unknown:
             raise ValueError(f"objective(s) {unknown} are not among this model's {list(self.objectives)}")
         original = derived_sources(derived_from, len(texts)) < 0
-        prior, free, predicted = None, tuple(prior_from), ()
-        if free:  # validated before anything changes: a refused call leaves the predictor as it was
-            prior, predicted, values = self._fit_prior(values, objectives, free, prior_reference, original)
-        self.prior, self.prior_free, self.prior_objectives = prior, free, predicted
+        prior, inputs, predicted, x = None, (*prior_from, *(prior_inputs or {})), (), None
+        if inputs:  # validated before anything changes: a refused call leaves the predictor as it was
+            x = self._prior_matrix(values, objectives, tuple(prior_from), dict(prior_inputs or {}))
+            prior, predicted, values = self._fit_prior(x, values, objectives, tuple(prior_from), prior_kind,
+                                                       prior_reference, original)
+        self.prior, self.prior_inputs, self.prior_objectives = prior, inputs, predicted
         self.residual_weights = {}
         for k, name in enumerate(objectives):
             refit = refit_normalizers if isinstance(refit_normalizers, bool) else name in refit_normalizers
@@ -181,71 +200,129 @@ class RLMPredictor:
                        derived_from=derived_from)
         self.decode_order = objectives
         if prior is not None and len(report.validation_rows) >= MIN_VALIDATION_ROWS:
-            self.residual_weights = self._validated_weights(texts, values, objectives, report.validation_rows)
+            self.residual_weights = self._validated_weights(texts, x, values, objectives,
+                                                            report.validation_rows)
+        elif prior is not None:
+            self.residual_weights = dict.fromkeys(predicted, UNVALIDATED_RESIDUAL_WEIGHT)
         return report
 
     def fine_tune(self, space: SearchSpace, arch_ids: Sequence[str], values: np.ndarray, names: Sequence[str],
-                  config: TrainConfig | None = None, *, prior: bool = False,
+                  config: TrainConfig | None = None, *, prior: str | None = None,
                   refit_normalizers: bool | Collection[str] = True,
                   derived_from: Sequence[int] | None = None, progress: bool = False) -> TrainReport:
         """Train on labelled architectures of ``space``: the recipe every caller shares.
 
-        Each architecture's text and free labels come from one ONNX build. With ``prior``, the free
-        labels this model has tags for (and that ``names`` does not hold) are decoded first and every
-        objective in ``names`` is learned as the residual of the free-label prior (see :meth:`fit`);
-        :meth:`sample` then needs the free labels ``given``.
+        Each architecture's text and free labels come from one ONNX build. With a ``prior`` (a
+        ``prior_kind`` of :meth:`fit`), the free labels this model has tags for (and that ``names``
+        does not hold) are decoded first, and every objective in ``names`` is learned as the residual
+        of a prior on the free labels, and for ``"auto"``, ``"forest"`` and ``"ridge"`` on the graph
+        labels too (:data:`~nasrlm.free_labels.GRAPH_OBJECTIVES`); :meth:`sample` then needs them:
+        :meth:`known_labels` computes them.
         """
-        from nasrlm.free_labels import FREE_OBJECTIVES, texts_and_free_labels
+        from nasrlm.feature_prior import KINDS
+        from nasrlm.free_labels import ALL_FREE_OBJECTIVES, FREE_OBJECTIVES, texts_and_free_labels
 
+        if prior is not None and prior != "line" and prior not in KINDS:
+            raise ValueError(f"prior {prior!r}: expected line or one of {', '.join(KINDS)}")
         names = list(names)
         free = [k for k, o in enumerate(FREE_OBJECTIVES)
                 if prior and o.name not in names and o.name in self.objectives]
-        if prior and not free:
+        if prior == "line" and not free:
             raise ValueError("prior: the free labels are among the objectives trained, nothing is left to "
                              "predict from them")
-        texts, labels = texts_and_free_labels(space, arch_ids, progress=progress)
+        graph = prior not in (None, "line")
+        texts, labels = texts_and_free_labels(space, arch_ids, graph=graph, progress=progress)
         free_names = [FREE_OBJECTIVES[k].name for k in free]
+        inputs = {o.name: labels[:, k] for k, o in enumerate(ALL_FREE_OBJECTIVES)
+                  if graph and o.name not in free_names and o.name not in names}
         table = np.hstack([labels[:, free], np.asarray(values, dtype=np.float64).reshape(len(texts), -1)])
         return self.fit(texts, table, [*free_names, *names], config, refit_normalizers=refit_normalizers,
-                        prior_from=tuple(free_names) if prior else (), derived_from=derived_from)
+                        prior_from=tuple(free_names), prior_inputs=inputs, prior_kind=prior or "line",
+                        derived_from=derived_from)
 
-    def _validated_weights(self, texts: Sequence[str], values: np.ndarray, objectives: tuple[str, ...],
-                           rows: Sequence[int]) -> dict[str, float]:
+    def known_labels(self, space: SearchSpace, arch_ids: Sequence[str]) -> dict[str, dict[str, np.ndarray]]:
+        """The labels this model's prior reads, computed from each architecture's graph, as the keyword
+        arguments of :meth:`sample`: ``{"given": decoded ones, "features": the others}``.
+
+        Empty without a prior; a prior on labels that are not free (a device's latency) cannot be
+        computed here: pass those yourself.
+        """
+        from nasrlm.free_labels import ALL_FREE_OBJECTIVES, FREE_OBJECTIVES, free_labels
+
+        if not self.prior_inputs:
+            return {}
+        names = [o.name for o in ALL_FREE_OBJECTIVES]
+        unknown = [f for f in self.prior_inputs if f not in names]
+        if unknown:
+            raise ValueError(f"this model's prior reads {unknown}, which are not free labels: pass them to "
+                             "sample() yourself")
+        graph = any(f not in {o.name for o in FREE_OBJECTIVES} for f in self.prior_inputs)
+        labels = free_labels(space, arch_ids, graph=graph)
+        columns = {f: labels[:, names.index(f)] for f in self.prior_inputs}
+        decoded = set(self.decode_order)
+        return {"given": {f: v for f, v in columns.items() if f in decoded},
+                "features": {f: v for f, v in columns.items() if f not in decoded}}
+
+    def _validated_weights(self, texts: Sequence[str], x: np.ndarray, values: np.ndarray,
+                           objectives: tuple[str, ...], rows: Sequence[int]) -> dict[str, float]:
         """Residual weight per prior objective from the model's median residual on held-out ``rows``
-        (``values`` holds the residuals the model was trained on)."""
-        free = {f: values[rows, objectives.index(f)] for f in self.prior_free}
-        predicted = self.sample([texts[i] for i in rows], self.prior_objectives, num_samples=16, given=free,
-                                residual_weight=dict.fromkeys(self.prior_objectives, 1.0))
-        median = self.prior.residuals(np.column_stack(list(free.values())), np.median(predicted, axis=1))
+        (``x``: the prior's inputs; ``values`` holds the residuals the model was trained on)."""
+        given = {f: values[rows, objectives.index(f)] for f in self.prior_inputs if f in objectives}
+        features = {f: x[rows, j] for j, f in enumerate(self.prior_inputs)}
+        predicted = self.sample([texts[i] for i in rows], self.prior_objectives, num_samples=16, given=given,
+                                features=features, residual_weight=dict.fromkeys(self.prior_objectives, 1.0))
+        median = self.prior.residuals(x[rows], np.median(predicted, axis=1))
         return {name: residual_weight(median[:, j], values[rows, objectives.index(name)])
                 for j, name in enumerate(self.prior_objectives)}
 
     @staticmethod
-    def _fit_prior(values: np.ndarray, objectives: tuple[str, ...], free: tuple[str, ...],
-                   reference: np.ndarray | None, original: np.ndarray
-                   ) -> tuple[FreeLabelPrior, tuple[str, ...], np.ndarray]:
-        """The free-label prior (fitted on the ``original`` rows), the objectives it predicts, and
-        ``values`` with those as residuals."""
-        absent = [f for f in free if f not in objectives]
+    def _prior_matrix(values: np.ndarray, objectives: tuple[str, ...], prior_from: tuple[str, ...],
+                      prior_inputs: dict[str, np.ndarray]) -> np.ndarray:
+        """The prior's inputs, (n, len(prior_from) + len(prior_inputs)), checked."""
+        absent = [f for f in prior_from if f not in objectives]
         if absent:
             raise ValueError(f"prior_from: {absent} are not among the objectives trained "
                              f"({list(objectives)})")
-        free_cols = [objectives.index(f) for f in free]
-        rest = [k for k in range(len(objectives)) if k not in free_cols]
+        trained = [f for f in prior_inputs if f in objectives]
+        if trained:
+            raise ValueError(f"prior_inputs: {trained} are objectives trained; name them in prior_from")
+        columns = [values[:, objectives.index(f)] for f in prior_from]
+        for name, column in prior_inputs.items():
+            column = np.asarray(column, dtype=np.float64).ravel()
+            if len(column) != len(values):
+                raise ValueError(f"prior_inputs[{name!r}] has {len(column)} values for {len(values)} rows")
+            columns.append(column)
+        x = np.column_stack(columns)
+        if not np.isfinite(x).all():
+            names = [*prior_from, *prior_inputs]
+            bad = [names[j] for j in np.flatnonzero(~np.isfinite(x).all(axis=0))]
+            raise ValueError(f"the prior's inputs {bad} must be known for every row")
+        return x
+
+    @staticmethod
+    def _fit_prior(x: np.ndarray, values: np.ndarray, objectives: tuple[str, ...],
+                   prior_from: tuple[str, ...], kind: str, reference: np.ndarray | None, original: np.ndarray
+                   ) -> tuple[FreeLabelPrior | FeaturePrior, tuple[str, ...], np.ndarray]:
+        """The prior (fitted on the ``original`` rows), the objectives it predicts, and ``values`` with
+        those as residuals: for a feature prior, the training rows' out-of-sample residuals."""
+        rest = [k for k in range(len(objectives)) if objectives[k] not in prior_from]
         if not rest:
             raise ValueError("prior_from names every objective: nothing is left to predict from them")
-        x = values[:, free_cols]
-        if np.isnan(x).any():
-            raise ValueError(f"prior_from: the free labels {list(free)} must be known for every row")
-        if reference is None:
-            reference = x[original]
-        reference = np.asarray(reference, dtype=np.float64)
-        if reference.ndim != 2 or reference.shape[1] != len(free) or not len(reference):
-            raise ValueError(f"prior_reference must be rows of the {len(free)} free labels {list(free)}, "
-                             f"got shape {reference.shape}")
-        prior = FreeLabelPrior.fit(x[original], values[original][:, rest], reference)
         values = values.copy()
-        values[:, rest] = prior.residuals(x, values[:, rest])
+        if kind == "line":
+            reference = x[original] if reference is None else np.asarray(reference, dtype=np.float64)
+            if reference.ndim != 2 or reference.shape[1] != x.shape[1] or not len(reference):
+                raise ValueError(f"prior_reference must be rows of the prior's {x.shape[1]} inputs, "
+                                 f"got shape {reference.shape}")
+            prior = FreeLabelPrior.fit(x[original], values[original][:, rest], reference)
+            values[:, rest] = prior.residuals(x, values[:, rest])
+        else:
+            if reference is not None:
+                raise ValueError("prior_reference applies to the line prior (prior_kind='line') only")
+            prior, held_out = FeaturePrior.fit(x[original], values[original][:, rest], kind=kind)
+            residuals = prior.residuals(x, values[:, rest])
+            residuals[original] += prior.mean(x[original]) - held_out
+            values[:, rest] = residuals
         return prior, tuple(objectives[k] for k in rest), values
 
     def _targets(self, values: np.ndarray, objectives: tuple[str, ...]) -> np.ndarray:
@@ -260,30 +337,34 @@ class RLMPredictor:
     # --- inference ------------------------------------------------------------------------------
     def sample(self, texts: Sequence[str], objectives: Sequence[str] | None = None, *, num_samples: int = 64,
                batch_size: int = 16, temperature: float = 1.0, seed: int = 0, progress: bool = False,
-               given: dict[str, np.ndarray] | None = None,
+               given: Mapping[str, np.ndarray] | None = None,
+               features: Mapping[str, np.ndarray] | None = None,
                residual_weight: dict[str, float] | None = None) -> np.ndarray:
         """Samples in the objectives' units, shape (len(texts), num_samples, len(objectives)).
 
         ``objectives`` defaults to :attr:`predicts`, the objectives of the latest fit.
         ``given`` maps objectives known for every text (e.g. free labels) to their values; they are
         fed to the decoder before ``objectives``, which are then sampled conditioned on them (train
-        with them first in the decode order).
+        with them first in the decode order). A model with a prior reads its inputs
+        (:attr:`prior_inputs`) from ``given`` and ``features``, which the decoder does not see.
 
         ``residual_weight`` (objectives learned as residuals of the free-label prior only) scales the
         median of each text's decoded residual, keeping the samples' spread around it: 0 centres the
         prediction on the prior, 1 trusts the model. Objectives it does not name use
-        :attr:`residual_weights` (fitted on validation rows), else 1.
+        :attr:`residual_weights` (fitted on validation rows, see :meth:`fit`).
         """
         objectives = tuple(objectives or self.predicts)
         given = dict(given or {})
+        inputs = {**given, **(features or {})}
         missing = [o for o in (*given, *objectives) if o not in self.normalizers]
         if missing:
             raise ValueError(f"objective(s) {missing} were never trained; trained: {self.trained_objectives}")
         residual = [k for k, o in enumerate(objectives) if o in self.prior_objectives]
-        if residual and any(f not in given for f in self.prior_free):
-            raise ValueError(f"this model predicts {[objectives[k] for k in residual]} from the free labels "
-                             f"{list(self.prior_free)}: pass them as given={{name: values}} "
-                             "(nasrlm.free_labels.free_labels computes them)")
+        absent = [f for f in self.prior_inputs if f not in inputs]
+        if residual and absent:
+            raise ValueError(f"this model predicts {[objectives[k] for k in residual]} from the labels "
+                             f"{absent}: pass them as given= or features={{name: values}} "
+                             "(known_labels(space, ids) computes free and graph labels)")
         given_tokens = None
         if given:
             known = np.stack([np.asarray(v, dtype=np.float64).reshape(len(texts)) for v in given.values()], 1)
@@ -309,8 +390,8 @@ class RLMPredictor:
             raise ValueError(f"residual_weight for {unknown}: not residual objectives of this call "
                              f"(residual objectives: {list(self.prior_objectives)})")
         if residual and self.prior is not None:
-            free = np.stack([np.asarray(given[f], dtype=np.float64).reshape(len(texts))
-                             for f in self.prior_free], axis=1)
+            x = np.stack([np.asarray(inputs[f], dtype=np.float64).reshape(len(texts))
+                          for f in self.prior_inputs], axis=1)
             block = self._residual_block(out, objectives)
             weights = {**self.residual_weights, **(residual_weight or {})}
             for name, weight in weights.items():
@@ -319,7 +400,7 @@ class RLMPredictor:
                 j = self.prior_objectives.index(name)
                 median = np.median(block[..., j], axis=1, keepdims=True)
                 block[..., j] += (weight - 1.0) * median
-            values = self.prior.values(free, block)
+            values = self.prior.values(x, block)
             for k in residual:
                 out[..., k] = values[..., self.prior_objectives.index(objectives[k])]
         return out
@@ -359,7 +440,7 @@ class RLMPredictor:
     @property
     def predicts(self) -> tuple[str, ...]:
         """What :meth:`sample` predicts by default: the latest fit's objectives, minus the prior's inputs."""
-        return tuple(o for o in self.decode_order if o not in self.prior_free)
+        return tuple(o for o in self.decode_order if o not in self.prior_inputs)
 
     @property
     def trained_objectives(self) -> tuple[str, ...]:
@@ -383,9 +464,14 @@ class RLMPredictor:
             "normalizers": {k: v.to_dict() for k, v in self.normalizers.items()},
             "decode_order": list(self.decode_order),
         }
+        arrays = {}
         if self.prior is not None:
-            meta["prior"] = {"free_labels": list(self.prior_free), "predicts": list(self.prior_objectives),
+            meta["prior"] = {"inputs": list(self.prior_inputs), "predicts": list(self.prior_objectives),
                              "fit": self.prior.to_dict(), "residual_weights": self.residual_weights}
+            arrays = self.prior.arrays() if isinstance(self.prior, FeaturePrior) else {}
+        (path / PRIOR_FILE).unlink(missing_ok=True)
+        if arrays:
+            save_arrays(arrays, path / PRIOR_FILE)
         (path / "config.json").write_text(json.dumps(meta, indent=2) + "\n")
         return path
 
@@ -408,8 +494,17 @@ class RLMPredictor:
         predictor = cls(tokenizer, model, [Objective(**o) for o in meta["objectives"]], normalizers,
                         meta["decode_order"])
         if "prior" in meta:
-            predictor.prior = FreeLabelPrior.from_dict(meta["prior"]["fit"])
-            predictor.prior_free = tuple(meta["prior"]["free_labels"])
+            fit = meta["prior"]["fit"]
+            if fit.get("kind") == "feature":
+                arrays = load_arrays(path / PRIOR_FILE) if (path / PRIOR_FILE).is_file() else {}
+                if any(m["kind"] == "forest" for m in fit["models"]) and not arrays:
+                    raise FileNotFoundError(f"{path} is not a complete nasrlm model directory: missing "
+                                            f"{PRIOR_FILE} (the prior's forests)")
+                predictor.prior = FeaturePrior.from_dict(fit, arrays)
+            else:
+                predictor.prior = FreeLabelPrior.from_dict(fit)
+            # checkpoints before feature priors called the inputs "free_labels"
+            predictor.prior_inputs = tuple(meta["prior"].get("inputs", meta["prior"].get("free_labels")))
             predictor.prior_objectives = tuple(meta["prior"]["predicts"])
             predictor.residual_weights = dict(meta["prior"].get("residual_weights", {}))
         return predictor

@@ -31,6 +31,7 @@ from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 from nasrlm.data import Objective
+from nasrlm.feature_prior import KINDS
 from nasrlm.metrics import expected_hypervolume_improvement, median_reference, pareto_mask
 from nasrlm.presets import SIZES
 from nasrlm.prior import residual_weight
@@ -49,6 +50,9 @@ OBJECTIVE_HEADROOM = 0.1
 MIN_CHECKED_PROPOSALS = 5
 #: Trial system attribute holding the model's unweighted median prediction for a trial it proposed.
 PREDICTED_ATTR = "nasrlm:predicted"
+
+#: What ``prior`` accepts besides ``None``.
+PRIOR_KINDS = ("line", *KINDS)
 
 _ACTIVE = (TrialState.RUNNING, TrialState.WAITING)
 #: A proposal's parameters and the model's unweighted median prediction for it (``None``: not needed).
@@ -80,10 +84,12 @@ class RLMSampler(BaseSampler):
         temperature: softmax temperature of those samples. Refitted on a few dozen trials the model is
             overconfident (its 50 % intervals hold 10-30 % of the truth on NB201); 2.5 calibrates
             them, but made the search worse there (HV ratio @100 0.43 against 0.64-0.71 at 1.0).
-        free_label_prior: predict each objective as a straight line (in normal scores) through the free
-            label that best explains the trials, and train the model on what that line leaves over
-            (see :mod:`nasrlm.prior`); without it the model learns each objective whole and
-            ranks unseen architectures worse than the free label alone.
+        prior: the prior the model learns the residual of (``RLMPredictor.fit``'s ``prior_kind``):
+            ``"line"``, a straight line (in normal scores) through the free label that best explains
+            the trials (:mod:`nasrlm.prior`); ``"forest"``, ``"ridge"`` or ``"auto"``, a model of the
+            free and graph labels (:mod:`nasrlm.feature_prior`; each candidate's graph labels are
+            then computed too); ``None``: the model learns each objective whole, and ranks unseen
+            architectures worse than the free label alone.
         weigh_residual: with the prior, scale the model's predicted residual (its median; the spread
             stays) by how well the model predicted its own evaluated proposals, in [0, 1] (see
             :meth:`residual_weights`). On NB201 the unweighted residual ranked the candidates below
@@ -107,7 +113,7 @@ class RLMSampler(BaseSampler):
 
     def __init__(self, space: SearchSpace, *, n_startup_trials: int = 10, proposals_per_fit: int = 10,
                  num_candidates: int = 2000, fresh_candidates: int = 500, num_samples: int = 16,
-                 temperature: float = 1.0, free_label_prior: bool = True, weigh_residual: bool = True,
+                 temperature: float = 1.0, prior: str | None = "line", weigh_residual: bool = True,
                  pretrain_archs: int = 2000, fit_steps: int = 150,
                  model: dict[str, Any] | None = None, base: str | None = None, device: str = "cpu",
                  seed: int | None = None,
@@ -129,7 +135,9 @@ class RLMSampler(BaseSampler):
         if temperature <= 0:
             raise ValueError(f"temperature must be positive, got {temperature}")
         self.temperature = temperature
-        self.free_label_prior = free_label_prior
+        if prior is not None and prior not in PRIOR_KINDS:
+            raise ValueError(f"prior {prior!r}: expected None or one of {', '.join(PRIOR_KINDS)}")
+        self.prior = prior
         self.weigh_residual = weigh_residual
         self.pretrain_archs = pretrain_archs
         self.fit_steps = fit_steps
@@ -230,7 +238,8 @@ class RLMSampler(BaseSampler):
 
         todo = [i for i in dict.fromkeys(arch_ids) if i not in self._free]
         if todo:
-            texts, free = texts_and_free_labels(self.space, todo, progress=self.progress and len(todo) > 1)
+            texts, free = texts_and_free_labels(self.space, todo, graph=self._graph_prior,
+                                                progress=self.progress and len(todo) > 1)
             self._texts.update(zip(todo, texts, strict=True))
             self._free.update(zip(todo, free, strict=True))
 
@@ -308,10 +317,31 @@ class RLMSampler(BaseSampler):
 
         return tuple(o.name for o in FREE_OBJECTIVES)
 
+    @property
+    def _graph_prior(self) -> bool:
+        """Whether the prior reads the graph labels (computed with the free labels, once per architecture)."""
+        return self.prior not in (None, "line")
+
     def free_labels_of(self, arch_ids: Sequence[str]) -> np.ndarray:
         """Free labels (parameters, MACs) of ``arch_ids``, computed once per architecture."""
+        return self._labels_of(arch_ids)[:, : len(self._free_names)]
+
+    def _labels_of(self, arch_ids: Sequence[str]) -> np.ndarray:
+        """Free labels, and with a graph prior the graph labels after them (rows of ``arch_ids``)."""
+        from nasrlm.free_labels import ALL_FREE_OBJECTIVES
+
         self._describe(arch_ids)
-        return np.array([self._free[i] for i in arch_ids]).reshape(len(arch_ids), len(self._free_names))
+        columns = len(ALL_FREE_OBJECTIVES) if self._graph_prior else len(self._free_names)
+        return np.array([self._free[i] for i in arch_ids]).reshape(len(arch_ids), columns)
+
+    def _graph_features(self, arch_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """The graph labels a graph prior reads (not decoded), by name; empty for other priors."""
+        from nasrlm.free_labels import ALL_FREE_OBJECTIVES
+
+        if not self._graph_prior:
+            return {}
+        labels = self._labels_of(arch_ids)
+        return {o.name: labels[:, k] for k, o in enumerate(ALL_FREE_OBJECTIVES) if k >= len(self._free_names)}
 
     def _fit(self, study: Study, complete: Sequence[FrozenTrial]) -> None:
         from nasrlm.training import TrainConfig
@@ -340,8 +370,13 @@ class RLMSampler(BaseSampler):
         # candidate could ever be predicted to extend the front. The prior's normal scores are taken
         # over the candidate pool, the population the proposals come from.
         refit = self._objective_names if (self.pretrain_archs or self._base_predictor is not None) else True
-        prior = ({"prior_from": self._free_names, "prior_reference": self.free_labels_of(self._pool_ids)}
-                 if self.free_label_prior else {})
+        prior: dict[str, Any] = {}
+        if self.prior == "line":
+            prior = {"prior_from": self._free_names, "prior_reference": self.free_labels_of(self._pool_ids),
+                     "prior_kind": "line"}
+        elif self.prior is not None:
+            prior = {"prior_from": self._free_names, "prior_inputs": self._graph_features(ids),
+                     "prior_kind": self.prior}
         self._predictor.fit([self.text_of(i) for i in ids], values, order, config,
                             refit_normalizers=refit, headroom=OBJECTIVE_HEADROOM, **prior)
         self._rounds += 1
@@ -406,7 +441,7 @@ class RLMSampler(BaseSampler):
         if len(rows) < MIN_CHECKED_PROPOSALS:
             return None
         ids = list(rows)
-        free = self.free_labels_of(ids)
+        free = self._labels_of(ids)  # the prior's inputs: free labels, then any graph labels
         actual = prior.residuals(free, np.array([rows[i][0] for i in ids], dtype=np.float64))
         predicted = prior.residuals(free, np.array([rows[i][1] for i in ids], dtype=np.float64))
         return {name: residual_weight(predicted[:, k], actual[:, k])
@@ -420,10 +455,13 @@ class RLMSampler(BaseSampler):
         """
         if self._predictor is None:
             raise RuntimeError("the sampler has not trained a model yet")
+        if residual_weight is None:  # the whole residual: the sampler weighs it by its own proposals
+            residual_weight = dict.fromkeys(self._predictor.prior_objectives, 1.0)
         free = self.free_labels_of(arch_ids)  # first: describes the new architectures in one batch
         texts = [self.text_of(i) for i in arch_ids]
         given = {name: free[:, k] for k, name in enumerate(self._free_names)}
-        return self._predictor.sample(texts, self._objective_names, given=given, batch_size=64, seed=seed,
+        return self._predictor.sample(texts, self._objective_names, given=given,
+                                      features=self._graph_features(arch_ids), batch_size=64, seed=seed,
                                       temperature=self.temperature, residual_weight=residual_weight,
                                       num_samples=num_samples or self.num_samples, progress=self.progress)
 

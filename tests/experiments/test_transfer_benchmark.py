@@ -21,9 +21,11 @@ def test_smoke_run_prints_every_table(tmp_path: Path, data_dir: Path) -> None:
                  EXCLUDE, "--max-rows", "16", "--free-rows", "0", "--max-steps", "2", "--size", "tiny",
                  "--device", "cpu", "--quiet"]) == 0
     run = _benchmark(data_dir, base, tmp_path, "--spaces", "nb201",
-                     "--methods", "rlm-prior,forest,forest+rlm,ctx-ridge,ridge")
+                     "--methods", "rlm-graph,rlm-ctx,forest,forest+rlm,ctx-ridge,ridge")
     assert run.returncode == 0, run.stderr[-2000:]
-    assert "| nb201 acc | forest | forest+rlm |" in run.stdout and "| N=20 |" in run.stdout
+    header = "| nb201 acc | forest | forest+rlm | forest+rlm/2 | rlm-graph | rlm-graph (prior alone) |"
+    assert header in run.stdout
+    assert "| N=20 |" in run.stdout and "| rlm-ctx | rlm-ctx (prior alone) |" in run.stdout
     assert "| nb201 unseen device | ridge | ctx-ridge |" in run.stdout and "| fpga |" in run.stdout
     # a base that saw its targets is refused
     leaky = tmp_path / "leaky"

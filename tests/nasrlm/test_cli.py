@@ -154,7 +154,8 @@ def test_train_on_a_published_column_named_like_a_free_label(capsys, tmp_path: P
     assert code == 0 and "saved" in err, err
 
 
-def test_train_with_the_free_label_prior_then_predict_and_eval_compute_free_labels(capsys, tmp_path) -> None:
+@pytest.mark.parametrize("prior", ["line", "auto"])
+def test_train_with_a_prior_then_predict_and_eval_compute_its_labels(capsys, tmp_path, prior) -> None:
     from nasrlm.data import Objective
     from nasrlm.free_labels import free_labels
     from search_spaces import NasBench201
@@ -166,8 +167,8 @@ def test_train_with_the_free_label_prior_then_predict_and_eval_compute_free_labe
     data = table.to_csv(tmp_path / "train.csv")
     model = tmp_path / "model"
     code, _, err = run(capsys, "train", "--data", str(data), "-o", str(model), "--size", "tiny",
-                       "--epochs", "1", "--prior", "--quiet")
-    assert code == 0 and "free-label prior" in err, err
+                       "--epochs", "1", "--prior", prior, "--quiet")
+    assert code == 0 and f"{prior} prior on the free labels" in err, err
     code, out, _ = run(capsys, "eval", str(model), "--data", str(data), "--samples", "16", "--quiet")
     assert code == 0 and json.loads(out)["lat"]["kendall"] > 0.9  # one epoch: the prior's ranking
     code, out, _ = run(capsys, "predict", str(model), "--space", "nb201", "--arch", ids[0], "--samples", "4")
@@ -253,3 +254,10 @@ def test_base_and_device_errors_are_one_line(capsys, tmp_path: Path, argv, says)
     path = table.to_csv(tmp_path / "t.csv")
     code, _, err = run(capsys, *[a.format(table=path, tmp=tmp_path) for a in argv])
     assert code == 2 and says in err and err.count("\n") == 1, err
+
+
+def test_the_cli_offers_every_prior_kind() -> None:
+    from nasrlm.cli import PRIOR_KINDS
+    from nasrlm.feature_prior import KINDS
+
+    assert ("line", *KINDS) == PRIOR_KINDS

@@ -206,8 +206,8 @@ def test_free_label_prior_ranks_by_the_free_label_before_any_learning_and_is_sav
     labelled = np.column_stack([convs, values[:, 1]])
     one_step = TrainConfig(max_epochs=1, batch_size=48, validation_fraction=0.0, progress=False)
     predictor.fit(texts, labelled, ("convs", "lat"), one_step, prior_from=("convs",))
-    assert predictor.prior_free == ("convs",) and predictor.prior_objectives == ("lat",)
-    with pytest.raises(ValueError, match="given"):
+    assert predictor.prior_inputs == ("convs",) and predictor.prior_objectives == ("lat",)
+    with pytest.raises(ValueError, match="features="):
         predictor.sample(texts[:4], ("lat",), num_samples=4)
     samples = predictor.sample(texts, ("lat",), num_samples=32, given={"convs": convs})
     # one optimiser step teaches the model nothing; the prior alone orders latency by the conv count
@@ -270,7 +270,7 @@ def test_the_residual_is_weighed_on_the_validation_rows_and_saved(corpus, tmp_pa
     assert RLMPredictor.load(tmp_path / "model").residual_weights == weights
     everything = TrainConfig(max_epochs=1, validation_fraction=0.0, progress=False)
     predictor.fit(texts, labelled, ("convs", "acc", "lat"), everything, prior_from=("convs",))
-    assert predictor.residual_weights == {}  # no validation rows: the residual is kept whole
+    assert predictor.residual_weights == {"acc": 0.0, "lat": 0.0}  # no validation rows: not trusted yet
 
 
 def test_free_label_prior_takes_its_normal_scores_over_the_reference_population(corpus) -> None:
@@ -287,3 +287,34 @@ def test_free_label_prior_takes_its_normal_scores_over_the_reference_population(
     with pytest.raises(ValueError, match="prior_reference"):
         predictor.fit(texts, labelled, ("convs", "lat"), one_step, prior_from=("convs",),
                       prior_reference=np.ones((5, 2)))
+
+
+def test_a_feature_prior_reads_inputs_the_decoder_never_sees_and_is_saved(corpus, tmp_path) -> None:
+    tokenizer, texts, values = corpus
+    convs = np.sqrt(values[:, 1] - 1)
+    noise = np.random.default_rng(0).random(len(texts))
+    torch.manual_seed(0)
+    predictor = RLMPredictor.create(tokenizer, OBJECTIVES, **TINY)
+    one_step = TrainConfig(max_epochs=1, batch_size=48, validation_fraction=0.0, progress=False)
+    predictor.fit(texts, values[:, 1:], ("lat",), one_step, prior_inputs={"convs": convs, "noise": noise},
+                  prior_kind="forest")
+    assert predictor.prior_inputs == ("convs", "noise") and predictor.predicts == ("lat",)
+    features = {"convs": convs, "noise": noise}
+    with pytest.raises(ValueError, match="noise"):
+        predictor.sample(texts, num_samples=4, features={"convs": convs})
+    samples = predictor.sample(texts, num_samples=16, features=features)
+    assert kendalltau(np.median(samples[:, :, 0], axis=1), values[:, 1])[0] > 0.8  # the forest's ranking
+    predictor.save(tmp_path / "model")
+    assert (tmp_path / "model" / "prior.safetensors").is_file()
+    loaded = RLMPredictor.load(tmp_path / "model")
+    np.testing.assert_array_equal(loaded.sample(texts, num_samples=16, features=features), samples)
+    (tmp_path / "model" / "prior.safetensors").unlink()
+    with pytest.raises(FileNotFoundError, match="prior.safetensors"):
+        RLMPredictor.load(tmp_path / "model")
+    with pytest.raises(ValueError, match="prior_from"):
+        predictor.fit(texts, values[:, 1:], ("lat",), one_step, prior_inputs={"lat": convs})
+    with pytest.raises(ValueError, match="convs"):
+        predictor.fit(texts, values[:, 1:], ("lat",), one_step, prior_inputs={"convs": convs[:5]})
+    predictor.fit(texts, values[:, 1:], ("lat",), one_step)
+    predictor.save(tmp_path / "model")  # no prior now: no stale forests beside it
+    assert not (tmp_path / "model" / "prior.safetensors").exists()

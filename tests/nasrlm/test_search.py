@@ -100,12 +100,12 @@ def test_the_model_is_trained_and_predicts_every_objective() -> None:
 
 
 def test_with_the_free_label_prior_the_model_learns_residuals_and_predicts_values() -> None:
-    sampler = tiny_sampler(free_label_prior=True)
+    sampler = tiny_sampler(prior="line")
     study = make_study(sampler)
     study.optimize(toy_objective, n_trials=8)
     predictor = sampler.predictor
     assert predictor.decode_order[-2:] == ("acc", "lat") and predictor.prior_objectives == ("acc", "lat")
-    assert predictor.prior_free == ("params_m", "macs_m")
+    assert predictor.prior_inputs == ("params_m", "macs_m")
     # the prior's normal scores are over the candidate pool, not over the eight trials
     pool = sampler.free_labels_of(sampler._pool_ids)
     assert len(pool) > 8 and np.array_equal(predictor.prior.free[0].knots, np.unique(pool[:, 0]))
@@ -117,8 +117,25 @@ def test_with_the_free_label_prior_the_model_learns_residuals_and_predicts_value
     assert abs(np.median(samples[..., 0]) - np.median(truth[:, 0])) < 15
 
 
+def test_with_a_graph_prior_the_model_learns_residuals_of_a_forest_on_the_graph_labels() -> None:
+    from nasrlm.feature_prior import FeaturePrior
+    from nasrlm.free_labels import GRAPH_OBJECTIVES
+
+    sampler = tiny_sampler(prior="forest")
+    study = make_study(sampler)
+    study.optimize(toy_objective, n_trials=14)  # enough trials for a forest, and checked proposals
+    predictor = sampler.predictor
+    assert isinstance(predictor.prior, FeaturePrior) and predictor.prior.kinds == ["forest", "forest"]
+    assert predictor.prior_inputs == ("params_m", "macs_m", *(o.name for o in GRAPH_OBJECTIVES))
+    assert sampler.last_residual_weights is not None  # weighed on the prior's own inputs
+    samples = sampler.predict_samples(SPACE.sample_ids(10, seed=5), num_samples=4)
+    assert samples.shape == (10, 4, 2) and np.isfinite(samples).all()
+    with pytest.raises(ValueError, match="prior"):
+        tiny_sampler(prior="knn")
+
+
 def test_the_residual_is_weighted_by_how_well_the_model_predicted_its_own_proposals() -> None:
-    sampler = tiny_sampler(free_label_prior=True)
+    sampler = tiny_sampler(prior="line")
     study = make_study(sampler)
     study.optimize(toy_objective, n_trials=14)  # 4 start-up, rounds of 3: 6 checked proposals by trial 11
     weights = sampler.last_residual_weights
@@ -138,9 +155,9 @@ def test_the_residual_is_weighted_by_how_well_the_model_predicted_its_own_propos
 
 def test_a_resumed_search_still_weighs_the_residual_by_the_earlier_proposals(tmp_path) -> None:
     storage = f"sqlite:///{tmp_path / 'study.db'}"
-    study = make_study(tiny_sampler(free_label_prior=True), storage)
+    study = make_study(tiny_sampler(prior="line"), storage)
     study.optimize(toy_objective, n_trials=10)  # 4 start-up trials and 6 proposals: enough to weigh
-    resumed = tiny_sampler(seed=1, free_label_prior=True)
+    resumed = tiny_sampler(seed=1, prior="line")
     again = optuna.load_study(study_name=study.study_name, storage=storage, sampler=resumed)
     again.optimize(toy_objective, n_trials=1)  # a fresh sampler: its first proposals are weighed already
     assert resumed.last_residual_weights is not None
@@ -205,8 +222,8 @@ def test_every_cli_sampler_has_a_factory() -> None:
 
 
 def test_rlm_options_reach_the_sampler_and_bad_ones_say_what_is_valid() -> None:
-    sampler = make_sampler("rlm", SPACE, 0, options={"temperature": 2.0, "free_label_prior": True})
-    assert sampler.temperature == 2.0 and sampler.free_label_prior
+    sampler = make_sampler("rlm", SPACE, 0, options={"temperature": 2.0, "prior": "line"})
+    assert sampler.temperature == 2.0 and sampler.prior == "line"
     with pytest.raises(ValueError, match="unknown rlm option 'temprature'; choose from .*temperature"):
         make_sampler("rlm", SPACE, 0, options={"temprature": 2.0})
     with pytest.raises(ValueError, match="apply to the rlm sampler, not 'tpe'"):

@@ -1,0 +1,254 @@
+"""The feature prior: a random forest or a ridge regression on what is known of each architecture.
+
+With a few dozen or a few hundred labels, a model that reads labels off the ONNX graph (parameters,
+MACs, the operator families along its input-to-output paths: :mod:`nasrlm.free_labels`) ranks NB201
+cells far better than the RLM fine-tuned on the same labels, and on an unseen device a linear map from
+the latencies of devices already measured does better still (experiments/README.md, "Transfer from a
+pre-trained base model"). So :class:`~nasrlm.predictor.RLMPredictor` can start from such a prior and
+learn only what it leaves unexplained, as it does with :class:`~nasrlm.prior.FreeLabelPrior`.
+
+Per objective the prior is a forest on the objective's values or a ridge regression on their logs
+(where positive), and its predictions are read in the objective's normal scores, the scale the RLM
+learns residuals on. ``kind="auto"`` takes the one whose
+out-of-sample predictions of the training rows (out-of-bag for the forest, leave-one-out for the
+ridge) rank them best: ranking is what a search and a benchmark ask of it. Those out-of-sample
+predictions are returned with the prior: the residuals the RLM trains on must be those it will meet
+on new architectures, not the near-zero ones of a forest on its own training rows.
+
+The fitted forest is kept as flat arrays (no pickle) and evaluated here with numpy; scikit-learn only
+grows the trees.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from nasrlm.prior import NormalScores
+
+#: The kinds of model a feature prior fits per objective; ``auto`` picks per objective.
+KINDS = ("auto", "forest", "ridge")
+#: Trees per forest, and the fewest rows a leaf holds.
+TREES = 200
+MIN_LEAF = 1
+#: Ridge penalties tried (on standardised inputs), chosen by exact leave-one-out error.
+ALPHAS = np.logspace(-3, 4, 15)
+#: Below this many rows a forest's out-of-bag estimate is meaningless: ridge only.
+MIN_FOREST_ROWS = 8
+
+
+def _value(model: Forest | Ridge, x: np.ndarray) -> np.ndarray:
+    """A model's prediction in the objective's unit."""
+    predicted = model.predict(x)
+    return np.exp(predicted) if isinstance(model, Ridge) and model.log_target else predicted
+
+
+def _rank_agreement(predicted: np.ndarray, actual: np.ndarray) -> float:
+    from scipy.stats import kendalltau
+
+    tau = kendalltau(predicted, actual).statistic
+    return -1.0 if np.isnan(tau) else float(tau)
+
+
+@dataclass(frozen=True)
+class Forest:
+    """A regression forest as flat node arrays; children are indices into the same arrays, -1 at leaves."""
+
+    feature: np.ndarray  # (nodes,) int: the input a node splits on
+    threshold: np.ndarray  # (nodes,) float: rows with input <= threshold go left
+    left: np.ndarray  # (nodes,) int
+    right: np.ndarray  # (nodes,) int
+    value: np.ndarray  # (nodes,) float: the mean target of the node's rows
+    roots: np.ndarray  # (trees,) int
+
+    @classmethod
+    def fit(cls, x: np.ndarray, y: np.ndarray, seed: int) -> tuple[Forest, np.ndarray]:
+        """The forest and its out-of-bag prediction of each training row."""
+        from sklearn.ensemble import RandomForestRegressor
+
+        model = RandomForestRegressor(n_estimators=TREES, max_features=0.5, min_samples_leaf=MIN_LEAF,
+                                      oob_score=True, random_state=seed, n_jobs=1)
+        model.fit(x.astype(np.float32), y)
+        feature, threshold, left, right, value, roots = [], [], [], [], [], []
+        for tree in model.estimators_:
+            t, offset = tree.tree_, sum(len(f) for f in feature)
+            leaf = t.children_left < 0
+            feature.append(np.where(leaf, -1, t.feature))
+            threshold.append(t.threshold)
+            left.append(np.where(leaf, -1, t.children_left + offset))
+            right.append(np.where(leaf, -1, t.children_right + offset))
+            value.append(t.value[:, 0, 0])
+            roots.append(offset)
+        forest = cls(np.concatenate(feature).astype(np.int32), np.concatenate(threshold),
+                     np.concatenate(left).astype(np.int32), np.concatenate(right).astype(np.int32),
+                     np.concatenate(value).astype(np.float64), np.array(roots, dtype=np.int32))
+        oob = np.asarray(model.oob_prediction_, dtype=np.float64)
+        return forest, oob
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        """The mean over trees, (n,) for inputs (n, features); compared in float32, as trees were grown."""
+        x = np.asarray(x, dtype=np.float32).astype(np.float64)
+        nodes = np.broadcast_to(self.roots, (len(x), len(self.roots))).copy()
+        rows = np.arange(len(x))[:, None]
+        while True:
+            inner = self.left[nodes] >= 0
+            if not inner.any():
+                break
+            goes_left = x[rows, np.maximum(self.feature[nodes], 0)] <= self.threshold[nodes]
+            nodes = np.where(inner, np.where(goes_left, self.left[nodes], self.right[nodes]), nodes)
+        return self.value[nodes].mean(axis=1)
+
+    def arrays(self, prefix: str) -> dict[str, np.ndarray]:
+        return {f"{prefix}.{name}": getattr(self, name) for name in
+                ("feature", "threshold", "left", "right", "value", "roots")}
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray], prefix: str) -> Forest:
+        return cls(*(arrays[f"{prefix}.{name}"] for name in
+                     ("feature", "threshold", "left", "right", "value", "roots")))
+
+
+@dataclass(frozen=True)
+class Ridge:
+    """``y ≈ intercept + (x - centre) @ coef``, the penalty chosen by exact leave-one-out error.
+
+    The inputs are centred, not scaled: on logs of latencies a device whose latencies barely vary
+    should weigh little (scaling it up cost 0.01-0.04 Spearman on unseen devices from 20 rows).
+    With ``log_target`` the target is the log of the objective (positive in every training row).
+    """
+
+    centre: np.ndarray
+    coef: np.ndarray
+    intercept: float
+    alpha: float
+    log_target: bool = False
+
+    @classmethod
+    def fit(cls, x: np.ndarray, y: np.ndarray, *, log_target: bool = False) -> tuple[Ridge, np.ndarray]:
+        """The ridge with the smallest leave-one-out error, and its leave-one-out predictions (of ``y``)."""
+        centre, mean = x.mean(axis=0), float(y.mean())
+        u, s, vt = np.linalg.svd(x - centre, full_matrices=False)
+        uy = u.T @ (y - mean)
+        best = None
+        for alpha in ALPHAS:
+            shrink = s**2 / (s**2 + alpha)
+            fitted = mean + u @ (shrink * uy)
+            leverage = (u**2) @ shrink + 1.0 / len(y)  # the intercept's share too
+            held_out = y - (y - fitted) / np.maximum(1.0 - leverage, 1e-9)
+            error = float(np.mean((y - held_out) ** 2))
+            if best is None or error < best[0]:
+                coef = vt.T @ (s / (s**2 + alpha) * uy)
+                best = (error, cls(centre, coef, mean, float(alpha), log_target), held_out)
+        return best[1], best[2]
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        return self.intercept + (x - self.centre) @ self.coef
+
+    def to_dict(self) -> dict:
+        return {"centre": self.centre.tolist(), "coef": self.coef.tolist(), "intercept": self.intercept,
+                "alpha": self.alpha, "log_target": self.log_target}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Ridge:
+        return cls(np.asarray(data["centre"], dtype=np.float64), np.asarray(data["coef"], dtype=np.float64),
+                   float(data["intercept"]), float(data["alpha"]), bool(data["log_target"]))
+
+
+@dataclass(frozen=True)
+class FeaturePrior:
+    """Per objective, a forest (on values) or a ridge (on log values where positive) from the inputs,
+    read in the objective's normal scores.
+
+    Inputs that are positive everywhere in the training rows are read as logs (latencies, MACs):
+    a forest does not care, a ridge becomes a power law.
+    """
+
+    objectives: list[NormalScores]
+    log: np.ndarray  # (inputs,) bool
+    models: list[Forest | Ridge]
+
+    @classmethod
+    def fit(cls, inputs: np.ndarray, values: np.ndarray, *, kind: str = "auto", seed: int = 0
+            ) -> tuple[FeaturePrior, np.ndarray]:
+        """From ``inputs`` (n, f; all known) and ``values`` (n, m; NaN = unknown): the prior and its
+        out-of-sample mean scores for the training rows, (n, m) (NaN where the value is unknown)."""
+        if kind not in KINDS:
+            raise ValueError(f"prior kind {kind!r}: expected one of {', '.join(KINDS)}")
+        inputs, values = np.asarray(inputs, dtype=np.float64), np.asarray(values, dtype=np.float64)
+        if not np.isfinite(inputs).all():
+            raise ValueError("the prior's inputs must be known (finite) for every row")
+        log = (inputs > 0).all(axis=0)
+        x = np.where(log, np.log(np.where(log, inputs, 1.0)), inputs)
+        objectives, models = [], []
+        held_out = np.full(values.shape, np.nan)
+        for k in range(values.shape[1]):
+            known = ~np.isnan(values[:, k])
+            if known.sum() < 2:
+                raise ValueError(f"the prior needs at least two known values of objective {k}")
+            scores = NormalScores.fit(values[known, k])
+            z = scores.forward(values[known, k])
+            candidates = []
+            if kind in ("auto", "ridge") or known.sum() < MIN_FOREST_ROWS:
+                log_target = bool((values[known, k] > 0).all())
+                target = np.log(values[known, k]) if log_target else values[known, k]
+                ridge, held = Ridge.fit(x[known], target, log_target=log_target)
+                candidates.append((ridge, scores.forward(np.exp(held) if log_target else held)))
+            if kind in ("auto", "forest") and known.sum() >= MIN_FOREST_ROWS:
+                forest, out_of_bag = Forest.fit(x[known], values[known, k], seed)
+                candidates.append((forest, scores.forward(out_of_bag)))
+            model, predicted = max(candidates, key=lambda c: _rank_agreement(c[1], z))
+            objectives.append(scores)
+            models.append(model)
+            held_out[known, k] = predicted
+        return cls(objectives, log, models), held_out
+
+    def _x(self, inputs: np.ndarray) -> np.ndarray:
+        inputs = np.asarray(inputs, dtype=np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(self.log, np.log(np.where(self.log, np.maximum(inputs, 1e-300), 1.0)), inputs)
+
+    def mean(self, inputs: np.ndarray) -> np.ndarray:
+        """(n, m) prior mean scores of architectures with these inputs."""
+        x = self._x(inputs)
+        return np.stack([s.forward(_value(m, x)) for s, m in zip(self.objectives, self.models, strict=True)],
+                        axis=1)
+
+    def residuals(self, inputs: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """Each objective's score minus the prior's, (n, m)."""
+        z = np.stack([s.forward(values[:, k]) for k, s in enumerate(self.objectives)], axis=1)
+        return z - self.mean(inputs)
+
+    def values(self, inputs: np.ndarray, residuals: np.ndarray) -> np.ndarray:
+        """Objective values from residuals: (n, m) or (n, samples, m) with ``inputs`` of shape (n, f)."""
+        mean = self.mean(inputs)
+        if residuals.ndim == 3:
+            mean = mean[:, None, :]
+        z = mean + residuals
+        return np.stack([s.inverse(z[..., k]) for k, s in enumerate(self.objectives)], axis=-1)
+
+    @property
+    def kinds(self) -> list[str]:
+        """Per objective, the model chosen: ``"forest"`` or ``"ridge"``."""
+        return ["forest" if isinstance(m, Forest) else "ridge" for m in self.models]
+
+    def to_dict(self) -> dict:
+        """JSON-ready metadata; the forests' node arrays are in :meth:`arrays`."""
+        return {"kind": "feature", "objectives": [s.to_dict() for s in self.objectives],
+                "log": self.log.tolist(),
+                "models": [{"kind": "forest"} if isinstance(m, Forest) else {"kind": "ridge", **m.to_dict()}
+                           for m in self.models]}
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        for k, m in enumerate(self.models):
+            if isinstance(m, Forest):
+                out.update(m.arrays(f"objective{k}"))
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict, arrays: dict[str, np.ndarray]) -> FeaturePrior:
+        models = [Forest.from_arrays(arrays, f"objective{k}") if m["kind"] == "forest" else Ridge.from_dict(m)
+                  for k, m in enumerate(data["models"])]
+        return cls([NormalScores.from_dict(s) for s in data["objectives"]],
+                   np.asarray(data["log"], dtype=bool), models)

@@ -1,0 +1,85 @@
+"""The feature prior: forests kept as arrays, exact leave-one-out ridge, out-of-sample residuals."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.stats import spearmanr
+
+from nasrlm.feature_prior import KINDS, FeaturePrior, Forest, Ridge
+
+
+def _data(n: int = 120, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    x = rng.random((n, 5)) + 0.1
+    return x, 3 * x[:, 0] + np.sin(6 * x[:, 1]) + rng.normal(0, 0.05, n)
+
+
+def test_the_forest_as_arrays_predicts_what_scikit_learn_does() -> None:
+    from sklearn.ensemble import RandomForestRegressor
+
+    from nasrlm import feature_prior
+
+    x, y = _data()
+    forest, oob = Forest.fit(x, y, seed=3)
+    reference = RandomForestRegressor(n_estimators=feature_prior.TREES, max_features=0.5,
+                                      min_samples_leaf=feature_prior.MIN_LEAF, oob_score=True, random_state=3,
+                                      n_jobs=1).fit(x.astype(np.float32), y)
+    test = np.random.default_rng(1).random((40, 5))
+    np.testing.assert_allclose(forest.predict(test), reference.predict(test.astype(np.float32)), atol=1e-12)
+    np.testing.assert_allclose(oob, reference.oob_prediction_)
+
+
+def test_the_ridge_leave_one_out_predictions_are_exact() -> None:
+    x, y = _data(40)
+    ridge, held_out = Ridge.fit(x, y)
+    for i in (0, 17):
+        keep = np.arange(len(y)) != i
+        xs = x - ridge.centre  # centred as in the fit
+        design = np.hstack([np.ones((keep.sum(), 1)), xs[keep]])
+        penalty = ridge.alpha * np.diag([0.0, *np.ones(x.shape[1])])
+        coef = np.linalg.solve(design.T @ design + penalty, design.T @ y[keep])
+        assert held_out[i] == pytest.approx(coef[0] + xs[i] @ coef[1:], abs=1e-9)
+
+
+def test_auto_takes_the_model_that_errs_less_out_of_sample() -> None:
+    x, y = _data(200)
+    x[:, 3] = np.exp(np.random.default_rng(2).normal(size=200))  # log-normal: its log is linear in scores
+    values = np.column_stack([np.exp(y), x[:, 3] ** 2])  # a bumpy one, a power law
+    prior, held_out = FeaturePrior.fit(x, values, kind="auto")
+    assert prior.kinds == ["forest", "ridge"]
+    assert spearmanr(held_out[:, 0], values[:, 0])[0] > 0.9  # out of sample, yet informative
+    # the training rows' residuals are out of sample: larger than in-sample ones for a forest
+    in_sample = prior.residuals(x, values)[:, 0]
+    out_of_sample = prior.objectives[0].forward(values[:, 0]) - held_out[:, 0]
+    assert np.abs(out_of_sample).mean() > 1.5 * np.abs(in_sample).mean()
+
+
+def test_a_prior_round_trips_through_json_and_arrays_and_maps_residuals_back() -> None:
+    import json
+
+    x, y = _data(60)
+    values = np.column_stack([y + 10, np.where(np.arange(60) % 3, y * 2 + 5, np.nan)])
+    prior, held_out = FeaturePrior.fit(x, values, kind="forest")
+    assert np.isnan(held_out[::3, 1]).all() and not np.isnan(held_out[1::3, 1]).any()
+    again = FeaturePrior.from_dict(json.loads(json.dumps(prior.to_dict())), prior.arrays())
+    np.testing.assert_array_equal(again.mean(x), prior.mean(x))
+    known = ~np.isnan(values[:, 1])
+    back = prior.values(x, prior.residuals(x, values))
+    np.testing.assert_allclose(back[known], values[known])
+
+
+def test_bad_inputs_are_refused() -> None:
+    x, y = _data(20)
+    with pytest.raises(ValueError, match="kind"):
+        FeaturePrior.fit(x, y[:, None], kind="knn")
+    x[3, 1] = np.nan
+    with pytest.raises(ValueError, match="finite"):
+        FeaturePrior.fit(x, y[:, None])
+    assert "auto" in KINDS
+
+
+def test_few_rows_fit_a_ridge_only() -> None:
+    x, y = _data(5)
+    prior, _ = FeaturePrior.fit(x, y[:, None], kind="forest")
+    assert prior.kinds == ["ridge"]
