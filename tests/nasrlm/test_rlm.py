@@ -250,7 +250,10 @@ def test_derived_rows_train_but_are_never_validated(corpus) -> None:
         predictor.fit(texts[:3], values[:3], ("acc", "lat"), config, derived_from=[-1, -1])
 
 
-def test_the_residual_is_weighed_on_the_validation_rows_and_saved(corpus, tmp_path) -> None:
+def test_the_residual_is_weighed_on_the_validation_rows_and_saved(corpus, tmp_path, monkeypatch) -> None:
+    import nasrlm.predictor
+
+    monkeypatch.setattr(nasrlm.predictor, "MIN_VALIDATION_ROWS", 12)  # the corpus is small
     tokenizer, texts, values = corpus
     convs = np.sqrt(values[:, 1] - 1)
     free = Objective("convs", "count", "conv ops in the cell", "test", True)
