@@ -5,8 +5,9 @@
 
 Two tasks, each on fixed splits (seed s: a permutation of the table drawn with ``default_rng(s)``):
 
-- ``acc``: NAS-Bench-201 CIFAR-10 test accuracy (200 epochs) from N labelled cells, Kendall τ on 5,000
-  other cells. The base must have excluded every NB201 accuracy column (checked: no ``nb201:*acc*`` tag).
+- ``acc``: NAS-Bench-201 CIFAR-10 test accuracy (200 epochs; NAS-Bench-101's with ``--acc-spaces``)
+  from N labelled cells, Kendall τ on 5,000 other cells. The base must have excluded every accuracy
+  column of that space (checked: no ``nb201:*acc*`` tag).
 - ``unseen``: latency on a device the base never saw (every one of its tags excluded, checked), from 20
   measured architectures, Spearman ρ on 3,000 others (NB201) or on the rest of the 5,000 (FBNet).
 
@@ -52,6 +53,8 @@ from nasrlm.training import TrainConfig
 from search_spaces import SearchSpace, get_space
 
 FREE = tuple(o.name for o in ALL_FREE_OBJECTIVES[:2])
+#: The methods that read the base model (the others ignore ``--base``).
+BASE_METHODS = {"rlm", "rlm-prior", "rlm-graph", "rlm-ctx", "forest+rlm", "ctx-forest", "ctx-ridge"}
 #: The devices of HELP's NB201 test split (our base excludes each on every space).
 DEVICES = {"nb201": ("titan_rtx_1", "gold_6226", "pixel2", "raspi4", "eyeriss", "fpga"),
            "fbnet": ("titan_rtx_1", "gold_6226", "pixel2", "raspi4", "eyeriss", "fpga")}
@@ -188,19 +191,23 @@ def base_tags(base: Path) -> set[str]:
     return set(json.loads((base / "config.json").read_text())["model"]["objectives"])
 
 
-def run_accuracy(a, seed: int, record) -> None:
-    space = get_space("nb201")
-    leaked = sorted(t for t in base_tags(a.base) if is_excluded(t, ["nb201:*acc*"]))
-    if leaked:
-        raise SystemExit(f"base {a.base} saw NB201 accuracy columns {leaked}: pre-train it with --exclude")
-    table = load_table("nb201", ["acc"], a.data_dir, ids=_rows(space, a))
+def run_accuracy(a, space_name: str, seed: int, record) -> None:
+    space = get_space(space_name)
+    leaked = sorted(t for t in base_tags(a.base) if is_excluded(t, [f"{space_name}:*acc*"]))
+    if leaked and a.methods & BASE_METHODS:
+        raise SystemExit(f"base {a.base} saw {space_name} accuracy columns {leaked}: pre-train it with "
+                         "--exclude")
+    table = load_table(space_name, ["acc"], a.data_dir, ids=_rows(space, a))
     texts, free = encoded(space, list(table.ids), a.cache)
     y_all = table.column("acc")
     order = np.random.default_rng(seed).permutation(len(table.ids))
-    x_hot = np.hstack([one_hot(space, list(table.ids)), free[:, :2]]) if "gbdt" in a.methods else None
-    cells = cell_features(space, list(table.ids)) if "cell-forest" in a.methods else None
+    nb201 = space_name == "nb201"  # the hand-made encodings and the latency context are NB201's
+    x_hot = None
+    if nb201 and "gbdt" in a.methods:
+        x_hot = np.hstack([one_hot(space, list(table.ids)), free[:, :2]])
+    cells = cell_features(space, list(table.ids)) if nb201 and "cell-forest" in a.methods else None
     context = None
-    if "ctx-forest" in a.methods:  # what the base says of each cell: accuracies of other spaces, latencies
+    if nb201 and "ctx-forest" in a.methods:  # what the base says of each cell: other accuracies, latencies
         units = {o["name"]: o["unit"] for o in json.loads((a.base / "config.json").read_text())["objectives"]}
         tags = sorted(t for t in base_tags(a.base) if ":" in t
                       and (units.get(t) == "%" or (t.startswith("nb201:") and units.get(t) == "ms")))
@@ -222,7 +229,7 @@ def run_accuracy(a, seed: int, record) -> None:
             predicted, oob = forest(free[train], y, free[test], seed, out_of_bag=True)
             residual, _, seconds = fine_tuned(a.base, space, "acc", texts, train, y - oob, test, a, seed)
             runs["forest+rlm"], runs["forest+rlm/2"] = predicted + residual, predicted + residual / 2
-            print(f"  acc N={n} seed {seed} forest+rlm: fine-tune {seconds:.0f} s", flush=True)
+            print(f"  {space_name} acc N={n} seed {seed} forest+rlm: fine-tune {seconds:.0f} s", flush=True)
         free_given = {f: free[:, k] for k, f in enumerate(FREE)}
         graph = {o.name: free[:, k] for k, o in enumerate(ALL_FREE_OBJECTIVES) if k >= len(FREE)}
         for method, kind, features in (("rlm", None, None), ("rlm-prior", "line", None),
@@ -233,9 +240,9 @@ def run_accuracy(a, seed: int, record) -> None:
                     given=free_given if kind else None, features=features)
                 if features is not None:
                     runs[f"{method} (prior alone)"] = alone
-                print(f"  acc N={n} seed {seed} {method}: fine-tune {seconds:.0f} s", flush=True)
+                print(f"  {space_name} acc N={n} seed {seed} {method}: fine-tune {seconds:.0f} s", flush=True)
         for method, pred in runs.items():
-            record("nb201 acc", f"N={n}", method, float(stats.kendalltau(pred, truth).statistic))
+            record(f"{space_name} acc", f"N={n}", method, float(stats.kendalltau(pred, truth).statistic))
 
 
 def run_unseen(a, seed: int, record) -> None:
@@ -320,6 +327,7 @@ def main() -> None:
     p.add_argument("--tasks", default="acc,unseen")
     p.add_argument("--methods", default="rlm,rlm-prior,ctx-forest,ctx-ridge,forest,cell-forest,gbdt,ridge")
     p.add_argument("--spaces", default="nb201,fbnet", help="spaces of the unseen-device task")
+    p.add_argument("--acc-spaces", default="nb201", help="spaces of the accuracy task: nb201, nb101")
     p.add_argument("--seeds", default="0,1,2")
     p.add_argument("--sizes", default="100,1000", help="labelled cells of the accuracy task")
     p.add_argument("--measured", type=int, default=20, help="measurements of an unseen device")
@@ -338,6 +346,7 @@ def main() -> None:
     torch.set_num_threads(a.threads)
     a.methods = set(a.methods.split(","))
     a.spaces = a.spaces.split(",")
+    a.acc_spaces = a.acc_spaces.split(",")
     a.sizes = [int(n) for n in a.sizes.split(",")]
     results: dict[tuple[str, str, str], list[float]] = defaultdict(list)
 
@@ -349,7 +358,8 @@ def main() -> None:
     for seed in (int(s) for s in a.seeds.split(",")):
         if "acc" in a.tasks:
             a.test = a.test or 5000
-            run_accuracy(a, seed, record)
+            for space_name in a.acc_spaces:
+                run_accuracy(a, space_name, seed, record)
         if "unseen" in a.tasks:
             saved, a.test = a.test, 3000 if a.test in (None, 5000) else a.test
             run_unseen(a, seed, record)

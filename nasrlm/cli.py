@@ -618,7 +618,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "from scratch; columns it knows keep their tags, new ones get new tags")
     p.add_argument("--pretrain", type=int, default=0, metavar="N",
                    help="first pre-train on free labels (params, MACs) of N random architectures")
-    p.add_argument("--prior", choices=("none", *PRIOR_KINDS), default="none",
+    p.add_argument("--prior", choices=("none", *PRIOR_KINDS), default="forest",
                    help="learn each objective as what a prior leaves unexplained: 'line' (a straight line "
                         "through the best free label: params, MACs), 'forest' or 'ridge' on the free and "
                         "graph labels, 'auto' (per objective, whichever errs less out of sample); "

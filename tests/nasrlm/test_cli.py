@@ -154,7 +154,7 @@ def test_train_on_a_published_column_named_like_a_free_label(capsys, tmp_path: P
     assert code == 0 and "saved" in err, err
 
 
-@pytest.mark.parametrize("prior", ["line", "auto"])
+@pytest.mark.parametrize("prior", ["line", "forest"])
 def test_train_with_a_prior_then_predict_and_eval_compute_its_labels(capsys, tmp_path, prior) -> None:
     from nasrlm.data import Objective
     from nasrlm.free_labels import free_labels
@@ -190,7 +190,7 @@ def test_train_with_equivalent_architectures(capsys, tmp_path) -> None:
                                           Objective("lat", "ms", "toy latency", "test", False)], values)
     data = table.to_csv(tmp_path / "train.csv")
     code, _, err = run(capsys, "train", "--data", str(data), "-o", str(tmp_path / "model"), "--size", "tiny",
-                       "--epochs", "1", "--equivalents", "2", "--prior", "--quiet")
+                       "--epochs", "1", "--equivalents", "2", "--quiet")  # with the default forest prior
     n = sum(bool(space.equivalents(space.parse(i))) for i in ids)
     assert code == 0 and f"{2 * n} equivalent architectures of {n} labelled ones carry acc" in err
     code, _, err = run(capsys, "train", "--data", str(data), "-o", str(tmp_path / "m2"), "--equivalents", "1",
