@@ -307,8 +307,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     if prior:
         print(f"{prior} prior on the free labels{'' if prior == 'line' else ' and graph labels'}: the model "
               "learns what it leaves unexplained", file=sys.stderr)
-    # a base keeps the normalisers of what it knows; prior residuals and new columns get their own
-    refit = True if (prior or not args.init) else new
+    # a base keeps the normalisers of what it knows (the free labels decoded first among them); prior
+    # residuals and new columns get their own
+    refit = list(names) if prior else (new if args.init else True)
     report = predictor.fine_tune(space, ids, values, names, config, prior=prior, refit_normalizers=refit,
                                  derived_from=derived_from, progress=not args.quiet)
     predictor.to("cpu").save(args.output)

@@ -166,7 +166,8 @@ class RLMPredictor:
         :meth:`sample` then needs them all, in ``given`` or ``features``. ``prior_kind`` is
         ``"line"`` (a straight line through the best single input, in normal scores:
         :class:`~nasrlm.prior.FreeLabelPrior`) or a :class:`~nasrlm.feature_prior.FeaturePrior`:
-        ``"forest"``, ``"ridge"`` or ``"auto"`` (per objective, whichever errs less out of sample).
+        ``"forest"``, ``"ridge"`` or ``"auto"`` (per objective, whichever ranks the training rows best
+        out of sample).
         With few labels the model alone ranks below its free labels. ``prior_reference`` (rows of the
         inputs; line prior only) is the population the prior's normal scores are taken over; by
         default the training rows, but a search should pass its candidates.
@@ -220,8 +221,8 @@ class RLMPredictor:
         learned as the residual of a prior on the free labels, and for ``"auto"``, ``"forest"`` and
         ``"ridge"`` on the graph labels too (:data:`~nasrlm.free_labels.GRAPH_OBJECTIVES`);
         :meth:`sample` then needs them: :meth:`known_labels` computes them. The default, a forest,
-        ranked NB201 and NB101 accuracy best from 20 to 1,000 labels; with 20-50 rows ``"auto"`` often
-        picked a worse ridge (experiments/README.md, "Transfer from a pre-trained base model").
+        ranked NB201 accuracy and latency best from 20 to 1,000 labels; with 20-50 rows ``"auto"``
+        often picked a worse ridge (experiments/README.md, "Transfer from a pre-trained base model").
         """
         from nasrlm.feature_prior import KINDS
         from nasrlm.free_labels import ALL_FREE_OBJECTIVES, FREE_OBJECTIVES, texts_and_free_labels
