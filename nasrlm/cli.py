@@ -316,7 +316,12 @@ def cmd_train(args: argparse.Namespace) -> int:
     print(f"saved {args.output}: best epoch {report.best_epoch + 1} of {len(report.train_loss)} "
           f"({report.stopped_by}), {report.seconds:.0f} s", file=sys.stderr)
     if predictor.residual_weights:
-        print("share of the model's residual kept over the prior (from the validation rows): "
+        from nasrlm.predictor import MIN_VALIDATION_ROWS
+
+        rows = len(report.validation_rows)
+        source = (f"weighed on {rows} validation rows" if rows >= MIN_VALIDATION_ROWS else
+                  f"not trusted: {rows} validation rows, {MIN_VALIDATION_ROWS} are needed to weigh it")
+        print(f"share of the model's residual kept over the prior ({source}): "
               + ", ".join(f"{k} {v:.2f}" for k, v in predictor.residual_weights.items()), file=sys.stderr)
     return 0
 
