@@ -9,11 +9,11 @@ learn only what it leaves unexplained, as it does with :class:`~nasrlm.prior.Fre
 
 Per objective the prior is a forest on the objective's values or a ridge regression on their logs
 (where positive), and its predictions are read in the objective's normal scores, the scale the RLM
-learns residuals on. ``kind="auto"`` takes the one whose
-out-of-sample predictions of the training rows (out-of-bag for the forest, leave-one-out for the
-ridge) rank them best: ranking is what a search and a benchmark ask of it. Those out-of-sample
-predictions are returned with the prior: the residuals the RLM trains on must be those it will meet
-on new architectures, not the near-zero ones of a forest on its own training rows.
+learns residuals on. ``kind="auto"`` takes the one whose out-of-sample predictions of the training
+rows (out-of-bag for the forest, leave-one-out for the ridge) rank them best: ranking is what a
+search and a benchmark ask of it. Those out-of-sample predictions are returned with the prior: the
+residuals the RLM trains on must be those it will meet on new architectures, not the near-zero ones
+of a forest on its own training rows.
 
 The fitted forest is kept as flat arrays (no pickle) and evaluated here with numpy; scikit-learn only
 grows the trees.
@@ -32,7 +32,7 @@ KINDS = ("auto", "forest", "ridge")
 #: Trees per forest, and the fewest rows a leaf holds.
 TREES = 200
 MIN_LEAF = 1
-#: Ridge penalties tried (on standardised inputs), chosen by exact leave-one-out error.
+#: Ridge penalties tried (on centred inputs), chosen by exact leave-one-out error.
 ALPHAS = np.logspace(-3, 4, 15)
 #: Below this many rows a forest's out-of-bag estimate is meaningless: ridge only.
 MIN_FOREST_ROWS = 8
