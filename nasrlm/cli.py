@@ -28,7 +28,7 @@ from nasrlm.presets import FINE_TUNE, SIZES, TRAIN
 
 #: ``--prior``: the ``prior_kind`` values of ``RLMPredictor.fit`` (kept here so the CLI starts without numpy's
 #: heavier neighbours; a test checks it against ``nasrlm.feature_prior.KINDS``)
-PRIOR_KINDS = ("line", "auto", "forest", "ridge")
+PRIOR_KINDS = ("line", "auto", "forest", "ridge", "trend-forest")
 
 #: Exit status for bad input, as argparse uses.
 USAGE_ERROR = 2

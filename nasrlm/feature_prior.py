@@ -27,8 +27,8 @@ import numpy as np
 
 from nasrlm.prior import NormalScores
 
-#: The kinds of model a feature prior fits per objective; ``auto`` picks per objective.
-KINDS = ("auto", "forest", "ridge")
+#: The kinds of model a feature prior fits per objective; ``auto`` picks forest or ridge per objective.
+KINDS = ("auto", "forest", "ridge", "trend-forest")
 #: Trees per forest, and the fewest rows a leaf holds.
 TREES = 200
 MIN_LEAF = 1
@@ -38,10 +38,22 @@ ALPHAS = np.logspace(-3, 4, 15)
 MIN_FOREST_ROWS = 8
 
 
-def _value(model: Forest | Ridge, x: np.ndarray) -> np.ndarray:
-    """A model's prediction in the objective's unit."""
+def _scores(model: Forest | Ridge | TrendForest, scores: NormalScores, x: np.ndarray) -> np.ndarray:
+    """A model's prediction in the objective's normal scores."""
     predicted = model.predict(x)
-    return np.exp(predicted) if isinstance(model, Ridge) and model.log_target else predicted
+    if isinstance(model, TrendForest):  # fitted on the scores themselves
+        return predicted
+    return scores.forward(np.exp(predicted) if isinstance(model, Ridge) and model.log_target else predicted)
+
+
+def _model_dict(model: Forest | Ridge | TrendForest) -> dict:
+    """JSON-ready metadata of one objective's model (a forest's nodes go to ``arrays``)."""
+    if isinstance(model, Ridge):
+        return {"kind": "ridge", **model.to_dict()}
+    if isinstance(model, TrendForest):
+        return {"kind": "trend-forest", "input": model.input, "slope": model.slope,
+                "intercept": model.intercept}
+    return {"kind": "forest"}
 
 
 def _rank_agreement(predicted: np.ndarray, actual: np.ndarray) -> float:
@@ -156,6 +168,33 @@ class Ridge:
 
 
 @dataclass(frozen=True)
+class TrendForest:
+    """A straight line (in normal scores) through the input that follows the objective best, plus a
+    forest on what the line leaves: the line carries predictions past the training rows, which a
+    forest alone never does (a search needs candidates predicted beyond its front), the forest bends it.
+    """
+
+    input: int
+    slope: float
+    intercept: float
+    forest: Forest
+
+    @classmethod
+    def fit(cls, x: np.ndarray, z: np.ndarray, seed: int) -> tuple[TrendForest, np.ndarray]:
+        """From inputs ``x`` and normal scores ``z``: the model and its out-of-bag scores."""
+        correlation = [abs(np.corrcoef(x[:, j], z)[0, 1]) if np.std(x[:, j]) > 0 else 0.0
+                       for j in range(x.shape[1])]
+        j = int(np.argmax(correlation))
+        slope, intercept = np.polyfit(x[:, j], z, 1) if correlation[j] > 0 else (0.0, float(z.mean()))
+        line = intercept + slope * x[:, j]
+        forest, out_of_bag = Forest.fit(x, z - line, seed)
+        return cls(j, float(slope), float(intercept), forest), line + out_of_bag
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        return self.intercept + self.slope * x[:, self.input] + self.forest.predict(x)
+
+
+@dataclass(frozen=True)
 class FeaturePrior:
     """Per objective, a forest (on values) or a ridge (on log values where positive) from the inputs,
     read in the objective's normal scores.
@@ -166,7 +205,7 @@ class FeaturePrior:
 
     objectives: list[NormalScores]
     log: np.ndarray  # (inputs,) bool
-    models: list[Forest | Ridge]
+    models: list[Forest | Ridge | TrendForest]
 
     @classmethod
     def fit(cls, inputs: np.ndarray, values: np.ndarray, *, kind: str = "auto", seed: int = 0
@@ -197,6 +236,8 @@ class FeaturePrior:
             if kind in ("auto", "forest") and known.sum() >= MIN_FOREST_ROWS:
                 forest, out_of_bag = Forest.fit(x[known], values[known, k], seed)
                 candidates.append((forest, scores.forward(out_of_bag)))
+            if kind == "trend-forest" and known.sum() >= MIN_FOREST_ROWS:
+                candidates.append(TrendForest.fit(x[known], z, seed))
             model, predicted = max(candidates, key=lambda c: _rank_agreement(c[1], z))
             objectives.append(scores)
             models.append(model)
@@ -211,8 +252,7 @@ class FeaturePrior:
     def mean(self, inputs: np.ndarray) -> np.ndarray:
         """(n, m) prior mean scores of architectures with these inputs."""
         x = self._x(inputs)
-        return np.stack([s.forward(_value(m, x)) for s, m in zip(self.objectives, self.models, strict=True)],
-                        axis=1)
+        return np.stack([_scores(m, s, x) for s, m in zip(self.objectives, self.models, strict=True)], axis=1)
 
     def residuals(self, inputs: np.ndarray, values: np.ndarray) -> np.ndarray:
         """Each objective's score minus the prior's, (n, m)."""
@@ -229,26 +269,35 @@ class FeaturePrior:
 
     @property
     def kinds(self) -> list[str]:
-        """Per objective, the model chosen: ``"forest"`` or ``"ridge"``."""
-        return ["forest" if isinstance(m, Forest) else "ridge" for m in self.models]
+        """Per objective, the model chosen: ``"forest"``, ``"ridge"`` or ``"trend-forest"``."""
+        return [_KIND_OF[type(m)] for m in self.models]
 
     def to_dict(self) -> dict:
         """JSON-ready metadata; the forests' node arrays are in :meth:`arrays`."""
         return {"kind": "feature", "objectives": [s.to_dict() for s in self.objectives],
-                "log": self.log.tolist(),
-                "models": [{"kind": "forest"} if isinstance(m, Forest) else {"kind": "ridge", **m.to_dict()}
-                           for m in self.models]}
+                "log": self.log.tolist(), "models": [_model_dict(m) for m in self.models]}
 
     def arrays(self) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
         for k, m in enumerate(self.models):
-            if isinstance(m, Forest):
-                out.update(m.arrays(f"objective{k}"))
+            forest = m.forest if isinstance(m, TrendForest) else m
+            if isinstance(forest, Forest):
+                out.update(forest.arrays(f"objective{k}"))
         return out
 
     @classmethod
     def from_dict(cls, data: dict, arrays: dict[str, np.ndarray]) -> FeaturePrior:
-        models = [Forest.from_arrays(arrays, f"objective{k}") if m["kind"] == "forest" else Ridge.from_dict(m)
-                  for k, m in enumerate(data["models"])]
+        models: list[Forest | Ridge | TrendForest] = []
+        for k, m in enumerate(data["models"]):
+            if m["kind"] == "ridge":
+                models.append(Ridge.from_dict(m))
+            elif m["kind"] == "forest":
+                models.append(Forest.from_arrays(arrays, f"objective{k}"))
+            else:
+                models.append(TrendForest(int(m["input"]), float(m["slope"]), float(m["intercept"]),
+                                          Forest.from_arrays(arrays, f"objective{k}")))
         return cls([NormalScores.from_dict(s) for s in data["objectives"]],
                    np.asarray(data["log"], dtype=bool), models)
+
+
+_KIND_OF = {Forest: "forest", Ridge: "ridge", TrendForest: "trend-forest"}

@@ -502,7 +502,7 @@ class RLMPredictor:
             fit = meta["prior"]["fit"]
             if fit.get("kind") == "feature":
                 arrays = load_arrays(path / PRIOR_FILE) if (path / PRIOR_FILE).is_file() else {}
-                if any(m["kind"] == "forest" for m in fit["models"]) and not arrays:
+                if any(m["kind"] != "ridge" for m in fit["models"]) and not arrays:
                     raise FileNotFoundError(f"{path} is not a complete nasrlm model directory: missing "
                                             f"{PRIOR_FILE} (the prior's forests)")
                 predictor.prior = FeaturePrior.from_dict(fit, arrays)

@@ -86,10 +86,10 @@ class RLMSampler(BaseSampler):
             them, but made the search worse there (HV ratio @100 0.43 against 0.64-0.71 at 1.0).
         prior: the prior the model learns the residual of (``RLMPredictor.fit``'s ``prior_kind``):
             ``"line"``, a straight line (in normal scores) through the free label that best explains
-            the trials (:mod:`nasrlm.prior`); ``"forest"``, ``"ridge"`` or ``"auto"``, a model of the
-            free and graph labels (:mod:`nasrlm.feature_prior`; each candidate's graph labels are
-            then computed too); ``None``: the model learns each objective whole, and ranks unseen
-            architectures worse than the free label alone.
+            the trials (:mod:`nasrlm.prior`); ``"forest"``, ``"trend-forest"``, ``"ridge"`` or
+            ``"auto"``, a model of the free and graph labels (:mod:`nasrlm.feature_prior`; each
+            candidate's graph labels are then computed too); ``None``: the model learns each
+            objective whole, and ranks unseen architectures worse than the free label alone.
         weigh_residual: with the prior, scale the model's predicted residual (its median; the spread
             stays) by how well the model predicted its own evaluated proposals, in [0, 1] (see
             :meth:`residual_weights`). On NB201 the unweighted residual ranked the candidates below

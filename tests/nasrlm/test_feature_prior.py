@@ -55,12 +55,14 @@ def test_auto_takes_the_model_that_errs_less_out_of_sample() -> None:
     assert np.abs(out_of_sample).mean() > 1.5 * np.abs(in_sample).mean()
 
 
-def test_a_prior_round_trips_through_json_and_arrays_and_maps_residuals_back() -> None:
+@pytest.mark.parametrize("kind", ["forest", "trend-forest", "ridge"])
+def test_a_prior_round_trips_through_json_and_arrays_and_maps_residuals_back(kind: str) -> None:
     import json
 
     x, y = _data(60)
     values = np.column_stack([y + 10, np.where(np.arange(60) % 3, y * 2 + 5, np.nan)])
-    prior, held_out = FeaturePrior.fit(x, values, kind="forest")
+    prior, held_out = FeaturePrior.fit(x, values, kind=kind)
+    assert prior.kinds == [kind, kind]
     assert np.isnan(held_out[::3, 1]).all() and not np.isnan(held_out[1::3, 1]).any()
     again = FeaturePrior.from_dict(json.loads(json.dumps(prior.to_dict())), prior.arrays())
     np.testing.assert_array_equal(again.mean(x), prior.mean(x))
@@ -83,3 +85,12 @@ def test_few_rows_fit_a_ridge_only() -> None:
     x, y = _data(5)
     prior, _ = FeaturePrior.fit(x, y[:, None], kind="forest")
     assert prior.kinds == ["ridge"]
+
+
+def test_only_the_trend_forest_predicts_past_the_training_rows() -> None:
+    x, y = _data(80)
+    far = x.copy()
+    far[:, 0] = 10.0  # far beyond the training range of the input the objective follows
+    for kind, beyond in (("forest", False), ("trend-forest", True)):
+        prior, held_out = FeaturePrior.fit(x, y[:, None], kind=kind)
+        assert (prior.mean(far)[:, 0] > held_out.max() + 0.5).all() == beyond
