@@ -32,7 +32,7 @@ def test_smoke_run_prints_every_table(tmp_path: Path, data_dir: Path) -> None:
     assert main(["pretrain", "--data-dir", str(data_dir), "-o", str(leaky), "--spaces", "nb201",
                  "--max-rows", "8", "--free-rows", "0", "--max-steps", "1", "--size", "tiny", "--quiet"]) == 0
     run = _benchmark(data_dir, leaky, tmp_path, "--tasks", "acc")
-    assert run.returncode != 0 and "saw NB201 accuracy columns" in run.stderr
+    assert run.returncode != 0 and "saw nb201 accuracy columns" in run.stderr
 
 
 def _benchmark(data_dir: Path, base: Path, tmp_path: Path, *options: str) -> subprocess.CompletedProcess:
