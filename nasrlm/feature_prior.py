@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nasrlm.prior import NormalScores
+from nasrlm.prior import NormalScores, ScoresPrior
 
 #: The kinds of model a feature prior fits per objective; ``auto`` picks forest or ridge per objective.
 KINDS = ("auto", "forest", "ridge", "trend-forest")
@@ -195,7 +195,7 @@ class TrendForest:
 
 
 @dataclass(frozen=True)
-class FeaturePrior:
+class FeaturePrior(ScoresPrior):
     """Per objective, a forest (on values) or a ridge (on log values where positive) from the inputs,
     read in the objective's normal scores.
 
@@ -253,19 +253,6 @@ class FeaturePrior:
         """(n, m) prior mean scores of architectures with these inputs."""
         x = self._x(inputs)
         return np.stack([_scores(m, s, x) for s, m in zip(self.objectives, self.models, strict=True)], axis=1)
-
-    def residuals(self, inputs: np.ndarray, values: np.ndarray) -> np.ndarray:
-        """Each objective's score minus the prior's, (n, m)."""
-        z = np.stack([s.forward(values[:, k]) for k, s in enumerate(self.objectives)], axis=1)
-        return z - self.mean(inputs)
-
-    def values(self, inputs: np.ndarray, residuals: np.ndarray) -> np.ndarray:
-        """Objective values from residuals: (n, m) or (n, samples, m) with ``inputs`` of shape (n, f)."""
-        mean = self.mean(inputs)
-        if residuals.ndim == 3:
-            mean = mean[:, None, :]
-        z = mean + residuals
-        return np.stack([s.inverse(z[..., k]) for k, s in enumerate(self.objectives)], axis=-1)
 
     @property
     def kinds(self) -> list[str]:

@@ -26,7 +26,7 @@ from nasrlm.inference import sample_scaled
 from nasrlm.model import RegressionLM, RLMConfig
 from nasrlm.normalize import Normalizer
 from nasrlm.presets import size_options
-from nasrlm.prior import FreeLabelPrior, residual_weight
+from nasrlm.prior import FreeLabelPrior, ScoresPrior, residual_weight
 from nasrlm.tokenizers import NumberTokenizer, OnnxTokenizer
 from nasrlm.training import TrainConfig, TrainReport, derived_sources, pad_batch, train
 from search_spaces import SearchSpace
@@ -78,7 +78,7 @@ class RLMPredictor:
         self.decode_order = tuple(decode_order)
         #: set by ``fit(..., prior_from=..., prior_inputs=...)``: the prior, the labels it reads and the
         #: objectives the model predicts as residuals of it
-        self.prior: FreeLabelPrior | FeaturePrior | None = None
+        self.prior: ScoresPrior | None = None  # FreeLabelPrior or FeaturePrior
         self.prior_inputs: tuple[str, ...] = ()
         self.prior_objectives: tuple[str, ...] = ()
         #: per prior objective, the share of the model's residual that :meth:`sample` keeps by default,
@@ -307,7 +307,7 @@ class RLMPredictor:
     @staticmethod
     def _fit_prior(x: np.ndarray, values: np.ndarray, objectives: tuple[str, ...],
                    prior_from: tuple[str, ...], kind: str, reference: np.ndarray | None, original: np.ndarray
-                   ) -> tuple[FreeLabelPrior | FeaturePrior, tuple[str, ...], np.ndarray]:
+                   ) -> tuple[ScoresPrior, tuple[str, ...], np.ndarray]:
         """The prior (fitted on the ``original`` rows), the objectives it predicts, and ``values`` with
         those as residuals: for a feature prior, the training rows' out-of-sample residuals."""
         rest = [k for k in range(len(objectives)) if objectives[k] not in prior_from]

@@ -11,6 +11,7 @@ label's ranking; knowing more, the model corrects it — the role a prior mean p
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 import numpy as np
@@ -85,8 +86,34 @@ class NormalScores:
         return np.clip(out, self.knots[0] - room, self.knots[-1] + room)
 
 
+class ScoresPrior(ABC):
+    """A prior mean in each objective's normal scores (``objectives``); the model learns the residual.
+
+    What :class:`~nasrlm.predictor.RLMPredictor` needs of any prior: subclasses give ``mean``.
+    """
+
+    objectives: list[NormalScores]
+
+    @abstractmethod
+    def mean(self, inputs: np.ndarray) -> np.ndarray:
+        """(n, m) prior mean scores of architectures with these inputs (n, f)."""
+
+    def residuals(self, inputs: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """What the model is trained on: each objective's score minus the prior's, (n, m)."""
+        z = np.stack([s.forward(values[:, k]) for k, s in enumerate(self.objectives)], axis=1)
+        return z - self.mean(inputs)
+
+    def values(self, inputs: np.ndarray, residuals: np.ndarray) -> np.ndarray:
+        """Objective values from residuals: (n, m) or (n, samples, m) with ``inputs`` of shape (n, f)."""
+        mean = self.mean(inputs)
+        if residuals.ndim == 3:
+            mean = mean[:, None, :]
+        z = mean + residuals
+        return np.stack([s.inverse(z[..., k]) for k, s in enumerate(self.objectives)], axis=-1)
+
+
 @dataclass(frozen=True)
-class FreeLabelPrior:
+class FreeLabelPrior(ScoresPrior):
     """Per objective: ``score(y) ≈ intercept + slope * score(free label)``; the model learns the residual."""
 
     objectives: list[NormalScores]
@@ -142,18 +169,6 @@ class FreeLabelPrior:
         z_free = np.stack([self.free[j].forward(free[:, j]) for j in self.label], axis=1)
         return self.intercept + self.slope * z_free
 
-    def residuals(self, free: np.ndarray, values: np.ndarray) -> np.ndarray:
-        """What the model is trained on: each objective's score minus the prior's, (n, m)."""
-        z = np.stack([s.forward(values[:, k]) for k, s in enumerate(self.objectives)], axis=1)
-        return z - self.mean(free)
-
-    def values(self, free: np.ndarray, residuals: np.ndarray) -> np.ndarray:
-        """Objective values from residuals: (n, m) or (n, samples, m) with ``free`` of shape (n, f)."""
-        mean = self.mean(free)
-        if residuals.ndim == 3:
-            mean = mean[:, None, :]
-        z = mean + residuals
-        return np.stack([s.inverse(z[..., k]) for k, s in enumerate(self.objectives)], axis=-1)
 
 
 def residual_weight(predicted: np.ndarray, actual: np.ndarray) -> float:
