@@ -116,13 +116,17 @@ def test_from_base_keeps_known_tags_renames_the_space_and_adds_new_ones(tasks, t
     # it trains and predicts the new column like any other
     space = get_space("nb201")
     ids = space.sample_ids(12, seed=3)
+    from nasrlm.prior import HEADROOM
     from nasrlm.training import TrainConfig
 
     tuned.fine_tune(space, ids, np.linspace(50, 90, 12), ["acc"], TrainConfig(max_epochs=1, progress=False),
                     refit_normalizers=["acc"])
     assert tuned.normalizers["raspi4"] == base.normalizers["nb201:raspi4"]
-    samples = tuned.sample([space.to_text(space.parse(i)) for i in ids[:2]], ["acc"], num_samples=4)
-    assert samples.shape == (2, 4, 1) and (samples >= 50).all() and (samples <= 90).all()
+    known = tuned.known_labels(space, ids[:2])  # the default forest prior reads free and graph labels
+    assert set(known["given"]) == {"params_m", "macs_m"} and len(known["features"]) == 48
+    samples = tuned.sample([space.to_text(space.parse(i)) for i in ids[:2]], ["acc"], num_samples=4, **known)
+    room = HEADROOM * 40  # the prior maps back within this much of the labels' range (50-90)
+    assert samples.shape == (2, 4, 1) and (samples >= 50 - room).all() and (samples <= 90 + room).all()
 
 
 def test_with_objectives_keeps_behaviour_for_kept_tags(tasks) -> None:
