@@ -306,7 +306,7 @@ def pareto_figure(data: ParetoPlotData) -> Figure:
     # Below the panels, so that it hides no data and does not collide with the title.
     handles, labels = grid.flat[0].get_legend_handles_labels()
     columns = 3 if single else 5
-    if single and sum(map(len, labels)) > 100:  # long labels: two columns fit the figure's width
+    if single and sum(map(len, labels)) > 80:  # long labels: two columns fit the figure's width
         columns = 2
     fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), columns),
                fontsize=8 if single else 9, frameon=False, markerscale=1.5 if single else 1.8)
