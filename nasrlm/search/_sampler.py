@@ -31,7 +31,7 @@ from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 from nasrlm.data import Objective
-from nasrlm.feature_prior import KINDS
+from nasrlm.feature_prior import PRIOR_KINDS
 from nasrlm.metrics import expected_hypervolume_improvement, median_reference, pareto_mask
 from nasrlm.presets import SIZES
 from nasrlm.prior import residual_weight
@@ -50,9 +50,6 @@ OBJECTIVE_HEADROOM = 0.1
 MIN_CHECKED_PROPOSALS = 5
 #: Trial system attribute holding the model's unweighted median prediction for a trial it proposed.
 PREDICTED_ATTR = "nasrlm:predicted"
-
-#: What ``prior`` accepts besides ``None``.
-PRIOR_KINDS = ("line", *KINDS)
 
 _ACTIVE = (TrialState.RUNNING, TrialState.WAITING)
 #: A proposal's parameters and the model's unweighted median prediction for it (``None``: not needed).
@@ -337,13 +334,13 @@ class RLMSampler(BaseSampler):
         columns = len(ALL_FREE_OBJECTIVES) if self._graph_prior else len(self._free_names)
         return np.array([self._free[i] for i in arch_ids]).reshape(len(arch_ids), columns)
 
-    def _graph_features(self, arch_ids: Sequence[str]) -> dict[str, np.ndarray]:
-        """The graph labels a graph prior reads (not decoded), by name; empty for other priors."""
+    def _graph_features(self, labels: np.ndarray) -> dict[str, np.ndarray]:
+        """The graph labels a graph prior reads (not decoded), by name, from rows of :meth:`_labels_of`;
+        empty for other priors."""
         from nasrlm.free_labels import ALL_FREE_OBJECTIVES
 
         if not self._graph_prior:
             return {}
-        labels = self._labels_of(arch_ids)
         return {o.name: labels[:, k] for k, o in enumerate(ALL_FREE_OBJECTIVES) if k >= len(self._free_names)}
 
     def _fit(self, study: Study, complete: Sequence[FrozenTrial]) -> None:
@@ -359,7 +356,8 @@ class RLMSampler(BaseSampler):
             rows.setdefault(self.arch_id_of(t.params), t.values)
         ids = list(rows)
         # the free labels come first in the decode order: the model learns each objective given them
-        free = self.free_labels_of(ids)
+        labels = self._labels_of(ids)
+        free = labels[:, : len(self._free_names)]
         targets = np.array([rows[i] for i in ids], dtype=np.float64)
         values = np.hstack([free, targets])
         batch = min(32, len(ids))
@@ -378,7 +376,7 @@ class RLMSampler(BaseSampler):
             prior = {"prior_from": self._free_names, "prior_reference": self.free_labels_of(self._pool_ids),
                      "prior_kind": "line"}
         elif self.prior is not None:
-            prior = {"prior_from": self._free_names, "prior_inputs": self._graph_features(ids),
+            prior = {"prior_from": self._free_names, "prior_inputs": self._graph_features(labels),
                      "prior_kind": self.prior}
         self._predictor.fit([self.text_of(i) for i in ids], values, order, config,
                             refit_normalizers=refit, headroom=OBJECTIVE_HEADROOM, **prior)
@@ -460,11 +458,11 @@ class RLMSampler(BaseSampler):
             raise RuntimeError("the sampler has not trained a model yet")
         if residual_weight is None:  # the whole residual: the sampler weighs it by its own proposals
             residual_weight = dict.fromkeys(self._predictor.prior_objectives, 1.0)
-        free = self.free_labels_of(arch_ids)  # first: describes the new architectures in one batch
+        labels = self._labels_of(arch_ids)  # first: describes the new architectures in one batch
         texts = [self.text_of(i) for i in arch_ids]
-        given = {name: free[:, k] for k, name in enumerate(self._free_names)}
+        given = {name: labels[:, k] for k, name in enumerate(self._free_names)}
         return self._predictor.sample(texts, self._objective_names, given=given,
-                                      features=self._graph_features(arch_ids), batch_size=64, seed=seed,
+                                      features=self._graph_features(labels), batch_size=64, seed=seed,
                                       temperature=self.temperature, residual_weight=residual_weight,
                                       num_samples=num_samples or self.num_samples, progress=self.progress)
 
