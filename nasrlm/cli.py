@@ -27,7 +27,7 @@ from nasrlm.data import available_objectives, load_table, resolve_data_dir
 from nasrlm.presets import FINE_TUNE, SIZES, TRAIN
 
 #: ``--prior``: the ``prior_kind`` values of ``RLMPredictor.fit`` (kept here so the CLI starts without numpy's
-#: heavier neighbours; a test checks it against ``nasrlm.feature_prior.KINDS``)
+#: heavier neighbours; a test checks it against ``nasrlm.feature_prior.PRIOR_KINDS``)
 PRIOR_KINDS = ("line", "auto", "forest", "ridge", "trend-forest")
 
 #: Exit status for bad input, as argparse uses.
@@ -626,9 +626,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="first pre-train on free labels (params, MACs) of N random architectures")
     p.add_argument("--prior", choices=("none", *PRIOR_KINDS), default="forest",
                    help="learn each objective as what a prior leaves unexplained: 'line' (a straight line "
-                        "through the best free label: params, MACs), 'forest' or 'ridge' on the free and "
-                        "graph labels, 'auto' (per objective, whichever errs less out of sample); "
-                        "predict/eval compute the labels it reads (default: %(default)s)")
+                        "through the best free label: params, MACs), or on the free and graph labels "
+                        "'forest', 'ridge', 'trend-forest' (a line plus a forest on what it leaves) or "
+                        "'auto' (per objective, forest or ridge, whichever ranks the training rows best out "
+                        "of sample); predict/eval compute the labels it reads (default: %(default)s)")
     p.add_argument("--equivalents", type=int, default=0, metavar="K",
                    help="also train on up to K architectures equivalent to each labelled one (e.g. NB201 "
                         "cells differing only in dead edges), labelled with the --carry objectives only")

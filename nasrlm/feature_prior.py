@@ -29,6 +29,8 @@ from nasrlm.prior import NormalScores, ScoresPrior
 
 #: The kinds of model a feature prior fits per objective; ``auto`` picks forest or ridge per objective.
 KINDS = ("auto", "forest", "ridge", "trend-forest")
+#: Every ``prior_kind`` of ``RLMPredictor.fit``: the line prior of :mod:`nasrlm.prior`, then these.
+PRIOR_KINDS = ("line", *KINDS)
 #: Trees per forest, and the fewest rows a leaf holds.
 TREES = 200
 MIN_LEAF = 1

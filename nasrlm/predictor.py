@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 
 from nasrlm import __version__
 from nasrlm.data import Objective
-from nasrlm.feature_prior import FeaturePrior
+from nasrlm.feature_prior import PRIOR_KINDS, FeaturePrior
 from nasrlm.inference import sample_scaled
 from nasrlm.model import RegressionLM, RLMConfig
 from nasrlm.normalize import Normalizer
@@ -224,11 +224,10 @@ class RLMPredictor:
         ranked NB201 accuracy and latency best from 20 to 1,000 labels; with 20-50 rows ``"auto"``
         often picked a worse ridge (experiments/README.md, "Transfer from a pre-trained base model").
         """
-        from nasrlm.feature_prior import KINDS
         from nasrlm.free_labels import ALL_FREE_OBJECTIVES, FREE_OBJECTIVES, texts_and_free_labels
 
-        if prior is not None and prior != "line" and prior not in KINDS:
-            raise ValueError(f"prior {prior!r}: expected line or one of {', '.join(KINDS)}")
+        if prior is not None and prior not in PRIOR_KINDS:
+            raise ValueError(f"prior {prior!r}: expected None or one of {', '.join(PRIOR_KINDS)}")
         names = list(names)
         free = [k for k, o in enumerate(FREE_OBJECTIVES)
                 if prior and o.name not in names and o.name in self.objectives]

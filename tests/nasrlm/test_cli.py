@@ -257,7 +257,7 @@ def test_base_and_device_errors_are_one_line(capsys, tmp_path: Path, argv, says)
 
 
 def test_the_cli_offers_every_prior_kind() -> None:
+    from nasrlm import feature_prior
     from nasrlm.cli import PRIOR_KINDS
-    from nasrlm.feature_prior import KINDS
 
-    assert ("line", *KINDS) == PRIOR_KINDS
+    assert feature_prior.PRIOR_KINDS == PRIOR_KINDS
