@@ -33,7 +33,7 @@ PRIOR_KINDS = ("line", "auto", "forest", "ridge", "trend-forest")
 #: Exit status for bad input, as argparse uses.
 USAGE_ERROR = 2
 #: ``nasrlm search --sampler`` choices (kept in step with :data:`nasrlm.search.SAMPLERS` by a test).
-SAMPLER_NAMES = ("rlm", "random", "nsga2", "nsga3", "tpe")
+SAMPLER_NAMES = ("rlm", "random", "nsga2", "nsga3", "tpe", "tpe-mv", "gp")
 #: ``nasrlm pretrain --minutes`` default.
 PRETRAIN_MINUTES = 30.0
 #: Latency store used when ``--db`` is not given.
@@ -699,7 +699,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--objectives", required=True,
                    help="comma-separated, e.g. acc,pixel3 (tables) or acc,cpu-1t-b1 (measured live)")
     p.add_argument("--budget", type=int, required=True, help="objective evaluations (completed trials)")
-    p.add_argument("--sampler", choices=list(SAMPLER_NAMES), default="rlm", help="default rlm")
+    p.add_argument("--sampler", choices=list(SAMPLER_NAMES), default="rlm",
+                   help="default rlm; tpe-mv: multivariate TPE; gp: Optuna's Gaussian-process sampler")
     p.add_argument("--compare", metavar="NAMES", help="also run these samplers, e.g. random,nsga2,tpe")
     p.add_argument("--rlm-option", action="append", default=[], metavar="KEY=VALUE",
                    help="an RLMSampler setting, e.g. num_candidates=4000 or temperature=2 (repeatable; "
