@@ -20,8 +20,7 @@ import numpy as np
 import optuna
 
 from nasrlm.metrics import hypervolume, pareto_mask
-from nasrlm.search import ArchEvaluator, Truth, reference_point
-from nasrlm.search._sampler import _draw_params
+from nasrlm.search import ArchCache, ArchEvaluator, Truth, draw_params, reference_point
 from search_spaces import get_space
 
 
@@ -45,6 +44,7 @@ def main() -> None:
     trial = optuna.create_study().ask()
     space.suggest(trial)
     distributions = trial.distributions
+    cache = ArchCache(space)
 
     print("| random draws | distinct cells | HV ratio of their front (mean ± std) | true-front cells |")
     print("|---|---|---|---|")
@@ -52,8 +52,8 @@ def main() -> None:
         cells, ratios, found = [], [], []
         for seed in (int(s) for s in args.seeds.split(",")):
             rng = np.random.default_rng(seed)  # the sampler's own stream: its pool is drawn first
-            params = [_draw_params(distributions, rng) for _ in range(draws)]
-            rows = sorted({row_of[space.arch_id(space.suggest(optuna.trial.FixedTrial(p)))] for p in params})
+            params = [draw_params(distributions, rng) for _ in range(draws)]
+            rows = sorted({row_of[cache.arch_id_of(p)] for p in params})
             cells.append(len(rows))
             ratios.append(hypervolume(truth.values[rows], reference, maximize) / true_hv)
             found.append(len(true_front.intersection(rows)))

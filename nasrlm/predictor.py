@@ -17,6 +17,7 @@ import torch
 from safetensors.numpy import load_file as load_arrays
 from safetensors.numpy import save_file as save_arrays
 from safetensors.torch import load_model, save_model
+from scipy.stats import norm
 from tqdm.auto import tqdm
 
 from nasrlm import __version__
@@ -84,6 +85,10 @@ class RLMPredictor:
         #: per prior objective, the share of the model's residual that :meth:`sample` keeps by default,
         #: estimated on the validation rows of the latest fit (see :func:`~nasrlm.prior.residual_weight`)
         self.residual_weights: dict[str, float] = {}
+        #: per prior objective, the root-mean-square residual of the latest fit's training rows in normal
+        #: scores: the prior's error on architectures it did not see (out of bag for a feature prior;
+        #: in sample for the line prior, which has two parameters). See ``sample(residual_spread=)``.
+        self.prior_errors: dict[str, float] = {}
 
     @classmethod
     def create(cls, tokenizer: OnnxTokenizer, objectives: Sequence[Objective],
@@ -194,6 +199,11 @@ class RLMPredictor:
                                                        prior_reference, original)
         self.prior, self.prior_inputs, self.prior_objectives = prior, inputs, predicted
         self.residual_weights = {}
+        self.prior_errors = {}
+        if prior is not None:
+            rows = values[original][:, [objectives.index(name) for name in predicted]]
+            self.prior_errors = {name: float(np.sqrt(np.nanmean(rows[:, j] ** 2)))
+                                 for j, name in enumerate(predicted)}
         for k, name in enumerate(objectives):
             refit = refit_normalizers if isinstance(refit_normalizers, bool) else name in refit_normalizers
             if refit or name not in self.normalizers:
@@ -343,7 +353,8 @@ class RLMPredictor:
                batch_size: int = 16, temperature: float = 1.0, seed: int = 0, progress: bool = False,
                given: Mapping[str, np.ndarray] | None = None,
                features: Mapping[str, np.ndarray] | None = None,
-               residual_weight: dict[str, float] | None = None) -> np.ndarray:
+               residual_weight: dict[str, float] | None = None,
+               residual_spread: dict[str, float] | None = None) -> np.ndarray:
         """Samples in the objectives' units, shape (len(texts), num_samples, len(objectives)).
 
         ``objectives`` defaults to :attr:`predicts`, the objectives of the latest fit.
@@ -356,6 +367,11 @@ class RLMPredictor:
         median of each text's decoded residual, keeping the samples' spread around it: 0 centres the
         prediction on the prior, 1 trusts the model. Objectives it does not name use
         :attr:`residual_weights` (fitted on validation rows, see :meth:`fit`).
+
+        ``residual_spread`` replaces the decoded spread of those objectives' residuals by a normal
+        one of the given standard deviation (in normal scores) around each text's (weighted) median,
+        e.g. :attr:`prior_errors`: a model refitted on a few dozen labels is overconfident, and the
+        prior's out-of-sample error is a spread measured on architectures it did not see.
         """
         objectives = tuple(objectives or self.predicts)
         given = dict(given or {})
@@ -389,10 +405,11 @@ class RLMPredictor:
                                    temperature=temperature, generator=generator, given=prefix)
             for k, name in enumerate(objectives):
                 out[start : start + len(input_ids), :, k] = self.normalizers[name].inverse(scaled[..., k])
-        unknown = [o for o in residual_weight or {} if o not in self.prior_objectives or o not in objectives]
-        if unknown:
-            raise ValueError(f"residual_weight for {unknown}: not residual objectives of this call "
-                             f"(residual objectives: {list(self.prior_objectives)})")
+        for option, named in (("residual_weight", residual_weight), ("residual_spread", residual_spread)):
+            unknown = [o for o in named or {} if o not in self.prior_objectives or o not in objectives]
+            if unknown:
+                raise ValueError(f"{option} for {unknown}: not residual objectives of this call "
+                                 f"(residual objectives: {list(self.prior_objectives)})")
         if residual and self.prior is not None:
             x = np.stack([np.asarray(inputs[f], dtype=np.float64).reshape(len(texts))
                           for f in self.prior_inputs], axis=1)
@@ -404,6 +421,14 @@ class RLMPredictor:
                 j = self.prior_objectives.index(name)
                 median = np.median(block[..., j], axis=1, keepdims=True)
                 block[..., j] += (weight - 1.0) * median
+            if residual_spread:
+                # stratified normal quantiles, shuffled per text and objective: the median stays put
+                rng = np.random.default_rng(seed)
+                quantiles = norm.ppf((np.arange(num_samples) + 0.5) / num_samples)
+            for name, spread in (residual_spread or {}).items():
+                j = self.prior_objectives.index(name)
+                median = np.median(block[..., j], axis=1, keepdims=True)
+                block[..., j] = median + spread * rng.permuted(np.tile(quantiles, (len(texts), 1)), axis=1)
             values = self.prior.values(x, block)
             for k in residual:
                 out[..., k] = values[..., self.prior_objectives.index(objectives[k])]

@@ -1,10 +1,14 @@
 """Pareto search over a search space: the RLM-driven Optuna sampler, evaluation, and reports.
 
 ``RLMSampler`` is an ordinary Optuna sampler (use it with ``optuna.create_study``); ``run_search`` and
-``write_report`` are what ``nasrlm search`` and ``nasrlm demo`` are made of.
+``write_report`` are what ``nasrlm search`` and ``nasrlm demo`` are made of. The sampler's parts are
+public for experiments that take it apart: its surrogate (``RLMSurrogate``), its candidates
+(``candidate_params``), its pick (``greedy_ehvi``) and what it caches of each architecture (``ArchCache``).
 """
 
 from nasrlm.measure import is_profile
+from nasrlm.search._arch_cache import ArchCache
+from nasrlm.search._candidates import CandidateSettings, candidate_params, draw_params
 from nasrlm.search._evaluate import ArchEvaluator, MissingValueError
 from nasrlm.search._job import SAMPLERS, JobOutput, make_sampler, search_job, summary
 from nasrlm.search._report import (
@@ -18,6 +22,8 @@ from nasrlm.search._report import (
 )
 from nasrlm.search._run import SearchResult, run_search
 from nasrlm.search._sampler import DEFAULT_MODEL, PREDICTED_ATTR, RLMSampler, SpaceMismatchError
+from nasrlm.search._selection import greedy_ehvi
+from nasrlm.search._surrogate import FitSettings, RLMSurrogate
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -27,7 +33,14 @@ __all__ = [
     "make_sampler",
     "search_job",
     "summary",
+    "ArchCache",
     "ArchEvaluator",
+    "CandidateSettings",
+    "FitSettings",
+    "RLMSurrogate",
+    "candidate_params",
+    "draw_params",
+    "greedy_ehvi",
     "MissingValueError",
     "PredictedFront",
     "RLMSampler",

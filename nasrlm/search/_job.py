@@ -42,7 +42,7 @@ SAMPLERS: dict[str, SamplerFactory] = {
 
 #: RLMSampler settings a user may change by name (``nasrlm search --rlm-option KEY=VALUE``).
 RLM_OPTIONS = tuple(n for n in inspect.signature(RLMSampler).parameters
-                    if n not in ("space", "seed", "progress", "independent_sampler"))
+                    if n not in ("space", "seed", "progress", "independent_sampler", "fit", "candidates"))
 
 
 def make_sampler(name: str, space: SearchSpace, seed: int, *, progress: bool = False,

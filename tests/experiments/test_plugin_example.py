@@ -2,10 +2,10 @@
 
 Conformance suite on the example space, the ``--plugin`` mechanism in fresh processes, then the
 example's own command list (measure -> data -> train -> search) through ``nasrlm.cli.main``. Costs
-that the CLI does not let a user set are cut down here, as ``tests/nasrlm/test_search.py`` does: the RLM
-sampler is a tiny one, ``nasrlm train``'s tokenizer learns from the example space alone instead of
-samples of every registered space, and any random sample of the space is capped at 24 architectures
-(each one a torch export).
+that the CLI does not let a user set are cut down here, as ``tests/nasrlm/search/test_search.py``
+does: the RLM sampler is a tiny one, ``nasrlm train``'s tokenizer learns from the example space alone
+instead of samples of every registered space, and any random sample of the space is capped at 24
+architectures (each one a torch export).
 """
 
 from __future__ import annotations

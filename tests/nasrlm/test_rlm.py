@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from scipy.stats import kendalltau
+from scipy.stats import kendalltau, norm
 
 from nasrlm.data import Objective
 from nasrlm.inference import _IncrementalDecoder, sample_digits
@@ -230,6 +230,19 @@ def test_free_label_prior_ranks_by_the_free_label_before_any_learning_and_is_sav
     assert np.ptp(centred[:, :, 0], axis=1).max() > 0
     with pytest.raises(ValueError, match="residual_weight"):
         predictor.sample(texts, ("lat",), given={"convs": convs}, residual_weight={"acc": 0.5})
+
+    # the prior's own error (in normal scores) as the spread: same medians, a spread of that width
+    error = predictor.prior_errors["lat"]
+    assert error > 0
+    for spread in (0.0, error, 5 * error):
+        wide = predictor.sample(texts, ("lat",), num_samples=9, given={"convs": convs},
+                                residual_weight={"lat": 0.0}, residual_spread={"lat": spread})
+        np.testing.assert_allclose(np.median(wide[:, :, 0], axis=1), prior_alone)
+        z = predictor.prior.residuals(np.repeat(convs[:, None], 9, axis=0), wide.reshape(-1, 1))
+        expected = spread * np.std(norm.ppf((np.arange(9) + 0.5) / 9))
+        assert np.std(z.reshape(-1, 9), axis=1).mean() == pytest.approx(expected, rel=0.2, abs=1e-6)
+    with pytest.raises(ValueError, match="residual_spread"):
+        predictor.sample(texts, ("lat",), given={"convs": convs}, residual_spread={"acc": 0.5})
 
 
 def test_derived_rows_train_but_are_never_validated(corpus) -> None:

@@ -107,7 +107,7 @@ def test_with_the_free_label_prior_the_model_learns_residuals_and_predicts_value
     assert predictor.decode_order[-2:] == ("acc", "lat") and predictor.prior_objectives == ("acc", "lat")
     assert predictor.prior_inputs == ("params_m", "macs_m")
     # the prior's normal scores are over the candidate pool, not over the eight trials
-    pool = sampler.free_labels_of(sampler._pool_ids)
+    pool = sampler.free_labels_of(sampler.candidate_pool)
     assert len(pool) > 8 and np.array_equal(predictor.prior.free[0].knots, np.unique(pool[:, 0]))
     ids = SPACE.sample_ids(30, seed=5)
     samples = sampler.predict_samples(ids, num_samples=4)
@@ -172,7 +172,7 @@ def test_pretraining_learns_free_labels_of_the_candidate_pool_first(archs: int) 
     said = [line for line in logs if "pre-training on free labels" in line]
     assert len(said) == 1
     count = int(said[0].split(" of ")[1].split()[0])
-    pool = len(sampler._pool_ids)
+    pool = len(sampler.candidate_pool)
     if archs <= pool:
         assert count == archs  # the pool's first architectures, nothing else described
     else:
@@ -215,6 +215,23 @@ def test_rejects_meaningless_settings() -> None:
         RLMSampler(SPACE, temperature=0.0)
     with pytest.raises(ValueError, match="fresh_candidates"):
         RLMSampler(SPACE, fresh_candidates=-1)
+    with pytest.raises(ValueError, match="spread 'wide'"):
+        RLMSampler(SPACE, spread="wide")
+    with pytest.raises(ValueError, match="needs a prior"):
+        RLMSampler(SPACE, spread="prior", prior=None)
+
+
+def test_with_the_prior_spread_the_samples_scatter_as_far_as_the_prior_erred() -> None:
+    sampler = tiny_sampler(prior="forest", spread="prior")
+    make_study(sampler).optimize(toy_objective, n_trials=8)
+    errors = sampler.predictor.prior_errors
+    assert set(errors) == {"acc", "lat"} and all(e > 0 for e in errors.values())
+    ids = SPACE.sample_ids(20, seed=3)
+    labels = sampler.cache.labels_of(ids)
+    samples = sampler.predict_samples(ids, num_samples=8)
+    z = sampler.predictor.prior.residuals(np.repeat(labels, 8, axis=0), samples.reshape(-1, 2))
+    spread = z.reshape(20, 8, 2).std(axis=1).mean(axis=0)
+    assert spread == pytest.approx([errors["acc"], errors["lat"]], rel=0.3)
 
 
 def test_every_cli_sampler_has_a_factory() -> None:
@@ -338,7 +355,7 @@ def test_readme_lists_every_rlm_option() -> None:
 
     from nasrlm.search._job import RLM_OPTIONS
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
     assert [o for o in RLM_OPTIONS if f"`{o}`" not in readme] == []
 
 
@@ -370,3 +387,35 @@ def test_reseed_rng_gives_new_draws_as_optuna_expects() -> None:
     before = sampler._rng.random()
     sampler.reseed_rng()  # Optuna's hook (e.g. for each process of n_jobs > 1); RandomSampler's too
     assert sampler._rng.random() != before
+
+
+def test_parallel_workers_never_evaluate_an_architecture_the_model_proposed_twice() -> None:
+    study = make_study(tiny_sampler(seed=5))
+    study.optimize(toy_objective, n_trials=16, n_jobs=2)
+    assert len(study.trials) == 16
+    proposed = [t.user_attrs["arch_id"] for t in study.trials if PREDICTED_ATTR in t.system_attrs]
+    others = [t.user_attrs["arch_id"] for t in study.trials if PREDICTED_ATTR not in t.system_attrs]
+    assert len(proposed) >= 8
+    assert len(set(proposed)) == len(proposed) and not set(proposed) & set(others)
+
+
+def test_running_trials_are_pending_never_proposed_and_believed_when_picking(monkeypatch) -> None:
+    import nasrlm.search._sampler as module
+
+    seen: list[int] = []
+    real = module.greedy_ehvi
+
+    def spy(samples, observed, *args):
+        seen.append(len(observed))
+        return real(samples, observed, *args)
+
+    monkeypatch.setattr(module, "greedy_ehvi", spy)
+    sampler = tiny_sampler(seed=2, proposals_per_fit=1)  # a new round for every trial
+    study = make_study(sampler)
+    study.optimize(toy_objective, n_trials=4)
+    running = [study.ask() for _ in range(2)]  # as other workers would, not told yet
+    ids = [SPACE.arch_id(SPACE.suggest(trial)) for trial in running]
+    ids.append(SPACE.arch_id(SPACE.suggest(study.ask())))
+    # four completed trials, and each running one believed at its median when the next is picked
+    assert seen == [4, 5, 6]
+    assert len(set(ids)) == 3

@@ -1,0 +1,193 @@
+"""The RLMSampler's model of the objectives: what ``_ParzenEstimator`` is to Optuna's TPE.
+
+An :class:`~nasrlm.predictor.RLMPredictor` refitted on the completed trials each round, and sampled for
+the candidates' objectives. It starts either from a base model (``nasrlm pretrain``), copied afresh for
+every refit, or from a model learned here: a tokenizer trained on the candidate pool's texts and a
+pre-training pass on their free labels (parameters, MACs), which cost nothing to compute.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from nasrlm.data import Objective
+from nasrlm.free_labels import FREE_OBJECTIVES
+from nasrlm.prior import residual_weight
+from nasrlm.search._arch_cache import FREE_NAMES, ArchCache
+
+
+@dataclass(frozen=True)
+class FitSettings:
+    """How the surrogate learns: pre-training once, then a short refit per proposal round."""
+
+    #: optimiser steps per refit
+    fit_steps: int = 150
+    #: trials per step of a refit (fewer when fewer trials exist)
+    batch_size: int = 32
+    #: peak learning rate of a refit, and the share of its steps spent warming up to it
+    learning_rate: float = 1e-3
+    warmup_fraction: float = 0.1
+    #: architectures whose free labels pre-train a model learned from scratch (0: none)
+    pretrain_archs: int = 2000
+    #: least passes over them (more when ``2 * fit_steps`` steps need more)
+    pretrain_epochs: int = 3
+    #: the pre-training's learning rate
+    pretrain_learning_rate: float = 2e-3
+    #: share of the decoder's range kept at each end for objective values beyond those observed, or no
+    #: candidate could ever be predicted to extend the front
+    headroom: float = 0.1
+
+
+class RLMSurrogate:
+    """An RLM refitted on trials, sampled for candidates.
+
+    Args:
+        cache: texts and labels of the space's architectures (shared with the sampler).
+        objectives: the study's objectives, in its order.
+        prior: the prior the model learns the residual of (see :class:`~nasrlm.search.RLMSampler`).
+        settings: how it trains.
+        model_options: :class:`~nasrlm.model.RLMConfig` overrides for a model learned from scratch.
+        base: a base model directory to start every refit from instead.
+        device: ``"cpu"`` or ``"cuda"``.
+        seed: seeds the tokenizer, the initial weights and every refit (with the round number).
+        progress: progress bars while it trains and samples.
+        log: called with a line before each long step.
+    """
+
+    def __init__(self, cache: ArchCache, objectives: Sequence[Objective], *, prior: str | None,
+                 settings: FitSettings, model_options: dict[str, Any], base: str | None = None,
+                 device: str = "cpu", seed: int = 0, progress: bool = False,
+                 log: Callable[[str], None] = lambda line: None) -> None:
+        clash = set(FREE_NAMES) & {o.name for o in objectives}
+        if clash:
+            raise ValueError(f"objective name(s) {sorted(clash)} clash with the free labels")
+        self.cache = cache
+        self.objectives = tuple(objectives)
+        self.objective_names = tuple(o.name for o in objectives)
+        self.prior = prior
+        self.settings = settings
+        self.model_options = model_options
+        self.base = base
+        self.device = device
+        self.seed = seed
+        self.progress = progress
+        self.log = log
+        #: refits so far
+        self.rounds = 0
+        self._base_predictor: Any = None
+        self._predictor: Any = None
+        self._pool_free: np.ndarray | None = None
+
+    @property
+    def predictor(self) -> Any:
+        """The latest :class:`~nasrlm.predictor.RLMPredictor` (``None`` before :meth:`start`)."""
+        return self._predictor
+
+    def start(self, pool: Sequence[str]) -> None:
+        """Load the base model, or learn a tokenizer on the ``pool`` and pre-train on free labels.
+
+        The pool is the population the proposals come from: the ``"line"`` prior takes its normal
+        scores over it, and pre-training reads its architectures first (their texts are needed anyway).
+        """
+        import torch
+
+        from nasrlm.predictor import RLMPredictor
+        from nasrlm.tokenizers import OnnxTokenizer
+        from nasrlm.training import TrainConfig
+
+        self._pool_free = self.cache.free_labels_of(pool) if self.prior == "line" else None
+        if self.base is not None:
+            self.log(f"starting from the base model {self.base}")
+            self._base_predictor = RLMPredictor.from_base(self.base, self.objectives,
+                                                          space=self.cache.space.name)
+            self._predictor = copy.deepcopy(self._base_predictor).to(self.device)
+            return
+        self.log(f"learning the ONNX tokenizer on {len(pool):,} architectures")
+        tokenizer = OnnxTokenizer.train(self.cache.texts_of(pool), seed=self.seed)
+        torch.manual_seed(self.seed)  # the initial weights
+        self._predictor = RLMPredictor.create(tokenizer, [*FREE_OBJECTIVES, *self.objectives],
+                                              **self.model_options).to(self.device)
+        s = self.settings
+        if not s.pretrain_archs:
+            return
+        # many architectures seen a few times beat a few seen many times (same number of steps)
+        ids = list(pool[: s.pretrain_archs])
+        if len(ids) < s.pretrain_archs:
+            extra = self.cache.space.sample_ids(s.pretrain_archs - len(ids), seed=self.seed)
+            ids = list(dict.fromkeys([*ids, *extra]))
+        self.log(f"pre-training on free labels (parameters, MACs) of {len(ids):,} architectures")
+        texts = self.cache.texts_of(ids)
+        epochs = max(s.pretrain_epochs, math.ceil(2 * s.fit_steps / math.ceil(len(ids) / s.batch_size)))
+        self._predictor.fit(texts, self.cache.free_labels_of(ids), FREE_NAMES,
+                            TrainConfig(max_epochs=epochs, validation_fraction=0.0, seed=self.seed,
+                                        learning_rate=s.pretrain_learning_rate, progress=self.progress))
+
+    def fit(self, arch_ids: Sequence[str], targets: np.ndarray) -> None:
+        """Refit on the trials: ``targets`` (len(arch_ids), objectives) in the study's order.
+
+        The free labels come first in the decode order, so the model learns each objective given them.
+        Free labels keep the scale they were pre-trained with (without pre-training, none was fitted on
+        more than the trials: all are refitted); the objectives get :attr:`FitSettings.headroom`.
+        """
+        from nasrlm.training import TrainConfig
+
+        if self._predictor is None:
+            raise RuntimeError("start() the surrogate before fitting it")
+        if self._base_predictor is not None:  # every refit starts from the base, not from the latest round
+            self._predictor = copy.deepcopy(self._base_predictor).to(self.device)
+        s = self.settings
+        free, graph = self.cache.split(self.cache.labels_of(arch_ids))
+        values = np.hstack([np.column_stack(list(free.values())), targets])
+        batch = min(s.batch_size, len(arch_ids))
+        epochs = max(1, math.ceil(s.fit_steps / math.ceil(len(arch_ids) / batch)))
+        config = TrainConfig(max_epochs=epochs, batch_size=batch, validation_fraction=0.0,
+                             warmup_fraction=s.warmup_fraction, learning_rate=s.learning_rate,
+                             seed=self.seed + self.rounds, progress=self.progress)
+        refit = self.objective_names if (s.pretrain_archs or self._base_predictor is not None) else True
+        prior: dict[str, Any] = {}
+        if self.prior == "line":
+            prior = {"prior_from": FREE_NAMES, "prior_reference": self._pool_free, "prior_kind": "line"}
+        elif self.prior is not None:
+            prior = {"prior_from": FREE_NAMES, "prior_inputs": graph, "prior_kind": self.prior}
+        order = (*FREE_NAMES, *self.objective_names)
+        self._predictor.fit(self.cache.texts_of(arch_ids), values, order, config,
+                            refit_normalizers=refit, headroom=s.headroom, **prior)
+        self.rounds += 1
+
+    def sample(self, arch_ids: Sequence[str], *, num_samples: int, temperature: float, seed: int,
+               residual_weight: dict[str, float] | None = None, prior_spread: bool = False) -> np.ndarray:
+        """Decoded samples (len(arch_ids), num_samples, objectives), given each one's free labels.
+
+        ``residual_weight``: per objective, the share of the predicted residual kept (``None``: all).
+        ``prior_spread``: the samples scatter around each median as far as the prior errs on trials
+        it did not see (``RLMPredictor.prior_errors``), not as far as the model's decoding does.
+        """
+        if self._predictor is None:
+            raise RuntimeError("the sampler has not trained a model yet")
+        if residual_weight is None:
+            residual_weight = dict.fromkeys(self._predictor.prior_objectives, 1.0)
+        given, graph = self.cache.split(self.cache.labels_of(arch_ids))  # describes new ones in one batch
+        return self._predictor.sample(self.cache.texts_of(arch_ids), self.objective_names, given=given,
+                                      features=graph, batch_size=64, seed=seed, temperature=temperature,
+                                      residual_weight=residual_weight, num_samples=num_samples,
+                                      residual_spread=self._predictor.prior_errors if prior_spread else None,
+                                      progress=self.progress)
+
+    def residual_weights(self, arch_ids: Sequence[str], actual: np.ndarray,
+                         predicted: np.ndarray) -> dict[str, float] | None:
+        """Per objective, the least-squares slope (through 0, clipped to [0, 1]) of the residual that
+        came true (``actual`` values) on the residual the model predicted (``predicted`` values), both
+        in the current prior's normal scores; ``None`` without a prior."""
+        prior = self._predictor.prior if self._predictor is not None else None
+        if prior is None:
+            return None
+        labels = self.cache.labels_of(arch_ids)  # the prior's inputs: free labels, then any graph labels
+        came, said = prior.residuals(labels, actual), prior.residuals(labels, predicted)
+        return {name: residual_weight(said[:, k], came[:, k])
+                for k, name in enumerate(self._predictor.prior_objectives)}

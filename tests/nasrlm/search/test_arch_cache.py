@@ -1,0 +1,53 @@
+"""What the sampler caches of each architecture: ids behind parameters, texts, free and graph labels."""
+
+from __future__ import annotations
+
+import numpy as np
+import optuna
+import pytest
+
+from nasrlm.free_labels import ALL_FREE_OBJECTIVES
+from nasrlm.search import ArchCache, SpaceMismatchError
+from search_spaces import NasBench201
+
+SPACE = NasBench201()
+
+
+
+def test_each_architecture_is_described_once(monkeypatch) -> None:
+    import nasrlm.search._arch_cache as module
+
+    calls: list[int] = []
+    real = module.texts_and_free_labels
+
+    def counting(space, ids, **kw):
+        calls.append(len(ids))
+        return real(space, ids, **kw)
+
+    monkeypatch.setattr(module, "texts_and_free_labels", counting)
+    cache = ArchCache(SPACE)
+    ids = SPACE.sample_ids(3, seed=0)
+    first = cache.labels_of(ids)
+    again = cache.labels_of([ids[1], ids[1], *SPACE.sample_ids(1, seed=9)])
+    assert calls == [3, 1]  # the repeated ids are not described again, the new one is
+    assert np.array_equal(again[0], first[1]) and first.shape == (3, 2)
+    assert cache.texts_of(ids[:1]) == [SPACE.to_text(SPACE.parse(ids[0]))]
+
+
+def test_graph_labels_follow_the_free_labels_and_split_by_name() -> None:
+    cache = ArchCache(SPACE, graph=True)
+    labels = cache.labels_of(SPACE.sample_ids(2, seed=1))
+    assert labels.shape == (2, len(ALL_FREE_OBJECTIVES))
+    assert cache.columns == tuple(o.name for o in ALL_FREE_OBJECTIVES)
+    free, graph = cache.split(labels)
+    assert list(free) == ["params_m", "macs_m"] and len(graph) == len(ALL_FREE_OBJECTIVES) - 2
+    assert ArchCache(SPACE).split(labels[:, :2])[1] == {}
+
+
+def test_the_id_behind_parameters_and_a_clear_error_for_foreign_ones() -> None:
+    cache = ArchCache(SPACE)
+    trial = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0)).ask()
+    arch_id = SPACE.arch_id(SPACE.suggest(trial))
+    assert cache.arch_id_of(trial.params) == arch_id
+    with pytest.raises(SpaceMismatchError, match="space.suggest"):
+        cache.arch_id_of({"x": 0.5})
