@@ -10,7 +10,7 @@ from nasrlm.measure import is_profile
 from nasrlm.search._arch_cache import ArchCache
 from nasrlm.search._candidates import CandidateSettings, candidate_params, draw_params
 from nasrlm.search._evaluate import ArchEvaluator, MissingValueError
-from nasrlm.search._job import SAMPLERS, JobOutput, make_sampler, search_job, summary
+from nasrlm.search._job import SAMPLERS, JobOutput, make_sampler, restricted_to_table, search_job, summary
 from nasrlm.search._report import (
     PredictedFront,
     Scores,
@@ -20,17 +20,19 @@ from nasrlm.search._report import (
     score,
     write_report,
 )
-from nasrlm.search._run import SearchResult, run_search
+from nasrlm.search._run import DUPLICATE_ATTR, SearchResult, run_search
 from nasrlm.search._sampler import DEFAULT_MODEL, PREDICTED_ATTR, RLMSampler, SpaceMismatchError
 from nasrlm.search._selection import greedy_ehvi
 from nasrlm.search._surrogate import FitSettings, RLMSurrogate
 
 __all__ = [
     "DEFAULT_MODEL",
+    "DUPLICATE_ATTR",
     "PREDICTED_ATTR",
     "SAMPLERS",
     "JobOutput",
     "make_sampler",
+    "restricted_to_table",
     "search_job",
     "summary",
     "ArchCache",

@@ -101,7 +101,7 @@ def search_job(space: SearchSpace, objectives: Sequence[str], *, budget: int, ou
             raise
         for o in evaluator.objectives:
             log(f"  {o.header:<16} {'maximise' if o.higher_is_better else 'minimise'}  {o.description}")
-        space, evaluator = _restricted_to_table(space, evaluator, log)
+        space, evaluator = restricted_to_table(space, evaluator, log)
         main = make_sampler(sampler, space, seed, progress=False, options=sampler_options)
         if isinstance(main, RLMSampler) and progress:
             main.on_fit = lambda n, seconds: log(f"  model trained on {n} evaluations in {seconds:.1f} s")
@@ -130,8 +130,8 @@ def search_job(space: SearchSpace, objectives: Sequence[str], *, budget: int, ou
     return JobOutput(result, baselines, files, truth, predicted)
 
 
-def _restricted_to_table(space: SearchSpace, evaluator: ArchEvaluator, log: Callable[[str], None]
-                         ) -> tuple[SearchSpace, ArchEvaluator]:
+def restricted_to_table(space: SearchSpace, evaluator: ArchEvaluator,
+                        log: Callable[[str], None] = lambda line: None) -> tuple[SearchSpace, ArchEvaluator]:
     """Where every objective is looked up and the table covers part of the space, search its rows only.
 
     Otherwise nearly every trial would ask for a cell the table cannot answer (NB101's published

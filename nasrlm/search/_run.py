@@ -22,6 +22,13 @@ from nasrlm.metrics import pareto_mask
 from nasrlm.search._evaluate import ArchEvaluator, MissingValueError
 from search_spaces import SearchSpace
 
+#: User attribute of a trial that drew an architecture the study had evaluated already (it is pruned,
+#: not evaluated again, and does not count toward the budget).
+DUPLICATE_ATTR = "duplicate_of"
+#: Repeated architectures per evaluation of the budget after which a search gives up (a space smaller
+#: than the budget, or a sampler that keeps drawing what it has).
+MAX_REPEATS_PER_EVALUATION = 10
+
 
 @dataclass
 class SearchResult:
@@ -57,7 +64,10 @@ def run_search(space: SearchSpace, evaluator: ArchEvaluator, sampler: optuna.sam
     """Search until the study holds ``budget`` completed evaluations (resuming an existing study).
 
     Architectures missing from a table fail their trial (:class:`MissingValueError`) and do not count;
-    after ``max_failures`` (default: ``budget``) failed trials the search stops with an error.
+    after ``max_failures`` (default: ``budget``) failed trials the search stops with an error. A trial
+    that draws an architecture the study has evaluated (or is evaluating) already is pruned, with the
+    id in its user attribute :data:`DUPLICATE_ATTR`, and does not count either: a resumed study whose
+    sampler replays its random stream, or two workers that draw the same cell, never evaluate it twice.
     """
     if budget < 1:
         raise ValueError(f"budget must be positive, got {budget}")
@@ -79,6 +89,9 @@ def run_search(space: SearchSpace, evaluator: ArchEvaluator, sampler: optuna.sam
 
     def objective(trial: optuna.Trial) -> list[float]:
         arch_id = space.arch_id(space.suggest(trial))
+        if arch_id in _taken(study, trial.number):  # a resumed random stream replays its draws, a worker ...
+            trial.set_user_attr(DUPLICATE_ATTR, arch_id)
+            raise optuna.TrialPruned(f"architecture {arch_id} is evaluated by trial(s) of this study already")
         trial.set_user_attr("arch_id", arch_id)
         return evaluator(arch_id)
 
@@ -94,7 +107,8 @@ def run_search(space: SearchSpace, evaluator: ArchEvaluator, sampler: optuna.sam
             bar.n = min(done(), budget)
             bar.refresh()
             failed = len(study.get_trials(deepcopy=False, states=(TrialState.FAIL,)))
-            if failed > limit:
+            repeated = len(study.get_trials(deepcopy=False, states=(TrialState.PRUNED,)))
+            if failed > limit or repeated > MAX_REPEATS_PER_EVALUATION * budget:
                 study.stop()
 
         verbosity = optuna.logging.get_verbosity()
@@ -106,10 +120,19 @@ def run_search(space: SearchSpace, evaluator: ArchEvaluator, sampler: optuna.sam
         finally:
             optuna.logging.set_verbosity(verbosity)
     failed = len(study.get_trials(deepcopy=False, states=(TrialState.FAIL,)))
+    repeated = len(study.get_trials(deepcopy=False, states=(TrialState.PRUNED,)))
     if done() < budget:
-        raise RuntimeError(f"search stopped after {failed} failed trials with {done()} of {budget} "
-                           f"evaluations done (architectures missing from the table?)")
+        raise RuntimeError(f"search stopped after {failed} failed trials and {repeated} repeated "
+                           f"architectures with {done()} of {budget} evaluations done (architectures missing "
+                           f"from the table, or a space smaller than the budget?)")
     result = SearchResult.from_study(study, evaluator.objectives, label or type(sampler).__name__)
     result.seconds = time.perf_counter() - start
     result.extra["failed_trials"] = failed
+    result.extra["repeated_trials"] = repeated
     return result
+
+
+def _taken(study: optuna.Study, number: int) -> set[str]:
+    """Architectures of the study's other trials that are evaluated or being evaluated."""
+    trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING))
+    return {t.user_attrs["arch_id"] for t in trials if t.number != number and "arch_id" in t.user_attrs}

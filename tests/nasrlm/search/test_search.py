@@ -10,6 +10,7 @@ from nasrlm import cli
 from nasrlm.data import BenchmarkTable, Objective
 from nasrlm.measure import LatencyStore
 from nasrlm.search import (
+    DUPLICATE_ATTR,
     PREDICTED_ATTR,
     SAMPLERS,
     ArchEvaluator,
@@ -22,7 +23,7 @@ from nasrlm.search import (
     search_job,
     write_report,
 )
-from search_spaces import NasBench201
+from search_spaces import NasBench201, SubsetSpace
 
 SPACE = NasBench201()
 TINY = {"d_model": 16, "num_heads": 2, "d_ff": 32, "encoder_layers": 1, "decoder_layers": 1, "dropout": 0.0}
@@ -300,6 +301,24 @@ def test_budget_counts_completed_evaluations_and_failures_do_not(tmp_path) -> No
     with pytest.raises(RuntimeError, match="failed trials"):
         run_search(SPACE, evaluator, optuna.samplers.RandomSampler(seed=2), budget=50, progress=False,
                    max_failures=2)
+
+
+def test_a_resumed_study_never_evaluates_an_architecture_twice(tmp_path) -> None:
+    ids = [SPACE.arch_id(a) for a in SPACE.enumerate()]
+    evaluator = ArchEvaluator(SPACE, toy_table(ids).objectives, toy_table(ids))
+    storage = f"sqlite:///{tmp_path / 's.db'}"
+    for budget in (5, 10):  # the same seed replays its first five draws on resuming
+        result = run_search(SPACE, evaluator, optuna.samplers.RandomSampler(seed=0), budget=budget,
+                            storage=storage, progress=False)
+    assert len(result.arch_ids) == 10 and len(set(result.arch_ids)) == 10
+    assert result.extra["repeated_trials"] >= 5
+    study = optuna.load_study(study_name="nasrlm", storage=storage)
+    pruned = [t for t in study.trials if t.state == optuna.trial.TrialState.PRUNED]
+    assert all(t.user_attrs[DUPLICATE_ATTR] in result.arch_ids[:5] for t in pruned)
+    small = SubsetSpace(SPACE, ids[:3])  # a space smaller than the budget: a clear error, not a hang
+    with pytest.raises(RuntimeError, match="repeated architectures"):
+        run_search(small, ArchEvaluator(small, evaluator.objectives, evaluator.table),
+                   optuna.samplers.RandomSampler(seed=0), budget=4, progress=False)
 
 
 def test_report_files_and_scores(tmp_path) -> None:
