@@ -22,8 +22,11 @@ trees on the one-hot encoding of the cell or blocks plus the free labels), ``ctx
 on the graph labels plus the base's own predictions of every accuracy tag it has and of NB201's
 latencies: what the base knows, as features) and, for devices, ``ridge`` (ridge regression of the log
 latency on the log latencies of every device the base did see, measured on the same architectures:
-HELP's "source devices") and ``ctx-ridge`` (the same on the base's *predictions* of those devices,
-which exist for any architecture). Prints markdown tables for experiments/README.md.
+HELP's "source devices"), ``ridge-free`` (the same plus the log parameter count and MACs) and
+``ctx-ridge`` (the same on the base's *predictions* of those devices, which exist for any
+architecture). ``--select farthest`` measures the architectures spread farthest apart over the source
+devices' latencies instead of random ones (the test rows stay the same). Prints markdown tables for
+experiments/README.md.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from nasrlm.free_labels import ALL_FREE_OBJECTIVES, FREE_LABELS_VERSION, texts_a
 from nasrlm.predictor import RLMPredictor
 from nasrlm.presets import FINE_TUNE
 from nasrlm.pretraining import PRETRAINING_FILE, is_excluded, tag
+from nasrlm.selection import farthest_first
 from nasrlm.training import TrainConfig
 from search_spaces import SearchSpace, get_space
 
@@ -275,10 +279,16 @@ def run_unseen(a, seed: int, record) -> None:
             y_all = values[:, devices.index(device)]
             order = np.random.default_rng(seed).permutation(len(ids))
             train, test = order[: a.measured], order[a.measured : a.measured + a.test]
+            if a.select == "farthest":  # the same test rows; the measured ones spread over the sources
+                pool = np.setdiff1d(order, test)
+                train = pool[farthest_first(source[pool], a.measured, seed=seed)]
             y, truth = y_all[train], y_all[test]
             runs = {}
             if "ridge" in a.methods:
                 runs["ridge"] = ridge(source[train], np.log(y), source[test])
+            if "ridge-free" in a.methods:  # the sources and the architecture's own size
+                with_free = np.hstack([source, np.log(free[:, :2])])
+                runs["ridge-free"] = ridge(with_free[train], np.log(y), with_free[test])
             if predicted is not None:
                 runs["ctx-ridge"] = ridge(predicted[train], np.log(y), predicted[test])
             if "forest" in a.methods:
@@ -331,6 +341,9 @@ def main() -> None:
     p.add_argument("--seeds", default="0,1,2")
     p.add_argument("--sizes", default="100,1000", help="labelled cells of the accuracy task")
     p.add_argument("--measured", type=int, default=20, help="measurements of an unseen device")
+    p.add_argument("--select", choices=("random", "farthest"), default="random",
+                   help="which architectures are measured on an unseen device: random (HELP's protocol) or "
+                        "spread over the source devices' latencies (nasrlm.selection.farthest_first)")
     p.add_argument("--test", type=int, default=None, help="held-out rows (default 5,000 acc, 3,000 devices)")
     p.add_argument("--steps", type=int, default=FINE_TUNE.steps, help="fine-tuning optimiser steps")
     p.add_argument("--lr", type=float, default=FINE_TUNE.learning_rate, help="fine-tuning peak learning rate")
