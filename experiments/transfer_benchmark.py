@@ -24,7 +24,9 @@ latencies: what the base knows, as features) and, for devices, ``ridge`` (ridge 
 latency on the log latencies of every device the base did see, measured on the same architectures:
 HELP's "source devices"), ``ridge-free`` (the same plus the log parameter count and MACs) and
 ``ctx-ridge`` (the same on the base's *predictions* of those devices, which exist for any
-architecture). ``--select farthest`` measures the architectures spread farthest apart over the source
+architecture); ``prior-ridge`` and ``prior-ridge-free`` fit those two with the predictor's own ridge
+prior (``FeaturePrior``, ``kind="ridge"``), which is what ``rlm-ctx`` returns when its residual is not
+kept. ``--select farthest`` measures the architectures spread farthest apart over the source
 devices' latencies instead of random ones (the test rows stay the same). Prints markdown tables for
 experiments/README.md.
 """
@@ -48,6 +50,7 @@ from _gbdt import gbdt_predict
 from scipy import stats
 
 from nasrlm.data import load_table
+from nasrlm.feature_prior import FeaturePrior
 from nasrlm.free_labels import ALL_FREE_OBJECTIVES, FREE_LABELS_VERSION, texts_and_free_labels
 from nasrlm.predictor import RLMPredictor
 from nasrlm.presets import FINE_TUNE
@@ -289,6 +292,11 @@ def run_unseen(a, seed: int, record) -> None:
             if "ridge-free" in a.methods:  # the sources and the architecture's own size
                 with_free = np.hstack([source, np.log(free[:, :2])])
                 runs["ridge-free"] = ridge(with_free[train], np.log(y), with_free[test])
+            for method, inputs in (("prior-ridge", np.exp(source)),
+                                   ("prior-ridge-free", np.hstack([np.exp(source), free[:, :2]]))):
+                if method in a.methods:  # the predictor's own ridge prior: what rlm-ctx returns from 20 rows
+                    prior, _ = FeaturePrior.fit(inputs[train], y[:, None], kind="ridge")
+                    runs[method] = prior.mean(inputs[test])[:, 0]
             if predicted is not None:
                 runs["ctx-ridge"] = ridge(predicted[train], np.log(y), predicted[test])
             if "forest" in a.methods:
