@@ -15,20 +15,20 @@ Methods: ``rlm`` (the base fine-tuned: ``RLMPredictor.from_base`` + ``fine_tune`
 same, learning the residual of the free-label line prior), ``rlm-graph`` (accuracy: the residual of a
 feature prior on the free and graph labels, ``--prior-kind``, default ``auto``), ``rlm-ctx`` (devices:
 the residual of a feature prior on the latencies of the devices the base saw, measured on the same
-architectures; both also report the prior alone), ``forest`` (a random forest on the free and graph
-labels read off the ONNX graph, ``nasrlm.free_labels``), ``cell-forest`` (the same forest on GRAF-style
-features of the NB201 cell, space-specific: what the generic labels miss), ``gbdt`` (gradient-boosted
-trees on the one-hot encoding of the cell or blocks plus the free labels), ``ctx-forest`` (the forest
-on the graph labels plus the base's own predictions of every accuracy tag it has and of NB201's
-latencies: what the base knows, as features) and, for devices, ``ridge`` (ridge regression of the log
-latency on the log latencies of every device the base did see, measured on the same architectures:
-HELP's "source devices"), ``ridge-free`` (the same plus the log parameter count and MACs) and
-``ctx-ridge`` (the same on the base's *predictions* of those devices, which exist for any
-architecture); ``prior-ridge`` and ``prior-ridge-free`` fit those two with the predictor's own ridge
-prior (``FeaturePrior``, ``kind="ridge"``), which is what ``rlm-ctx`` returns when its residual is not
-kept. ``--select farthest`` measures the architectures spread farthest apart over the source
-devices' latencies instead of random ones (the test rows stay the same). Prints markdown tables for
-experiments/README.md.
+architectures; ``rlm-ctx-free`` also on the free labels; all three also report the prior alone),
+``forest`` (a random forest on the free and graph labels read off the ONNX graph,
+``nasrlm.free_labels``), ``cell-forest`` (the same forest on GRAF-style features of the NB201 cell,
+space-specific: what the generic labels miss), ``gbdt`` (gradient-boosted trees on the one-hot encoding
+of the cell or blocks plus the free labels), ``ctx-forest`` (the forest on the graph labels plus the
+base's own predictions of every accuracy tag it has and of NB201's latencies: what the base knows, as
+features) and, for devices, ``ridge`` (ridge regression of the log latency on the log latencies of every
+device the base did see, measured on the same architectures: HELP's "source devices"), ``ridge-free``
+(the same plus the log parameter count and MACs) and ``ctx-ridge`` (the same on the base's *predictions*
+of those devices, which exist for any architecture); ``prior-ridge`` and ``prior-ridge-free`` fit those
+two with the predictor's own ridge prior (``FeaturePrior``, ``kind="ridge"``), which is what ``rlm-ctx``
+returns when its residual is not kept. ``--select farthest`` measures the architectures spread farthest
+apart over the source devices' latencies instead of random ones (the test rows stay the same). Prints
+markdown tables for experiments/README.md.
 """
 
 from __future__ import annotations
@@ -61,7 +61,8 @@ from search_spaces import SearchSpace, get_space
 
 FREE = tuple(o.name for o in ALL_FREE_OBJECTIVES[:2])
 #: The methods that read the base model (the others ignore ``--base``).
-BASE_METHODS = {"rlm", "rlm-prior", "rlm-graph", "rlm-ctx", "forest+rlm", "ctx-forest", "ctx-ridge"}
+BASE_METHODS = {"rlm", "rlm-prior", "rlm-graph", "rlm-ctx", "rlm-ctx-free", "forest+rlm", "ctx-forest",
+                "ctx-ridge"}
 #: The devices of HELP's NB201 test split (our base excludes each on every space).
 DEVICES = {"nb201": ("titan_rtx_1", "gold_6226", "pixel2", "raspi4", "eyeriss", "fpga"),
            "fbnet": ("titan_rtx_1", "gold_6226", "pixel2", "raspi4", "eyeriss", "fpga")}
@@ -305,13 +306,15 @@ def run_unseen(a, seed: int, record) -> None:
                 runs["gbdt"] = gbdt_predict(x_hot[train], np.log(y)[:, None], x_hot[test], seed)[:, 0]
             free_given = {f: free[:, k] for k, f in enumerate(FREE)}
             sources = {d: values[:, len(devices) + k] for k, d in enumerate(table.names[len(devices):])}
+            with_free = {**sources, **free_given}
             for method, kind, given, features in (("rlm", None, None, None),
                                                   ("rlm-prior", "line", free_given, None),
-                                                  ("rlm-ctx", a.prior_kind, None, sources)):
+                                                  ("rlm-ctx", a.prior_kind, None, sources),
+                                                  ("rlm-ctx-free", a.prior_kind, None, with_free)):
                 if method in a.methods:
                     runs[method], alone, seconds = fine_tuned(a.base, space, device, texts, train, y, test, a,
                                                               seed, kind=kind, given=given, features=features)
-                    if method == "rlm-ctx":
+                    if method.startswith("rlm-ctx"):
                         runs[f"{method} (prior alone)"] = alone
                     print(f"  {space_name} {device} seed {seed} {method}: fine-tune {seconds:.0f} s",
                           flush=True)
