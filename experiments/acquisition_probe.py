@@ -11,7 +11,7 @@ variant searches with it for ``--budget`` evaluations.
     python experiments/acquisition_probe.py --data-dir ../shared/data --taus 1,0.8,0.55 --seeds 0,1,2
 
 tau 1 is an oracle (every acquisition should find the whole front); 0.55 is roughly what the sampler's
-model reaches on accuracy with 100 labels (experiments/README.md, "Predictor probe").
+model reaches on accuracy with 100 labels (experiments/README.md, "What the model knows in the loop").
 """
 
 from __future__ import annotations

@@ -8,9 +8,10 @@ Latencies on NB201 are near-linear in the same op counts (eyeriss exactly so), s
 later latency from an earlier one instead of from the text. This probe fits ``rlm+prior`` as
 ``experiments/predictor_benchmark.py`` does (same split, pre-training and budget), then ranks the test
 cells twice per objective: decoding everything (the normal path) and decoding that objective alone with
-the true values of the objectives before it given. A large gap would mean the model reads later objectives
-off the earlier ones, and its own predictions of those are too poor to carry them. (Measured: no gap;
-experiments/README.md, "Seventh session".) Like the benchmark, the time budget makes results depend on load.
+the true values of the objectives before it given. A large gap would mean the model reads later
+objectives off the earlier ones, and its own predictions of those are too poor to carry them. (Measured:
+no gap; experiments/README.md, "Predictor quality on NAS-Bench-201".) Like the benchmark, the time
+budget makes results depend on load.
 """
 
 from __future__ import annotations

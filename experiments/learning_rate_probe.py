@@ -3,9 +3,10 @@
     python experiments/learning_rate_probe.py --data-dir ../shared/data --objectives eyeriss \
         --learning-rates 5e-3,2e-3,1e-3,5e-4 --epochs 20 --dropout 0 --threads 1
 
-Eyeriss latency is an exact linear function of NB201's op counts (experiments/README.md, "Seventh
-session"), so a model that reads the text well must rank it almost perfectly: a clean test of the
-optimiser settings, without the pre-training, prior and time budget of ``predictor_benchmark.py``.
+Eyeriss latency is an exact linear function of NB201's op counts (experiments/README.md, "Predictor
+quality on NAS-Bench-201"), so a model that reads the text well must rank it almost perfectly: a clean
+test of the optimiser settings, without the pre-training, prior and time budget of
+``predictor_benchmark.py``.
 Each rate trains ``--epochs`` epochs (warm-up, then cosine to zero) on the benchmark's ``--n`` cells
 of ``--seed``, keeps the epoch with the best validation loss and ranks ``--test-size`` held-out cells
 by the median of 16 samples.

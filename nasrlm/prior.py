@@ -2,11 +2,11 @@
 
 Used by :class:`~nasrlm.predictor.RLMPredictor` (``fit(..., prior_from=...)``) and by the sampler.
 Refitted on a few dozen trials, the sampler's model ranked unseen NB201 cells *worse* than the free
-labels it is given (accuracy Kendall 0.39-0.50 against 0.58 for the parameter count alone;
-experiments/README.md, "What the sampler's model knows"). So each objective is predicted as a straight
-line, in normal scores, through the free label that best explains the trials so far, and the model
-learns only what that line leaves unexplained. Knowing nothing, the sampler falls back on the free
-label's ranking; knowing more, the model corrects it — the role a prior mean plays in a Gaussian process.
+labels it is given (experiments/README.md, "What the model knows in the loop"). So each objective is
+predicted as a straight line, in normal scores, through the free label that best explains the trials so
+far, and the model learns only what that line leaves unexplained. Knowing nothing, the sampler falls
+back on the free label's ranking; knowing more, the model corrects it — the role a prior mean plays in a
+Gaussian process.
 """
 
 from __future__ import annotations

@@ -26,8 +26,8 @@ class TrainConfig:
 
     max_epochs: int = 60
     batch_size: int = 32
-    # peak, after warm-up. 2e-3 (the first default) learnt NB201's eyeriss latency, an exact linear count
-    # of ops, to Spearman 0.95 in 20 epochs on 1,000 cells; 1e-3 and 5e-4 to 0.98 (experiments/README.md)
+    # peak, after warm-up; chosen on NB201's eyeriss latency, an exact linear count of ops
+    # (experiments/README.md, "Predictor quality on NAS-Bench-201")
     learning_rate: float = 5e-4
     weight_decay: float = 0.01
     warmup_fraction: float = 0.05  # of all steps
