@@ -49,7 +49,7 @@ MIN_CHECKED_PROPOSALS = 5
 PREDICTED_ATTR = "nasrlm:predicted"
 
 #: ``RLMSampler(spread=)`` choices.
-SPREADS = ("model", "prior")
+SPREADS = ("auto", "prior", "model")
 
 _ACTIVE = (TrialState.RUNNING, TrialState.WAITING)
 #: A proposal's parameters and the model's unweighted median prediction for it (``None``: not needed).
@@ -74,10 +74,11 @@ class RLMSampler(BaseSampler):
             caps what the search can find.
         num_samples: decoded samples per candidate for the expected improvement.
         temperature: softmax temperature of those samples (above 1 widens them).
-        spread: how far each candidate's samples scatter around its median: ``"model"``, as the model
-            decodes them; ``"prior"``, normally, as far as the prior erred (in normal scores) on the
-            trials it was not fitted on (out of bag), which a model refitted on a few dozen trials,
-            overconfident, does not know. Needs a prior.
+        spread: how far each candidate's samples scatter around its median: ``"prior"``, normally,
+            as far as the prior erred (in normal scores) on the trials it was not fitted on (out of
+            bag): an uncertainty measured on architectures it did not see, which a model refitted on
+            a few dozen trials, overconfident, does not have; ``"model"``, as the model decodes them;
+            ``"auto"`` (the default), ``"prior"`` when there is a prior, else ``"model"``.
         prior: the prior the model learns the residual of (``RLMPredictor.fit``'s ``prior_kind``):
             ``"line"``, a straight line (in normal scores) through the free label that best explains
             the trials (:mod:`nasrlm.prior`); ``"forest"``, ``"trend-forest"``, ``"ridge"`` or
@@ -112,7 +113,7 @@ class RLMSampler(BaseSampler):
 
     def __init__(self, space: SearchSpace, *, n_startup_trials: int = 10, proposals_per_fit: int = 10,
                  num_candidates: int = 2000, fresh_candidates: int = 500, num_samples: int = 16,
-                 temperature: float = 1.0, spread: str = "model", prior: str | None = "trend-forest",
+                 temperature: float = 1.0, spread: str = "auto", prior: str | None = "trend-forest",
                  weigh_residual: bool = True,
                  pretrain_archs: int = 2000, fit_steps: int = 150, fit: FitSettings | None = None,
                  candidates: CandidateSettings | None = None,
@@ -142,7 +143,7 @@ class RLMSampler(BaseSampler):
         self.proposals_per_fit = proposals_per_fit
         self.num_samples = num_samples
         self.temperature = temperature
-        self.spread = spread
+        self.spread = spread if spread != "auto" else ("model" if prior is None else "prior")
         self.prior = prior
         self.weigh_residual = weigh_residual
         self.fit_settings = replace(fit or FitSettings(), fit_steps=fit_steps, pretrain_archs=pretrain_archs)
