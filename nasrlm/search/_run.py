@@ -28,6 +28,10 @@ DUPLICATE_ATTR = "duplicate_of"
 #: Repeated architectures per evaluation of the budget after which a search gives up (a space smaller
 #: than the budget, or a sampler that keeps drawing what it has).
 MAX_REPEATS_PER_EVALUATION = 10
+#: How often a running trial in a database storage says it is alive, and after how long without a word
+#: it counts as dead (its worker killed) and is failed by the next trial of any worker.
+HEARTBEAT_SECONDS = 30
+STALE_AFTER_SECONDS = 120
 
 
 @dataclass
@@ -75,7 +79,7 @@ def run_search(space: SearchSpace, evaluator: ArchEvaluator, sampler: optuna.sam
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # no "study created" / per-trial lines
     try:
         study = optuna.create_study(
-            storage=storage, study_name=study_name, sampler=sampler, load_if_exists=True,
+            storage=_with_heartbeat(storage), study_name=study_name, sampler=sampler, load_if_exists=True,
             directions=["maximize" if o.higher_is_better else "minimize" for o in evaluator.objectives])
     finally:
         optuna.logging.set_verbosity(verbosity)
@@ -130,6 +134,22 @@ def run_search(space: SearchSpace, evaluator: ArchEvaluator, sampler: optuna.sam
     result.extra["failed_trials"] = failed
     result.extra["repeated_trials"] = repeated
     return result
+
+
+def _with_heartbeat(storage: str | optuna.storages.BaseStorage | None
+                    ) -> str | optuna.storages.BaseStorage | None:
+    """A database URL as an RDB storage whose running trials beat every :data:`HEARTBEAT_SECONDS`.
+
+    A worker killed mid-trial (``kill -9``, a lost machine) leaves its trial RUNNING forever; with a
+    heartbeat, the next trial of any worker fails a trial whose beat is older than
+    :data:`STALE_AFTER_SECONDS`, and its architecture can be proposed again.
+    """
+    if not isinstance(storage, str):
+        return storage
+    with warnings.catch_warnings():  # experimental since Optuna 2.9, and exactly what we need
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.storages.RDBStorage(storage, heartbeat_interval=HEARTBEAT_SECONDS,
+                                          grace_period=STALE_AFTER_SECONDS)
 
 
 def _taken(study: optuna.Study, number: int) -> set[str]:

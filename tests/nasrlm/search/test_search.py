@@ -321,6 +321,31 @@ def test_a_resumed_study_never_evaluates_an_architecture_twice(tmp_path) -> None
                    optuna.samplers.RandomSampler(seed=0), budget=4, progress=False)
 
 
+def test_a_killed_workers_trial_is_failed_and_its_architecture_freed(tmp_path, monkeypatch) -> None:
+    import time
+
+    import nasrlm.search._run as module
+
+    monkeypatch.setattr(module, "HEARTBEAT_SECONDS", 1)
+    monkeypatch.setattr(module, "STALE_AFTER_SECONDS", 2)
+    ids = [SPACE.arch_id(a) for a in SPACE.enumerate()]
+    evaluator = ArchEvaluator(SPACE, toy_table(ids).objectives, toy_table(ids))
+    storage = f"sqlite:///{tmp_path / 's.db'}"
+    run_search(SPACE, evaluator, optuna.samplers.RandomSampler(seed=0), budget=2, storage=storage,
+               progress=False)
+    # a worker that beat once, then was killed mid-evaluation
+    killed = optuna.load_study(study_name="nasrlm", storage=module._with_heartbeat(storage))
+    trial = killed.ask()
+    trial.set_user_attr("arch_id", SPACE.arch_id(SPACE.suggest(trial)))
+    killed._storage.record_heartbeat(trial._trial_id)
+    time.sleep(3)
+    result = run_search(SPACE, evaluator, optuna.samplers.RandomSampler(seed=1), budget=4, storage=storage,
+                        progress=False)
+    states = {t.number: t.state for t in optuna.load_study(study_name="nasrlm", storage=storage).trials}
+    assert states[trial.number] == optuna.trial.TrialState.FAIL and len(result.arch_ids) == 4
+    assert optuna.trial.TrialState.RUNNING not in states.values()
+
+
 def test_report_files_and_scores(tmp_path) -> None:
     ids = [SPACE.arch_id(a) for a in SPACE.enumerate()]
     table = toy_table(ids)
