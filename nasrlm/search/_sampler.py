@@ -111,7 +111,7 @@ class RLMSampler(BaseSampler):
     believed at the model's median when the next proposals are picked.
     """
 
-    def __init__(self, space: SearchSpace, *, n_startup_trials: int = 10, proposals_per_fit: int = 10,
+    def __init__(self, space: SearchSpace, *, n_startup_trials: int = 10, proposals_per_fit: int = 5,
                  num_candidates: int = 2000, fresh_candidates: int = 500, num_samples: int = 16,
                  temperature: float = 1.0, spread: str = "auto", prior: str | None = "trend-forest",
                  weigh_residual: bool = True,
