@@ -7,6 +7,7 @@ public for experiments that take it apart: its surrogate (``RLMSurrogate``), its
 """
 
 from nasrlm.measure import is_profile
+from nasrlm.search._acquisition import greedy_ehvi
 from nasrlm.search._arch_cache import ArchCache
 from nasrlm.search._candidates import CandidateSettings, candidate_params, draw_params
 from nasrlm.search._evaluate import ArchEvaluator, MissingValueError
@@ -22,7 +23,6 @@ from nasrlm.search._report import (
 )
 from nasrlm.search._run import DUPLICATE_ATTR, SearchResult, run_search
 from nasrlm.search._sampler import DEFAULT_MODEL, PREDICTED_ATTR, RLMSampler, SpaceMismatchError
-from nasrlm.search._selection import greedy_ehvi
 from nasrlm.search._surrogate import FitSettings, RLMSurrogate
 
 __all__ = [

@@ -3,7 +3,7 @@
 Each proposal round it refits its surrogate (:class:`~nasrlm.search._surrogate.RLMSurrogate`) on the
 completed trials, draws candidate architectures (:mod:`~nasrlm.search._candidates`), samples the
 model's predictive distribution for each, and proposes the candidates with the largest *expected
-hypervolume improvement* over the front found so far (:func:`~nasrlm.search._selection.greedy_ehvi`).
+hypervolume improvement* over the front found so far (:func:`~nasrlm.search._acquisition.greedy_ehvi`).
 Because the improvement is averaged over decoded samples, an uncertain candidate that might land
 beyond the front scores above a confident one just behind it: the model's uncertainty is what drives
 exploration.
@@ -32,9 +32,9 @@ from nasrlm.data import Objective
 from nasrlm.feature_prior import PRIOR_KINDS
 from nasrlm.metrics import median_reference, pareto_mask
 from nasrlm.presets import SIZES
+from nasrlm.search._acquisition import greedy_ehvi
 from nasrlm.search._arch_cache import ArchCache, SpaceMismatchError
 from nasrlm.search._candidates import CandidateSettings, candidate_params, draw_params
-from nasrlm.search._selection import greedy_ehvi
 from nasrlm.search._surrogate import FitSettings, RLMSurrogate
 from search_spaces import SearchSpace
 

@@ -1,4 +1,4 @@
-"""Greedy expected-hypervolume-improvement selection."""
+"""The acquisition: greedy expected-hypervolume-improvement selection."""
 
 from __future__ import annotations
 
