@@ -93,9 +93,11 @@ class RLMSampler(BaseSampler):
             before it sees any trial: the candidate pool first, topped up with random ones; 0 skips it.
         fit_steps: optimiser steps per refit.
         fit: the rest of how the model trains (batch, learning rates, headroom); ``fit_steps`` and
-            ``pretrain_archs`` override its fields of the same name.
+            ``pretrain_archs``, when given, override its fields of the same name (their defaults:
+            :class:`FitSettings`'s).
         candidates: the rest of how candidates are drawn (how front members are mutated);
-            ``num_candidates`` and ``fresh_candidates`` override its fields of the same name.
+            ``num_candidates`` and ``fresh_candidates``, when given, override its fields of the same
+            name (their defaults: :class:`CandidateSettings`'s).
         model: overrides of :class:`~nasrlm.model.RLMConfig` (default :data:`DEFAULT_MODEL`).
         base: a pre-trained base model directory (``nasrlm pretrain``): every refit starts from it
             (:meth:`RLMPredictor.from_base <nasrlm.predictor.RLMPredictor.from_base>`), with its size,
@@ -112,22 +114,26 @@ class RLMSampler(BaseSampler):
     """
 
     def __init__(self, space: SearchSpace, *, n_startup_trials: int = 10, proposals_per_fit: int = 5,
-                 num_candidates: int = 2000, fresh_candidates: int = 500, num_samples: int = 16,
-                 temperature: float = 1.0, spread: str = "auto", prior: str | None = "trend-forest",
-                 weigh_residual: bool = True,
-                 pretrain_archs: int = 2000, fit_steps: int = 150, fit: FitSettings | None = None,
-                 candidates: CandidateSettings | None = None,
+                 num_candidates: int | None = None, fresh_candidates: int | None = None,
+                 num_samples: int = 16, temperature: float = 1.0, spread: str = "auto",
+                 prior: str | None = "trend-forest", weigh_residual: bool = True,
+                 pretrain_archs: int | None = None, fit_steps: int | None = None,
+                 fit: FitSettings | None = None, candidates: CandidateSettings | None = None,
                  model: dict[str, Any] | None = None, base: str | None = None, device: str = "cpu",
                  seed: int | None = None,
                  independent_sampler: BaseSampler | None = None, progress: bool = False) -> None:
+        fit = _overridden(fit or FitSettings(), fit_steps=fit_steps, pretrain_archs=pretrain_archs)
+        candidates = _overridden(candidates or CandidateSettings(), num_candidates=num_candidates,
+                                 fresh_candidates=fresh_candidates)
         if n_startup_trials < 2:
             raise ValueError("n_startup_trials must be at least 2 (the model needs two examples)")
-        for name, value in (("proposals_per_fit", proposals_per_fit), ("num_candidates", num_candidates),
-                            ("num_samples", num_samples), ("fit_steps", fit_steps)):
+        for name, value in (("proposals_per_fit", proposals_per_fit),
+                            ("num_candidates", candidates.num_candidates), ("num_samples", num_samples),
+                            ("fit_steps", fit.fit_steps)):
             if value < 1:
                 raise ValueError(f"{name} must be positive, got {value}")
-        if fresh_candidates < 0:
-            raise ValueError(f"fresh_candidates must be 0 or more, got {fresh_candidates}")
+        if candidates.fresh_candidates < 0:
+            raise ValueError(f"fresh_candidates must be 0 or more, got {candidates.fresh_candidates}")
         if temperature <= 0:
             raise ValueError(f"temperature must be positive, got {temperature}")
         if prior is not None and prior not in PRIOR_KINDS:
@@ -146,9 +152,8 @@ class RLMSampler(BaseSampler):
         self.spread = spread if spread != "auto" else ("model" if prior is None else "prior")
         self.prior = prior
         self.weigh_residual = weigh_residual
-        self.fit_settings = replace(fit or FitSettings(), fit_steps=fit_steps, pretrain_archs=pretrain_archs)
-        self.candidate_settings = replace(candidates or CandidateSettings(), num_candidates=num_candidates,
-                                           fresh_candidates=fresh_candidates)
+        self.fit_settings = fit
+        self.candidate_settings = candidates
         self.model_options = dict(DEFAULT_MODEL if model is None else model)
         self.base = base
         self.device = device
@@ -360,6 +365,11 @@ class RLMSampler(BaseSampler):
         return self._surrogate.sample(arch_ids, num_samples=num_samples or self.num_samples, seed=seed,
                                       temperature=self.temperature, residual_weight=residual_weight,
                                       prior_spread=self.spread == "prior")
+
+
+def _overridden(settings: Any, **fields: Any) -> Any:
+    """``settings`` (a frozen dataclass) with the ``fields`` that were given (not ``None``) changed."""
+    return replace(settings, **{name: value for name, value in fields.items() if value is not None})
 
 
 def _objectives(study: Study) -> list[Objective]:

@@ -235,6 +235,20 @@ def test_with_the_prior_spread_the_samples_scatter_as_far_as_the_prior_erred() -
     assert spread == pytest.approx([errors["acc"], errors["lat"]], rel=0.3)
 
 
+def test_settings_objects_keep_their_values_unless_a_keyword_overrides_them() -> None:
+    from nasrlm.search import CandidateSettings, FitSettings
+
+    sampler = RLMSampler(SPACE, fit=FitSettings(fit_steps=40, batch_size=8),
+                         candidates=CandidateSettings(num_candidates=300, random_mutations=2))
+    assert sampler.fit_settings == FitSettings(fit_steps=40, batch_size=8)
+    assert sampler.candidate_settings == CandidateSettings(num_candidates=300, random_mutations=2)
+    sampler = RLMSampler(SPACE, fit=FitSettings(fit_steps=40), fit_steps=7, fresh_candidates=0)
+    assert sampler.fit_settings.fit_steps == 7 and sampler.candidate_settings.fresh_candidates == 0
+    assert RLMSampler(SPACE).fit_settings == FitSettings()
+    with pytest.raises(ValueError, match="fit_steps"):
+        RLMSampler(SPACE, fit=FitSettings(fit_steps=0))
+
+
 def test_every_cli_sampler_has_a_factory() -> None:
     assert set(cli.SAMPLER_NAMES) == set(SAMPLERS)
 
