@@ -60,9 +60,9 @@ def main() -> None:
     optuna.logging.set_verbosity(optuna.logging.ERROR)
 
     names = args.objectives.split(",")
-    space, evaluator = restricted_to_table(get_space(args.space),
-                                           ArchEvaluator.for_names(get_space(args.space), names,
-                                                                   data_dir=args.data_dir))
+    space = get_space(args.space)
+    evaluator = ArchEvaluator.for_names(space, names, data_dir=args.data_dir)
+    space, evaluator = restricted_to_table(space, evaluator)
     truth = Truth(*evaluator.truth())
     maximize = evaluator.maximize
     reference = reference_point([], truth)

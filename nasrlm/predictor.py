@@ -424,11 +424,11 @@ class RLMPredictor:
             if residual_spread:
                 # stratified normal quantiles, shuffled per text and objective: the median stays put
                 rng = np.random.default_rng(seed)
-                quantiles = norm.ppf((np.arange(num_samples) + 0.5) / num_samples)
-            for name, spread in (residual_spread or {}).items():
-                j = self.prior_objectives.index(name)
-                median = np.median(block[..., j], axis=1, keepdims=True)
-                block[..., j] = median + spread * rng.permuted(np.tile(quantiles, (len(texts), 1)), axis=1)
+                quantiles = np.tile(norm.ppf((np.arange(num_samples) + 0.5) / num_samples), (len(texts), 1))
+                for name, spread in residual_spread.items():
+                    j = self.prior_objectives.index(name)
+                    median = np.median(block[..., j], axis=1, keepdims=True)
+                    block[..., j] = median + spread * rng.permuted(quantiles, axis=1)
             values = self.prior.values(x, block)
             for k in residual:
                 out[..., k] = values[..., self.prior_objectives.index(objectives[k])]

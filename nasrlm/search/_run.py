@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -100,7 +101,7 @@ def run_search(space: SearchSpace, evaluator: ArchEvaluator, sampler: optuna.sam
         return evaluator(arch_id)
 
     def done() -> int:
-        return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+        return _states(study)[TrialState.COMPLETE]
 
     limit = budget if max_failures is None else max_failures
     start = time.perf_counter()
@@ -108,11 +109,11 @@ def run_search(space: SearchSpace, evaluator: ArchEvaluator, sampler: optuna.sam
               disable=not progress) as bar:
 
         def tick(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-            bar.n = min(done(), budget)
+            states = _states(study)  # one query of the storage per trial
+            bar.n = min(states[TrialState.COMPLETE], budget)
             bar.refresh()
-            failed = len(study.get_trials(deepcopy=False, states=(TrialState.FAIL,)))
-            repeated = len(study.get_trials(deepcopy=False, states=(TrialState.PRUNED,)))
-            if failed > limit or repeated > MAX_REPEATS_PER_EVALUATION * budget:
+            if (states[TrialState.FAIL] > limit
+                    or states[TrialState.PRUNED] > MAX_REPEATS_PER_EVALUATION * budget):
                 study.stop()
 
         verbosity = optuna.logging.get_verbosity()
@@ -123,12 +124,12 @@ def run_search(space: SearchSpace, evaluator: ArchEvaluator, sampler: optuna.sam
                 study.optimize(objective, callbacks=[enough, tick], catch=(MissingValueError,))
         finally:
             optuna.logging.set_verbosity(verbosity)
-    failed = len(study.get_trials(deepcopy=False, states=(TrialState.FAIL,)))
-    repeated = len(study.get_trials(deepcopy=False, states=(TrialState.PRUNED,)))
-    if done() < budget:
+    states = _states(study)
+    failed, repeated = states[TrialState.FAIL], states[TrialState.PRUNED]
+    if states[TrialState.COMPLETE] < budget:
         raise RuntimeError(f"search stopped after {failed} failed trials and {repeated} repeated "
-                           f"architectures with {done()} of {budget} evaluations done (architectures missing "
-                           f"from the table, or a space smaller than the budget?)")
+                           f"architectures with {states[TrialState.COMPLETE]} of {budget} evaluations done "
+                           f"(architectures missing from the table, or a space smaller than the budget?)")
     result = SearchResult.from_study(study, evaluator.objectives, label or type(sampler).__name__)
     result.seconds = time.perf_counter() - start
     result.extra["failed_trials"] = failed
@@ -150,6 +151,11 @@ def _with_heartbeat(storage: str | optuna.storages.BaseStorage | None
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         return optuna.storages.RDBStorage(storage, heartbeat_interval=HEARTBEAT_SECONDS,
                                           grace_period=STALE_AFTER_SECONDS)
+
+
+def _states(study: optuna.Study) -> Counter[TrialState]:
+    """How many of the study's trials are in each state."""
+    return Counter(t.state for t in study.get_trials(deepcopy=False))
 
 
 def _taken(study: optuna.Study, number: int) -> set[str]:
