@@ -13,6 +13,7 @@ import importlib.util
 import json
 import os
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,8 @@ import search_spaces
 from exporters.latency import DeviceProfile
 from nasrlm import __version__
 from nasrlm.data import available_objectives, load_table, resolve_data_dir
+from nasrlm.data._table import META_SUFFIX
+from nasrlm.errors import NasrlmError
 from nasrlm.presets import FINE_TUNE, SIZES, TRAIN
 
 #: ``--prior``: the ``prior_kind`` values of ``RLMPredictor.fit`` (kept here so the CLI starts without numpy's
@@ -42,7 +45,7 @@ DEFAULT_DB = "latency.db"
 PLUGINS_ENV = "NASRLM_PLUGINS"
 
 
-class CliError(Exception):
+class CliError(NasrlmError):
     """A problem with what the user asked for; printed as one line."""
 
 
@@ -103,24 +106,173 @@ def _import_file(path: Path) -> None:
 def _arch_ids(space: search_spaces.SearchSpace, args: argparse.Namespace) -> list[str]:
     """The ids named by ``--arch``, ``--random N --seed S`` or ``--all``, validated and canonical."""
     if args.arch:
-        return [space.arch_id(space.parse(a)) for a in args.arch]
+        return [space.arch_id(_parse_arch(space, a, "--arch")) for a in args.arch]
     if getattr(args, "all", False):
         if space.size is None:
             raise CliError(f"search space {space.name!r} is not enumerable; use --random N")
         return [space.arch_id(a) for a in space.enumerate()]
-    if args.random < 1:
-        raise CliError(f"--random needs a positive count, got {args.random}")
     return space.sample_ids(args.random, seed=args.seed)
+
+
+def _parse_arch(space: search_spaces.SearchSpace, arch_id: str, where: str) -> Any:
+    """``space.parse(arch_id)``, or a CliError naming ``where`` the id came from (an option, a file).
+
+    Every space's ``parse`` raises ``ValueError`` for a malformed id (its documented contract), so
+    that is the one exception turned into a user error here.
+    """
+    try:
+        return space.parse(arch_id)
+    except ValueError as error:
+        raise CliError(f"{where}: {arch_id!r} is not a {space.name} architecture id ({error})") from None
+
+
+def _check_table_ids(space: search_spaces.SearchSpace, ids: Sequence[str], path: str) -> None:
+    """Every row id of the table ``path`` must be an architecture of ``space``: a table of another space
+    (or a hand-edited row) would otherwise fail deep inside training or evaluation."""
+    for k, arch_id in enumerate(ids):
+        _parse_arch(space, arch_id, f"--data {path}, row {k + 1}")
+
+
+def _nearest_existing(path: Path) -> Path:
+    """``path`` or its nearest ancestor that exists (``.`` or ``/`` at the latest)."""
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def _unwritable(path: Path) -> str | None:
+    """Why ``path`` (an existing directory or file) cannot be written, or ``None`` when it can.
+
+    Tried, not inferred from permission bits: root passes every ``os.access`` check, yet cannot
+    create a file under ``/proc`` or on a read-only mount. Nothing is left behind: an unnamed
+    temporary file in a directory, or a file opened for appending and closed unchanged.
+    """
+    try:
+        if path.is_dir():
+            with tempfile.TemporaryFile(dir=path):
+                pass
+        else:
+            with path.open("ab"):
+                pass
+    except OSError as error:
+        return error.strerror or type(error).__name__
+    return None
+
+
+def _check_output_file(path: str | os.PathLike[str], option: str) -> None:
+    """A file the command will write (created or overwritten), checked before any work starts.
+
+    Refused: a directory, a path whose directory is missing or is a file, and a place that cannot be
+    written; so an error never comes after minutes of work, nor leaves half of the output behind.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise CliError(f"{option} {path}: is a directory; give the name of a file to write")
+    parent = path.parent
+    existing = _nearest_existing(parent)
+    if not existing.is_dir():
+        raise CliError(f"{option} {path}: {existing} is a file, not a directory")
+    if existing != parent:
+        raise CliError(f"{option} {path}: directory {parent} does not exist")
+    why = _unwritable(path if path.exists() else parent)
+    if why:
+        raise CliError(f"{option} {path}: cannot write it ({why})")
+
+
+def _check_output_dir(path: str | os.PathLike[str], option: str) -> None:
+    """A directory the command will create (with its parents) or write into, checked before any work.
+
+    Refused: an existing file, a path below a file, and a place that cannot be written. Nothing is
+    created here, so a later bad input leaves no empty directory behind.
+    """
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise CliError(f"{option} {path}: exists and is not a directory")
+    existing = _nearest_existing(path)
+    if not existing.is_dir():
+        raise CliError(f"{option} {path}: {existing} is a file, not a directory")
+    why = _unwritable(existing)
+    if why:
+        raise CliError(f"{option} {path}: cannot write in {existing} ({why})")
+
+
+def _check_db(path: str | os.PathLike[str], option: str) -> None:
+    """A latency store to open (and create where it is missing): a directory, a file that is not
+    SQLite, or a place that cannot be written is refused before anything is measured or read."""
+    from nasrlm.measure import LatencyStoreError, check_store_path
+
+    try:
+        check_store_path(path)
+    except LatencyStoreError as error:
+        raise CliError(f"{option} {error}") from None
+    path = Path(path)
+    why = _unwritable(path if path.exists() else _nearest_existing(path.parent))
+    if why:
+        raise CliError(f"{option} {path}: cannot write it ({why})")
+
+
+def _objective_names(text: str, option: str = "--objectives") -> list[str]:
+    """A comma-separated objective list: at least one name, none twice, device profiles well-formed."""
+    from nasrlm.measure import is_profile
+
+    names = _comma_list(text)
+    if not names:
+        raise CliError(f"{option} needs at least one name, e.g. {option} acc,pixel3")
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise CliError(f"{option}: {', '.join(twice)} named twice")
+    for name in names:
+        if is_profile(name):
+            _profile(name, option)
+    return names
+
+
+def _profile(name: str, option: str, *, run: bool = False) -> DeviceProfile:
+    """A device profile named by ``option``; with ``run``, one this machine's onnxruntime can time."""
+    try:
+        profile = DeviceProfile.parse(name)
+    except ValueError as error:
+        raise CliError(f"{option}: {error}") from None
+    if run:
+        import onnxruntime as ort
+
+        wanted, available = profile.ort_providers[0], ort.get_available_providers()
+        if wanted not in available:
+            raise CliError(f"{option} {name}: needs onnxruntime's {wanted}, but this onnxruntime only has "
+                           f"{', '.join(available)} (install onnxruntime-gpu for cuda profiles)")
+    return profile
+
+
+def _read_table(path: str, option: str = "--data") -> Any:
+    """A table written by ``nasrlm data``, or a CliError naming ``option`` and the file."""
+    from nasrlm.data import BenchmarkTable, DataFileError, DataFileNotFoundError
+
+    try:
+        return BenchmarkTable.read_csv(path)
+    except (DataFileError, DataFileNotFoundError) as error:
+        raise CliError(f"{option} {error}") from None
+
+
+def _table_columns(table: Any, text: str | None, path: str, option: str = "--objectives") -> list[str]:
+    """``--objectives`` of a table command: columns of the table at ``path`` (default: all of them)."""
+    if not text:
+        return list(table.names)
+    names = _objective_names(text, option)
+    absent = [n for n in names if n not in table.names]
+    if absent:
+        raise CliError(f"{option}: {', '.join(absent)} not among the columns of {path} "
+                       f"({', '.join(table.names)})")
+    return names
 
 
 def _add_selection(p: argparse.ArgumentParser, allow_all: bool = False) -> None:
     group = p.add_mutually_exclusive_group(required=True)
     group.add_argument("--arch", action="append", metavar="ID",
                        help="architecture id (repeat for several); quote it, ids contain '|'")
-    group.add_argument("--random", type=int, metavar="N", help="N distinct random architectures")
+    group.add_argument("--random", type=_positive_int, metavar="N", help="N distinct random architectures")
     if allow_all:
         group.add_argument("--all", action="store_true", help="every architecture of a finite space")
-    p.add_argument("--seed", type=int, default=0, help="seed for --random (default 0)")
+    p.add_argument("--seed", type=_count, default=0, help="seed for --random (default 0)")
 
 
 def _add_device(p: argparse.ArgumentParser) -> None:
@@ -149,9 +301,13 @@ def cmd_export(args: argparse.Namespace) -> int:
     space = _space(args.space)
     ids = _arch_ids(space, args)
     bar = tqdm(ids, desc=f"export {space.name}", unit="arch", disable=len(ids) < 50 or args.quiet)
+    if args.format == "onnx" and args.output is None:
+        raise CliError("--format onnx writes binary files: give -o FILE (one arch) or -o DIR (several)")
+    if args.format == "onnx" and len(ids) > 1:
+        _check_output_dir(args.output, "-o")
+    elif args.output:
+        _check_output_file(args.output, "-o")
     if args.format == "onnx":
-        if args.output is None:
-            raise CliError("--format onnx writes binary files: give -o FILE (one arch) or -o DIR (several)")
         import onnx
 
         if len(ids) == 1:
@@ -189,8 +345,9 @@ def cmd_measure(args: argparse.Namespace) -> int:
     from nasrlm.measure import LatencyStore, measure_archs
 
     space = _space(args.space)
-    profile = DeviceProfile.parse(args.device)
+    profile = _profile(args.device, "--device", run=True)
     ids = _arch_ids(space, args)
+    _check_db(args.db, "--db")
     with LatencyStore(args.db) as store:
         before = len(store.missing(space.name, ids, profile))
         results = measure_archs(space, ids, profile, store, warmup=args.warmup, runs=args.runs,
@@ -215,11 +372,43 @@ def _comma_list(text: str) -> list[str]:
     return [n.strip() for n in text.split(",") if n.strip()]
 
 
+def _positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1 (``--workers``, ``--budget``, ``--random``)."""
+    value = _count(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected 1 or more, got {value}")
+    return value
+
+
+def _count(text: str) -> int:
+    """An argparse type: a whole number of at least 0 (``--pretrain``, ``--equivalents``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or more, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    """An argparse type: a finite number above 0 (``--lr``, ``--minutes``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number above 0, got {text}")
+    return value
+
+
 def cmd_data(args: argparse.Namespace) -> int:
     space = _space(args.space)
-    names = _comma_list(args.objectives)
-    if not names:
-        raise CliError("--objectives needs at least one name, e.g. --objectives acc,pixel3")
+    names = _objective_names(args.objectives)
+    if args.output != "-":
+        _check_output_file(args.output, "-o")
+        _check_output_file(args.output + META_SUFFIX, "-o")
+    data_dir = resolve_data_dir(args.data_dir)
     extra = {}
     from nasrlm.measure import is_profile
 
@@ -230,13 +419,12 @@ def cmd_data(args: argparse.Namespace) -> int:
         if not Path(args.db).exists():
             raise CliError(f"objective {measured[0]!r} is a measured profile but latency store {args.db} "
                            f"does not exist; run 'nasrlm measure {space.name} --device {measured[0]} ...'")
+        _check_db(args.db, "--db")
         with LatencyStore(args.db) as store:
             for name in measured:
                 extra[name] = measured_objective(store, space.name, name)
-    table = load_table(space.name, names, args.data_dir, extra=extra)
+    table = load_table(space.name, names, data_dir, extra=extra)
     if args.output == "-":
-        import tempfile
-
         with tempfile.TemporaryDirectory() as tmp:
             path = table.to_csv(Path(tmp) / "table.csv")
             sys.stdout.write(path.read_text())
@@ -251,7 +439,8 @@ def cmd_data(args: argparse.Namespace) -> int:
 
 
 def cmd_objectives(args: argparse.Namespace) -> int:
-    for objective in available_objectives(args.space, args.data_dir):
+    space = _space(args.space)  # an unknown name is an error, not an empty list
+    for objective in available_objectives(space.name, resolve_data_dir(args.data_dir)):
         print(f"{objective.header:<28} {objective.description}")
     print("cpu-<T>t-b<B>, cuda-b<B>      latency measured by 'nasrlm measure' (read from --db)")
     return 0
@@ -262,19 +451,20 @@ def _texts(space: search_spaces.SearchSpace, ids: Sequence[str]) -> list[str]:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from nasrlm.data import BenchmarkTable
     from nasrlm.free_labels import FREE_OBJECTIVES, texts_and_free_labels
     from nasrlm.predictor import RLMPredictor
     from nasrlm.training import TrainConfig
 
-    table = BenchmarkTable.read_csv(args.data)
-    space = _space(args.space or table.space)
-    names = _comma_list(args.objectives) if args.objectives else table.names
+    _check_output_dir(args.output, "-o")  # before training, not after
+    table = _read_table(args.data)
+    space = _table_space(args.space, table, args.data)
+    names = _table_columns(table, args.objectives, args.data)
     objectives = [table.objective(n) for n in names]
     values = np.stack([table.column(n) for n in names], axis=1)
     keep = ~np.isnan(values).all(axis=1)
     ids = [i for i, k in zip(table.ids, keep, strict=True) if k]
     values = values[keep]
+    _check_table_ids(space, ids, args.data)
     if len(ids) < 2:
         raise CliError(f"{args.data} has fewer than two rows with a value for {', '.join(names)}")
     if args.init and args.pretrain:
@@ -326,13 +516,20 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _table_space(name: str | None, table: Any, path: str) -> search_spaces.SearchSpace:
+    """``--space``, else the space recorded with the table at ``path``."""
+    if name is None and table.space == "unknown":
+        raise CliError(f"--data {path} records no search space (no {path}{META_SUFFIX}); give --space")
+    return _space(name or table.space)
+
+
 def _load_base(path: str, objectives: Sequence[Any], space: str) -> Any:
     """``--init``/``--base``: a base model directory, or a one-line error naming it."""
     from nasrlm.predictor import RLMPredictor
 
     try:
         return RLMPredictor.from_base(path, objectives, space=space)
-    except (OSError, ValueError, KeyError, TypeError) as error:
+    except (NasrlmError, ValueError) as error:  # a file of it missing or unreadable; tags that clash
         raise CliError(f"{path}: not a usable base model ({error})") from None
 
 
@@ -358,6 +555,7 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
                             learning_rate=args.lr, seed=args.seed, progress=not args.quiet)
     log = (lambda line: None) if args.quiet else (lambda line: print(line, file=sys.stderr))
     if args.resume:
+        _check_output_dir(output, "-o")
         state = _resumable(output)
         if state.exclude != exclude:
             before, now = ",".join(state.exclude) or "(none)", ",".join(exclude) or "(none)"
@@ -405,23 +603,22 @@ def _resumable(output: Path) -> Any:
 
 def _check_new_directory(path: Path, option: str) -> None:
     """An output directory must be new or empty, so that nothing of an earlier run is overwritten."""
-    if path.exists() and not path.is_dir():
-        raise CliError(f"{option} {path}: exists and is not a directory")
+    _check_output_dir(path, option)
     if path.is_dir() and any(path.iterdir()):
         raise CliError(f"{option} {path}: directory is not empty (pick a new one, or --resume a "
                        "pre-training)")
 
 
-def _device(name: str) -> str:
+def _device(name: str, option: str = "--device") -> str:
     """``--device``: ``cpu``, ``cuda`` (``cuda:N``), or ``auto`` (CUDA where torch sees a GPU)."""
     import torch
 
     if name == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if name.startswith("cuda") and not torch.cuda.is_available():
-        raise CliError(f"--device {name}: torch sees no CUDA GPU on this machine (use --device cpu)")
+        raise CliError(f"{option} {name}: torch sees no CUDA GPU on this machine (use cpu)")
     if name != "cpu" and not name.startswith("cuda"):
-        raise CliError(f"--device {name!r}: expected cpu, cuda, cuda:N or auto")
+        raise CliError(f"{option} {name!r}: expected cpu, cuda, cuda:N or auto")
     return name
 
 
@@ -455,13 +652,20 @@ def torch_threads(threads: int | None) -> None:
         torch.set_num_threads(threads)
 
 
+def _check_samples(samples: int) -> None:
+    """``--samples``: at least one decoded sample per architecture (0 fails deep inside torch)."""
+    if samples < 1:
+        raise CliError(f"--samples {samples}: expected 1 or more decoder samples")
+
+
 def cmd_predict(args: argparse.Namespace) -> int:
     from nasrlm.predictor import RLMPredictor
 
+    _check_samples(args.samples)
     device = _device(args.device)
-    predictor = RLMPredictor.load(args.model).to(device)
     space = _space(args.space)
     ids = _arch_ids(space, args)
+    predictor = RLMPredictor.load(args.model).to(device)
     predictions = predictor.predict(_texts(space, ids), num_samples=args.samples, seed=args.seed,
                                     **predictor.known_labels(space, ids))
     out = {i: {k: v.to_dict() for k, v in p.items()} for i, p in zip(ids, predictions, strict=True)}
@@ -472,15 +676,22 @@ def cmd_predict(args: argparse.Namespace) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     from scipy import stats
 
-    from nasrlm.data import BenchmarkTable
     from nasrlm.predictor import RLMPredictor
 
+    _check_samples(args.samples)
     device = _device(args.device)
+    table = _read_table(args.data)
+    space = _table_space(args.space, table, args.data)
+    _check_table_ids(space, table.ids, args.data)
     predictor = RLMPredictor.load(args.model).to(device)
-    table = BenchmarkTable.read_csv(args.data)
-    space = _space(args.space or table.space)
-    names = ([n.strip() for n in args.objectives.split(",")] if args.objectives
-             else [n for n in table.names if n in predictor.trained_objectives])
+    if args.objectives:
+        names = _table_columns(table, args.objectives, args.data)
+        untrained = [n for n in names if n not in predictor.trained_objectives]
+        if untrained:
+            raise CliError(f"--objectives: {args.model} was never trained on {', '.join(untrained)} "
+                           f"(it predicts {', '.join(predictor.trained_objectives)})")
+    else:
+        names = [n for n in table.names if n in predictor.trained_objectives]
     if not names:
         raise CliError(f"none of {args.data}'s columns ({', '.join(table.names)}) is predicted by "
                        f"{args.model}")
@@ -499,26 +710,49 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
+    from nasrlm.measure import is_profile
     from nasrlm.search import search_job, summary
 
     space = _space(args.space)
-    names = _comma_list(args.objectives)
+    names = _objective_names(args.objectives)
+    for name in names:
+        if is_profile(name):  # measured live, here
+            _profile(name, "--objectives", run=True)
     compare = _comma_list(args.compare or "")
     unknown = [n for n in compare if n not in SAMPLER_NAMES]
     if unknown:
         raise CliError(f"--compare: unknown sampler {unknown[0]!r}; choose from {', '.join(SAMPLER_NAMES)}")
-    torch_threads(args.threads)
-    out = Path(args.out or f"runs/{space.name}-{args.sampler}-seed{args.seed}")
+    if space.size is not None and args.budget > space.size:
+        raise CliError(f"--budget {args.budget}: search space {space.name} has only {space.size:,} "
+                       "architectures")
+    rlm_only = [o for o, given in (("--rlm-option", args.rlm_option), ("--base", args.base),
+                                   ("--device", args.device != "cpu")) if given]
+    if rlm_only and args.sampler != "rlm":
+        raise CliError(f"{rlm_only[0]} applies to --sampler rlm, not {args.sampler}")
     options = _rlm_options(args.rlm_option)
+    _check_rlm_options(options, space)
     if args.base:
         _load_base(args.base, [], space.name)  # a bad base is a one-line error now, not at the first fit
         options["base"] = args.base
     if args.device != "cpu":
         options["device"] = _device(args.device)
+    _check_sampler(args.sampler, space, args.seed, options)
+    out = Path(args.out or f"runs/{space.name}-{args.sampler}-seed{args.seed}")
+    _check_output_dir(out, "--out")
+    if args.db:
+        _check_db(args.db, "--db")
+    data_dir = resolve_data_dir(args.data_dir)
+    storage = args.storage
+    if storage is not None:
+        _check_storage(storage, args.workers)
+    study_name = args.study_name or f"{space.name}-{args.sampler}-seed{args.seed}"
+    _check_study(storage or (f"sqlite:///{out.resolve() / 'study.db'}" if args.workers > 1 else None),
+                 study_name, names)
+    torch_threads(args.threads)
     job = search_job(space, names, budget=args.budget, out_dir=out, sampler=args.sampler, seed=args.seed,
-                     storage=args.storage, study_name=args.study_name, data_dir=args.data_dir, db=args.db,
-                     compare=compare, sampler_options=options, progress=not args.quiet,
-                     command=" ".join(["nasrlm", *sys.argv[1:]]))
+                     storage=storage, study_name=args.study_name, data_dir=data_dir, db=args.db,
+                     compare=compare, sampler_options=options, workers=args.workers, threads=args.threads,
+                     progress=not args.quiet, command=" ".join(["nasrlm", *sys.argv[1:]]))
     for line in summary(job):
         print(line)
     return 0
@@ -538,12 +772,172 @@ def _rlm_options(pairs: Sequence[str]) -> dict[str, Any]:
     return options
 
 
+def _check_rlm_options(options: dict[str, Any], space: search_spaces.SearchSpace) -> None:
+    """``--rlm-option`` values checked against :class:`RLMSampler`'s signature before any work: a name
+    it lacks, a value of the wrong type (``num_candidates=abc``), a model setting ``RLMConfig`` lacks
+    (which would otherwise fail at the first model fit), a bad base or device."""
+    import typing
+
+    from nasrlm.search import RLMSampler
+    from nasrlm.search._job import RLM_OPTIONS
+
+    hints = typing.get_type_hints(RLMSampler.__init__)
+    for key, value in options.items():
+        if key not in RLM_OPTIONS:
+            raise CliError(f"--rlm-option: unknown rlm option {key!r}; choose from {', '.join(RLM_OPTIONS)}")
+        if not _fits(value, hints[key]):
+            raise CliError(f"--rlm-option {key}={json.dumps(value)}: expected {_kind(hints[key])}")
+    if options.get("model") is not None:
+        _check_model_settings(options["model"])
+    if options.get("base") is not None:
+        _load_base(options["base"], [], space.name)
+    if "device" in options:
+        options["device"] = _device(options["device"], "--rlm-option device")
+
+
+def _check_model_settings(model: dict[str, Any]) -> None:
+    """``--rlm-option model={...}``: only :class:`~nasrlm.model.RLMConfig` settings a user may change, each
+    of its type and positive, and consistent together (``d_model`` a multiple of ``num_heads``)."""
+    import dataclasses
+    import typing
+
+    from nasrlm.model import RLMConfig
+
+    fixed = {"text_vocab_size", "text_pad_id", "objectives"}  # set from the tokenizer and the objectives
+    hints = typing.get_type_hints(RLMConfig)
+    known = [f.name for f in dataclasses.fields(RLMConfig) if f.name not in fixed]
+    unknown = sorted(set(model) - set(known))
+    if unknown:
+        raise CliError(f"--rlm-option model: unknown setting(s) {', '.join(unknown)}; "
+                       f"choose from {', '.join(known)}")
+    for key, value in model.items():
+        if not _fits(value, hints[key]):
+            raise CliError(f"--rlm-option model: {key} {json.dumps(value)}: expected {_kind(hints[key])}")
+        if key == "dropout" and not 0 <= value < 1:
+            raise CliError(f"--rlm-option model: dropout {value}: expected a number in [0, 1)")
+        if hints[key] is int and value < 1:
+            raise CliError(f"--rlm-option model: {key} {value}: expected 1 or more")
+    try:
+        RLMConfig(text_vocab_size=1, text_pad_id=0, objectives=("x",), **model)
+    except ValueError as error:
+        raise CliError(f"--rlm-option model: {error}") from None
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    """Whether a JSON value suits a type hint: ``int`` (not bool), ``float`` (or int), ``str``, ``bool``,
+    ``dict``, ``None``, or a union of them; other hints (``Any``) take anything."""
+    import types
+    import typing
+
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, arg) for arg in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    hint = origin or hint
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint in (str, bool, dict, list):
+        return isinstance(value, hint)
+    return True
+
+
+def _kind(hint: Any) -> str:
+    """A type hint in words, for :func:`_fits`'s refusals: ``int | None`` -> "a whole number or null"."""
+    import types
+    import typing
+
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return " or ".join(_kind(arg) for arg in typing.get_args(hint))
+    words = {int: "a whole number", float: "a number", str: "a string", bool: "true or false",
+             dict: 'a JSON object such as {"d_model": 64}', list: "a JSON list", type(None): "null"}
+    return words.get(typing.get_origin(hint) or hint, str(hint))
+
+
+def _check_sampler(name: str, space: search_spaces.SearchSpace, seed: int, options: dict[str, Any]) -> None:
+    """Build the sampler once, as the search will: what its constructor refuses (``temperature=0``,
+    ``model`` with ``base``) is refused before any file is written."""
+    from nasrlm.search import make_sampler
+
+    try:
+        make_sampler(name, space, seed, options=options)
+    except ValueError as error:  # RLMSampler checks its settings with ValueError
+        raise CliError(f"--rlm-option: {error}") from None
+
+
+def _check_storage(url: str, workers: int) -> None:
+    """``--storage``: a database URL that SQLAlchemy parses, of a database it knows, whose driver is
+    installed; an SQLite file must be an SQLite database in a directory that exists. Refused before
+    the run directory is made, with the URL (password hidden) in the message."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise CliError(f"--storage {url!r}: not a database URL; expected e.g. sqlite:///study.db or "
+                       "postgresql://user@host/db") from None
+    shown = parsed.render_as_string(hide_password=True)
+    try:
+        dialect = parsed.get_dialect()
+    except NoSuchModuleError:
+        raise CliError(f"--storage {shown}: SQLAlchemy knows no database {parsed.drivername!r} "
+                       "(e.g. sqlite, postgresql, mysql)") from None
+    try:
+        dialect.import_dbapi()
+    except ImportError as error:
+        raise CliError(f"--storage {shown}: the {parsed.drivername} driver is not installed "
+                       f"({error})") from None
+    if parsed.get_backend_name() != "sqlite":
+        return
+    if parsed.database in (None, "", ":memory:"):
+        if workers > 1:
+            raise CliError(f"--storage {shown}: several workers need a storage they share (a file, a server)")
+        return
+    if parsed.database.startswith("file:"):
+        return
+    if not Path(parsed.database).parent.is_dir():
+        raise CliError(f"--storage {shown}: directory {Path(parsed.database).parent} does not exist")
+    _check_db(parsed.database, "--storage")
+
+
+def _check_study(storage: str | None, study_name: str, names: Sequence[str]) -> None:
+    """A study to resume in an SQLite file must optimise the same objectives, in the same order.
+
+    Only SQLite files that exist are opened here (cheap, local); a server's study is checked when the
+    search connects.
+    """
+    if storage is None:
+        return
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(storage)
+    if parsed.get_backend_name() != "sqlite" or not parsed.database or not Path(parsed.database).is_file():
+        return
+    import optuna
+
+    verbosity = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        study = optuna.load_study(study_name=study_name, storage=storage)
+    except KeyError:  # no such study yet: the search creates it
+        return
+    finally:
+        optuna.logging.set_verbosity(verbosity)
+    if study.metric_names is not None and list(study.metric_names) != list(names):
+        raise CliError(f"--study-name {study_name}: the study in {parsed.database} optimises "
+                       f"{', '.join(study.metric_names)}, not {', '.join(names)}; pick another --study-name")
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     import time
 
     from nasrlm.search import search_job, summary
 
     start = time.perf_counter()
+    _check_output_dir(args.out, "--out")
     data_dir = resolve_data_dir(args.data_dir)
     space = _space("nb201")
     names = ["acc", "pixel3"] if data_dir is not None else ["acc", "cpu-1t-b1"]
@@ -599,8 +993,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_selection(p, allow_all=True)
     p.add_argument("--db", default=_db_default(),
                    help=f"SQLite latency store (default $NASRLM_DB or {DEFAULT_DB})")
-    p.add_argument("--warmup", type=int, default=10, help="untimed runs per architecture (default 10)")
-    p.add_argument("--runs", type=int, default=50, help="timed runs per architecture (default 50)")
+    p.add_argument("--warmup", type=_count, default=10, help="untimed runs per architecture (default 10)")
+    p.add_argument("--runs", type=_positive_int, default=50, help="timed runs per architecture (default 50)")
     p.add_argument("--json", action="store_true", help="print one JSON line per architecture")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_measure)
@@ -622,7 +1016,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--init", metavar="BASE",
                    help="fine-tune the base model in directory BASE ('nasrlm pretrain') instead of training "
                         "from scratch; columns it knows keep their tags, new ones get new tags")
-    p.add_argument("--pretrain", type=int, default=0, metavar="N",
+    p.add_argument("--pretrain", type=_count, default=0, metavar="N",
                    help="first pre-train on free labels (params, MACs) of N random architectures")
     p.add_argument("--prior", choices=("none", *PRIOR_KINDS), default="forest",
                    help="learn each objective as what a prior leaves unexplained: 'line' (a straight line "
@@ -630,20 +1024,21 @@ def build_parser() -> argparse.ArgumentParser:
                         "'forest', 'ridge', 'trend-forest' (a line plus a forest on what it leaves) or "
                         "'auto' (per objective, forest or ridge, whichever ranks the training rows best out "
                         "of sample); predict/eval compute the labels it reads (default: %(default)s)")
-    p.add_argument("--equivalents", type=int, default=0, metavar="K",
+    p.add_argument("--equivalents", type=_count, default=0, metavar="K",
                    help="also train on up to K architectures equivalent to each labelled one (e.g. NB201 "
                         "cells differing only in dead edges), labelled with the --carry objectives only")
     p.add_argument("--carry", help="objectives equivalent architectures share (default: those in %%)")
-    p.add_argument("--epochs", type=int,
+    p.add_argument("--epochs", type=_positive_int,
                    help=f"maximum epochs, early stopping picks the best (default {TRAIN.max_epochs}; "
                         f"with --init, enough for {FINE_TUNE.steps} steps)")
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--lr", type=float, help=f"peak learning rate (AdamW; default {TRAIN.learning_rate:g}, "
-                                            f"{FINE_TUNE.learning_rate:g} with --init)")
-    p.add_argument("--max-minutes", type=float, help="time budget per training phase")
+    p.add_argument("--batch-size", type=_positive_int, default=32)
+    p.add_argument("--lr", type=_positive_float,
+                   help=f"peak learning rate (AdamW; default {TRAIN.learning_rate:g}, "
+                        f"{FINE_TUNE.learning_rate:g} with --init)")
+    p.add_argument("--max-minutes", type=_positive_float, help="time budget per training phase")
     _add_device(p)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--seed", type=_count, default=0)
+    p.add_argument("--threads", type=_positive_int, help="torch CPU threads (default: torch's choice)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_train)
 
@@ -654,19 +1049,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="columns to leave out, comma-separated globs over space:objective, "
                         "e.g. 'nb201:*acc*,*:pixel3' (a bare space name leaves out all its columns)")
     p.add_argument("--spaces", help="comma-separated spaces (default: every registered one)")
-    p.add_argument("--minutes", type=float, default=PRETRAIN_MINUTES,
+    p.add_argument("--minutes", type=_positive_float, default=PRETRAIN_MINUTES,
                    help=f"time budget (default {PRETRAIN_MINUTES:g}); the learning rate decays over it")
-    p.add_argument("--max-steps", type=int, help="stop after this many steps")
-    p.add_argument("--max-rows", type=int, help="labelled rows per space (default: all)")
-    p.add_argument("--free-rows", type=int, default=500,
+    p.add_argument("--max-steps", type=_positive_int, help="stop after this many steps")
+    p.add_argument("--max-rows", type=_positive_int, help="labelled rows per space (default: all)")
+    p.add_argument("--free-rows", type=_count, default=500,
                    help="random architectures per space with free labels only (default 500)")
     p.add_argument("--size", choices=list(SIZES), default="small", help="model size (default small)")
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--lr", type=float, default=5e-4, help="peak learning rate (default 5e-4)")
+    p.add_argument("--batch-size", type=_positive_int, default=32)
+    p.add_argument("--lr", type=_positive_float, default=5e-4, help="peak learning rate (default 5e-4)")
     p.add_argument("--resume", action="store_true", help="continue the run saved in -o for --minutes more")
     _add_device(p)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--seed", type=_count, default=0)
+    p.add_argument("--threads", type=_positive_int, help="torch CPU threads (default: torch's choice)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_pretrain)
 
@@ -683,8 +1078,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", required=True)
     p.add_argument("--space", help="search space (default: the one recorded with the table)")
     p.add_argument("--objectives", help="columns to evaluate (default: every one the model predicts)")
-    p.add_argument("--samples", type=int, default=64)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--samples", type=int, default=64, help="decoder samples per architecture")
+    p.add_argument("--seed", type=_count, default=0)
     _add_device(p)
     p.add_argument("-q", "--quiet", action="store_true")
     p.set_defaults(func=cmd_eval)
@@ -698,7 +1093,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("space")
     p.add_argument("--objectives", required=True,
                    help="comma-separated, e.g. acc,pixel3 (tables) or acc,cpu-1t-b1 (measured live)")
-    p.add_argument("--budget", type=int, required=True, help="objective evaluations (completed trials)")
+    p.add_argument("--budget", type=_positive_int, required=True,
+                   help="objective evaluations (completed trials)")
     p.add_argument("--sampler", choices=list(SAMPLER_NAMES), default="rlm",
                    help="default rlm; tpe-mv: multivariate TPE; gp: Optuna's Gaussian-process sampler")
     p.add_argument("--compare", metavar="NAMES", help="also run these samplers, e.g. random,nsga2,tpe")
@@ -709,34 +1105,45 @@ def build_parser() -> argparse.ArgumentParser:
                    help="start every refit of the rlm sampler from this base model ('nasrlm pretrain')")
     p.add_argument("--device", default="cpu",
                    help="where the rlm sampler's model runs: cpu (default), cuda, cuda:N or auto")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--storage", help="Optuna storage URL, e.g. sqlite:///study.db (resumes); default memory")
+    p.add_argument("--seed", type=_count, default=0)
+    p.add_argument("--storage", help="Optuna storage URL, e.g. sqlite:///study.db or "
+                                     "postgresql://user@host/db (resumes; workers on other machines join "
+                                     "it); default memory")
     p.add_argument("--study-name", help="default <space>-<sampler>-seed<seed>")
+    p.add_argument("--workers", type=_positive_int, default=1,
+                   help="processes sharing the study and its budget (default 1; with more and no --storage, "
+                        "the study is <out>/study.db)")
     p.add_argument("--out", help="output directory (default runs/<space>-<sampler>-seed<seed>)")
     p.add_argument("--data-dir", help="benchmark data directory (default $NASRLM_DATA)")
     p.add_argument("--db", help="latency store for measured objectives (default <out>/latency.db)")
-    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--threads", type=_positive_int, help="torch CPU threads (default: torch's choice)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_search)
 
     p = command("demo", help="the main job: NB201 accuracy vs latency search, plots in runs/demo")
-    p.add_argument("--budget", type=int, default=100, help="evaluations (default 100)")
+    p.add_argument("--budget", type=_positive_int, default=100, help="evaluations (default 100)")
     p.add_argument("--out", default="runs/demo", help="output directory (default runs/demo)")
     p.add_argument("--data-dir", help="use published tables (acc, pixel3) instead of live measurement")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--seed", type=_count, default=0)
+    p.add_argument("--threads", type=_positive_int, help="torch CPU threads (default: torch's choice)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_demo)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; bad input is one line on stderr and exit status 2, as argparse does for usage.
+
+    Only :class:`~nasrlm.errors.NasrlmError` is bad input: every command checks what the user gave
+    (options, files, URLs) and raises one naming it. Any other exception is a bug and keeps its
+    traceback, so that it is reported instead of hidden behind a line that blames the user.
+    """
     args = build_parser().parse_args(argv)
     try:
         load_plugins([*os.environ.get(PLUGINS_ENV, "").split(","), *args.plugin, *args.command_plugins])
         return args.func(args)
-    except (CliError, ValueError, KeyError, FileNotFoundError, RuntimeError) as error:
-        message = str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)
+    except NasrlmError as error:
+        message = " ".join(str(error).split())  # one line, whatever the message held
         print(f"nasrlm: error: {message}", file=sys.stderr)
         return USAGE_ERROR
     except BrokenPipeError:  # e.g. `nasrlm export ... | head`

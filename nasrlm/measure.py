@@ -23,8 +23,9 @@ from tqdm.auto import tqdm
 
 from exporters.latency import DeviceProfile, LatencyResult, measure_latency
 from nasrlm.data import Objective
+from nasrlm.errors import NasrlmError
 
-__all__ = ["LatencyStore", "measure_archs", "measured_objective"]
+__all__ = ["LatencyStore", "LatencyStoreError", "check_store_path", "measure_archs", "measured_objective"]
 
 _RESULT_FIELDS = [f.name for f in fields(LatencyResult)]
 _SELECT_RESULT = f"SELECT {', '.join(_RESULT_FIELDS)} FROM latency"
@@ -78,6 +79,33 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+class LatencyStoreError(NasrlmError, RuntimeError):
+    """A path that cannot be a latency store: a directory, a file that is not SQLite, a newer schema."""
+
+
+#: The first bytes of every SQLite 3 database file.
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def check_store_path(path: str | os.PathLike[str]) -> None:
+    """Refuse a latency store path before anything is created: a directory, a file that is not an
+    SQLite database, or a path below a file. An empty file is fine (SQLite makes it a database)."""
+    path = Path(path)
+    if path.is_dir():
+        raise LatencyStoreError(f"{path}: is a directory, not an SQLite database file")
+    if path.exists():
+        with path.open("rb") as f:
+            head = f.read(len(_SQLITE_MAGIC))
+        if head and head != _SQLITE_MAGIC:
+            raise LatencyStoreError(f"{path}: not an SQLite database")
+        return
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise LatencyStoreError(f"{path}: {parent} is a file, not a directory")
+
+
 class LatencyStore:
     """SQLite store of measurements keyed by (space, arch_id, profile).
 
@@ -90,14 +118,19 @@ class LatencyStore:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         if str(path) != ":memory:":
+            check_store_path(self.path)
             self.path.parent.mkdir(parents=True, exist_ok=True)
         # isolation_level=None: autocommit, every statement is its own durable transaction.
         self._conn = sqlite3.connect(str(path), timeout=60.0, isolation_level=None)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+        try:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+        except sqlite3.DatabaseError as error:  # a damaged file, a folder that cannot be written
+            self._conn.close()
+            raise LatencyStoreError(f"{self.path}: cannot open it as a latency store ({error})") from None
         if version not in (0, _SCHEMA_VERSION):
             self._conn.close()
-            raise RuntimeError(
+            raise LatencyStoreError(
                 f"{self.path}: latency store schema version {version}, expected {_SCHEMA_VERSION}"
             )
         self._conn.executescript(_SCHEMA)

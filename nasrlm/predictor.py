@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 import numpy as np
 import torch
+from safetensors import SafetensorError
 from safetensors.numpy import load_file as load_arrays
 from safetensors.numpy import save_file as save_arrays
 from safetensors.torch import load_model, save_model
@@ -22,6 +23,7 @@ from tqdm.auto import tqdm
 
 from nasrlm import __version__
 from nasrlm.data import Objective
+from nasrlm.errors import NasrlmError
 from nasrlm.feature_prior import PRIOR_KINDS, FeaturePrior
 from nasrlm.inference import sample_scaled
 from nasrlm.model import RegressionLM, RLMConfig
@@ -48,6 +50,40 @@ QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 #: and exponent are then forced (one allowed token each), so only the four digits cost decoding steps;
 #: four digits resolve 1/9,000 of the normalised range, finer than the rank noise of any benchmark.
 NUMBER_FORMAT = NumberTokenizer(mantissa_digits=4, min_exponent=0, max_exponent=0, signed=False)
+
+
+class ModelNotFoundError(NasrlmError, FileNotFoundError):
+    """A model directory lacks a file it needs (config, weights, tokenizer); the message names it."""
+
+
+class ModelFileError(NasrlmError, ValueError):
+    """A model directory's file is there but does not make a model (truncated, of another kind)."""
+
+
+def _read_model_config(path: Path) -> dict:
+    """``config.json`` of a model directory as a dict, checked far enough that loading can trust it.
+
+    Unknown model settings are refused by name here: a config edited by hand, or written by another
+    version, would otherwise fail inside the model's constructor with a message that names neither.
+    """
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as error:  # JSON or UTF-8
+        raise ModelFileError(f"{path}: not JSON ({error})") from None
+    if not isinstance(meta, dict):
+        raise ModelFileError(f"{path}: expected a JSON object, got a JSON {type(meta).__name__}")
+    if meta.get("format") != "nasrlm-rlm":
+        raise ModelFileError(f"{path} is not a nasrlm model config (format={meta.get('format')!r})")
+    shapes = {"model": dict, "objectives": list, "normalizers": dict, "decode_order": list}
+    wrong = [key for key, kind in shapes.items() if not isinstance(meta.get(key), kind)]
+    if wrong:
+        raise ModelFileError(f"{path}: missing or malformed {', '.join(wrong)}")
+    known = {f.name for f in fields(RLMConfig)}
+    unknown = sorted(set(meta["model"]) - known)
+    if unknown:
+        raise ModelFileError(f"{path}: unknown model setting(s) {', '.join(unknown)}; "
+                             f"known: {', '.join(sorted(known))}")
+    return meta
 
 
 @dataclass(frozen=True)
@@ -506,34 +542,55 @@ class RLMPredictor:
 
     @classmethod
     def load(cls, path: str | Path) -> RLMPredictor:
-        """Inverse of :meth:`save` (plain JSON and safetensors: nothing is unpickled)."""
+        """Inverse of :meth:`save` (plain JSON and safetensors: nothing is unpickled).
+
+        A directory without the files raises :class:`ModelNotFoundError`; files that are there but do
+        not make a model (truncated weights, a config of another shape) :class:`ModelFileError`: each
+        names the file at fault.
+        """
         path = Path(path)
         files = [path / n for n in ("config.json", "model.safetensors", "tokenizer.model")]
         absent = [f.name for f in files if not f.is_file()]
         if absent:
-            raise FileNotFoundError(f"{path} is not a nasrlm model directory: missing {', '.join(absent)}")
-        meta = json.loads(files[0].read_text())
-        if meta.get("format") != "nasrlm-rlm":
-            raise ValueError(f"{files[0]} is not a nasrlm model config (format={meta.get('format')!r})")
-        model = RegressionLM(RLMConfig(**meta["model"]))
-        load_model(model, files[1])
+            raise ModelNotFoundError(f"{path} is not a nasrlm model directory: missing {', '.join(absent)}")
+        meta = _read_model_config(files[0])
+        try:
+            model = RegressionLM(RLMConfig(**meta["model"]))
+        except (TypeError, ValueError) as error:  # a setting missing or out of range
+            raise ModelFileError(f"{files[0]}: bad model settings ({error})") from None
+        try:
+            load_model(model, files[1])
+        except (SafetensorError, RuntimeError) as error:  # not safetensors, or tensors of other shapes
+            raise ModelFileError(f"{files[1]}: not the weights of the model {files[0].name} describes "
+                                 f"({' '.join(str(error).split())[:200]})") from None
         model.eval()
-        tokenizer = OnnxTokenizer.from_bytes(files[2].read_bytes())
-        normalizers = {k: Normalizer.from_dict(v) for k, v in meta["normalizers"].items()}
-        predictor = cls(tokenizer, model, [Objective(**o) for o in meta["objectives"]], normalizers,
-                        meta["decode_order"])
-        if "prior" in meta:
-            fit = meta["prior"]["fit"]
-            if fit.get("kind") == "feature":
-                arrays = load_arrays(path / PRIOR_FILE) if (path / PRIOR_FILE).is_file() else {}
-                if any(m["kind"] != "ridge" for m in fit["models"]) and not arrays:
-                    raise FileNotFoundError(f"{path} is not a complete nasrlm model directory: missing "
-                                            f"{PRIOR_FILE} (the prior's forests)")
-                predictor.prior = FeaturePrior.from_dict(fit, arrays)
-            else:
-                predictor.prior = FreeLabelPrior.from_dict(fit)
-            # checkpoints before feature priors called the inputs "free_labels"
-            predictor.prior_inputs = tuple(meta["prior"].get("inputs", meta["prior"].get("free_labels")))
-            predictor.prior_objectives = tuple(meta["prior"]["predicts"])
-            predictor.residual_weights = dict(meta["prior"].get("residual_weights", {}))
+        try:
+            tokenizer = OnnxTokenizer.from_bytes(files[2].read_bytes())
+        except RuntimeError:  # sentencepiece's "ParseFromArray" failure
+            raise ModelFileError(f"{files[2]}: not a sentencepiece tokenizer model") from None
+        try:
+            normalizers = {k: Normalizer.from_dict(v) for k, v in meta["normalizers"].items()}
+            predictor = cls(tokenizer, model, [Objective(**o) for o in meta["objectives"]], normalizers,
+                            meta["decode_order"])
+            if "prior" in meta:
+                predictor._load_prior(path, meta["prior"])
+        except (AttributeError, KeyError, TypeError, ValueError, SafetensorError) as error:
+            raise ModelFileError(f"{files[0]}: not a nasrlm model config ({type(error).__name__}: "
+                                 f"{error})") from None
         return predictor
+
+    def _load_prior(self, path: Path, meta: dict) -> None:
+        """The prior part of :meth:`load`: ``meta`` is the ``"prior"`` entry of ``config.json``."""
+        fit = meta["fit"]
+        if fit.get("kind") == "feature":
+            arrays = load_arrays(path / PRIOR_FILE) if (path / PRIOR_FILE).is_file() else {}
+            if any(m["kind"] != "ridge" for m in fit["models"]) and not arrays:
+                raise ModelNotFoundError(f"{path} is not a complete nasrlm model directory: missing "
+                                         f"{PRIOR_FILE} (the prior's forests)")
+            self.prior = FeaturePrior.from_dict(fit, arrays)
+        else:
+            self.prior = FreeLabelPrior.from_dict(fit)
+        # checkpoints before feature priors called the inputs "free_labels"
+        self.prior_inputs = tuple(meta.get("inputs", meta.get("free_labels")))
+        self.prior_objectives = tuple(meta["predicts"])
+        self.residual_weights = dict(meta.get("residual_weights", {}))

@@ -33,6 +33,7 @@ from safetensors.torch import load_file, save_file
 from tqdm.auto import tqdm
 
 from nasrlm.data import TABLE_LOADERS, DataFileNotFoundError, Objective, available_objectives, load_table
+from nasrlm.errors import NasrlmError
 from nasrlm.free_labels import ALL_FREE_OBJECTIVES, FREE_OBJECTIVES, texts_and_free_labels
 from nasrlm.normalize import Normalizer
 from nasrlm.predictor import RLMPredictor
@@ -57,6 +58,10 @@ def tag(space: str, name: str) -> str:
 def is_excluded(name: str, patterns: Sequence[str]) -> bool:
     """Whether tag ``name`` matches any of the glob ``patterns`` (``nb201:acc*``, ``*:pixel3``)."""
     return any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
+class PretrainInputError(NasrlmError, ValueError):
+    """What ``--spaces`` and ``--exclude`` select leaves nothing to pre-train on, or matches nothing."""
 
 
 def parse_exclude(text: str) -> list[str]:
@@ -174,7 +179,7 @@ def collect_tasks(data_dir: str | os.PathLike[str] | None, *, exclude: Sequence[
         names = (*free_names, *(tag(space_name, o.name) for o in table_objectives))
         tasks.append(Task(space_name, texts, names, np.hstack([free, labelled])))
     if not tasks:
-        raise ValueError("nothing to pre-train on: no space has rows (check --spaces and --exclude)")
+        raise PretrainInputError("nothing to pre-train on: no space has rows (check --spaces and --exclude)")
     return tasks, list(objectives.values())
 
 
@@ -188,8 +193,8 @@ def _check_exclude(exclude: Sequence[str], spaces: Sequence[str],
                for o in available_objectives(s, data_dir)]
     unmatched = [p for p in exclude if not any(fnmatch.fnmatchcase(c, p) for c in columns)]
     if unmatched:
-        raise ValueError(f"--exclude {', '.join(unmatched)} matches no published column of the spaces "
-                         f"pre-trained on (columns are space:objective, e.g. nb201:acc)")
+        raise PretrainInputError(f"--exclude {', '.join(unmatched)} matches no published column of the "
+                                 f"spaces pre-trained on (columns are space:objective, e.g. nb201:acc)")
 
 
 def _table_objectives(space: str, data_dir: str | os.PathLike[str] | None,

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from nasrlm.testing import PostgresServer, postgres_unavailable, temporary_postgres
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -22,3 +25,13 @@ def data_dir() -> Path:
     if not path.is_dir():
         pytest.skip("benchmark data not found: set NASRLM_DATA or put it at ../shared/data")
     return path
+
+
+@pytest.fixture
+def postgres() -> Iterator[PostgresServer]:
+    """A throw-away PostgreSQL server on the loopback address (skips, saying why, where none can start)."""
+    reason = postgres_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    with temporary_postgres() as server:
+        yield server

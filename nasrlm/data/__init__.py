@@ -4,7 +4,7 @@ Nothing here imports torch; reading a table costs at most a couple of seconds.
 """
 
 from nasrlm.data._analog import load_analog_nasbench
-from nasrlm.data._datadir import DataFileNotFoundError, data_file, resolve_data_dir
+from nasrlm.data._datadir import DataFileError, DataFileNotFoundError, data_file, resolve_data_dir
 from nasrlm.data._loader_utils import UnknownObjectiveError
 from nasrlm.data._nb201 import NB201_OBJECTIVES, available_nb201_objectives, load_nb201
 from nasrlm.data._table import BenchmarkTable, Objective
@@ -14,6 +14,7 @@ __all__ = [
     "NB201_OBJECTIVES",
     "TABLE_LOADERS",
     "BenchmarkTable",
+    "DataFileError",
     "DataFileNotFoundError",
     "Objective",
     "UnknownObjectiveError",

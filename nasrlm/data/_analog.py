@@ -23,6 +23,8 @@ import pickle
 from pathlib import Path
 from typing import Any
 
+from nasrlm.data._datadir import DataFileError
+from nasrlm.errors import NasrlmError
 from search_spaces.nasbench201 import EDGES, NasBench201, NB201Arch
 
 _NB201 = NasBench201()
@@ -56,7 +58,7 @@ ANALOG_METRICS: tuple[str, ...] = ("baseline_accuracy", "ptq_accuracy", "qat_acc
 _INSTALL_HINT = "pip install analog-nasbench"
 
 
-class AnalogNasBenchNotFoundError(ModuleNotFoundError):
+class AnalogNasBenchNotFoundError(NasrlmError, ModuleNotFoundError):
     """analog-nasbench (or its data file) is not installed."""
 
 
@@ -117,13 +119,13 @@ def _records() -> dict[tuple[int, ...], _Architecture]:
     path = analog_data_path()
     data = restricted_loads(path.read_bytes())
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a dict of records, got {type(data).__name__}")
+        raise DataFileError(f"{path}: expected a dict of records, got {type(data).__name__}")
     for key, rec in data.items():
         if not (isinstance(key, tuple) and len(key) == 6
                 and all(isinstance(c, int) and 0 <= c < len(ANALOG_OPS) for c in key)):
-            raise ValueError(f"{path}: unexpected architecture key {key!r}")
+            raise DataFileError(f"{path}: unexpected architecture key {key!r}")
         if not isinstance(rec, _Architecture) or getattr(rec, "architecture", None) != key:
-            raise ValueError(f"{path}: record for {key!r} is malformed")
+            raise DataFileError(f"{path}: record for {key!r} is malformed")
     return data
 
 

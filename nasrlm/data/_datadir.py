@@ -11,12 +11,21 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from nasrlm.errors import NasrlmError
+
 ENV_VAR = "NASRLM_DATA"
 _HOW = f"pass --data-dir DIR or set {ENV_VAR}=DIR"
 
 
-class DataFileNotFoundError(FileNotFoundError):
+class DataFileNotFoundError(NasrlmError, FileNotFoundError):
     """A benchmark data file (or the data directory itself) is missing; the message says how to fix it."""
+
+
+class DataFileError(NasrlmError, ValueError):
+    """A data file is there but malformed: a benchmark table, or a table written by ``nasrlm data``.
+
+    The message starts with the file's name. A ``ValueError`` as well, as these errors were before.
+    """
 
 
 def resolve_data_dir(data_dir: str | os.PathLike[str] | None) -> Path | None:

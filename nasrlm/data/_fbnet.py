@@ -27,7 +27,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from nasrlm.data._datadir import data_file, file_version, resolve_data_dir
+from nasrlm.data._datadir import DataFileError, data_file, file_version, resolve_data_dir
 from nasrlm.data._loader_utils import check_names, checked_extra, extra_ids, require_names
 from nasrlm.data._nb201 import _BATCH1_DEVICES, _GPUS, _ZC_LOWER_IS_BETTER
 from nasrlm.data._table import BenchmarkTable, Objective
@@ -114,24 +114,25 @@ def _read_cached(version: tuple[str, int, int], relpath: str) -> _Csv:
         header = next(reader, [])
         missing = [c for c in ["op_idx_list", *numeric] if c not in header]
         if missing:
-            raise ValueError(f"{relpath}: missing column(s) {', '.join(missing)}; found {', '.join(header)}")
+            raise DataFileError(f"{relpath}: missing column(s) {', '.join(missing)}; "
+                                f"found {', '.join(header)}")
         rows = [row for row in reader if row]
     key, names = header.index("op_idx_list"), header.index("op_names") if "op_names" in header else None
     ids = []
     for line, row in enumerate(rows, start=2):
         if len(row) != len(header):
-            raise ValueError(f"{relpath}: line {line} has {len(row)} fields, expected {len(header)}")
+            raise DataFileError(f"{relpath}: line {line} has {len(row)} fields, expected {len(header)}")
         try:
             arch = FBNetArch.from_op_indices(row[key])
         except ValueError as err:
-            raise ValueError(f"{relpath}: line {line}: {err}") from None
+            raise DataFileError(f"{relpath}: line {line}: {err}") from None
         if names is not None and tuple(row[names].split()) != arch.blocks:
-            raise ValueError(f"{relpath}: line {line}: op_names {row[names]!r} disagree with op_idx_list "
-                             f"{row[key]!r}")
+            raise DataFileError(f"{relpath}: line {line}: op_names {row[names]!r} disagree with op_idx_list "
+                                f"{row[key]!r}")
         ids.append("-".join(arch.blocks))
     row_of = {i: k for k, i in enumerate(ids)}
     if len(row_of) != len(ids):
-        raise ValueError(f"{relpath}: an architecture is listed twice")
+        raise DataFileError(f"{relpath}: an architecture is listed twice")
     columns = {}
     for name in numeric:
         k = header.index(name)

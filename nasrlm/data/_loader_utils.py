@@ -6,11 +6,12 @@ import difflib
 from collections.abc import Mapping, Sequence
 
 from nasrlm.data._table import Objective
+from nasrlm.errors import NasrlmError
 
 Extra = Mapping[str, tuple[Objective, Mapping[str, float]]]
 
 
-class UnknownObjectiveError(KeyError, ValueError):
+class UnknownObjectiveError(NasrlmError, KeyError, ValueError):
     """An objective name that no source provides; the message lists the valid names."""
 
     def __str__(self) -> str:  # KeyError would repr() the message

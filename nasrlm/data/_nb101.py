@@ -34,7 +34,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from nasrlm.data._datadir import data_file, file_version, resolve_data_dir
+from nasrlm.data._datadir import DataFileError, data_file, file_version, resolve_data_dir
 from nasrlm.data._loader_utils import check_names, checked_extra, extra_ids, require_names
 from nasrlm.data._table import BenchmarkTable, Objective
 from search_spaces.nasbench101 import NUM_CELLS, NasBench101, NB101Cell, hash_labels, hash_module
@@ -106,25 +106,26 @@ def _read_cached(version: tuple[str, int, int]) -> _Json:
     with open(version[0], encoding="utf-8") as f:
         raw = json.load(f)
     if not isinstance(raw, dict) or "key" not in raw:
-        raise ValueError(f"{FIRST_20K_JSON}: expected a JSON object of lists with a 'key' list")
+        raise DataFileError(f"{FIRST_20K_JSON}: expected a JSON object of lists with a 'key' list")
     needed = sorted({s.key for s in _SPECS.values()})
     missing = [k for k in needed if k not in raw]
     if missing:
-        raise ValueError(f"{FIRST_20K_JSON}: missing list(s) {', '.join(missing)}; found {', '.join(raw)}")
+        raise DataFileError(f"{FIRST_20K_JSON}: missing list(s) {', '.join(missing)}; found {', '.join(raw)}")
     keys = tuple(str(k) for k in raw["key"])
     bad = next((k for k in keys if len(k) != 32 or set(k) - set("0123456789abcdef")), None)
     if bad is not None:
-        raise ValueError(f"{FIRST_20K_JSON}: {bad!r} is not a module hash (32 lower-case hex digits)")
+        raise DataFileError(f"{FIRST_20K_JSON}: {bad!r} is not a module hash (32 lower-case hex digits)")
     row_of = {k: i for i, k in enumerate(keys)}
     if len(row_of) != len(keys):
-        raise ValueError(f"{FIRST_20K_JSON}: duplicate module hashes")
+        raise DataFileError(f"{FIRST_20K_JSON}: duplicate module hashes")
     columns = {}
     for name in needed:
         if len(raw[name]) != len(keys):
-            raise ValueError(f"{FIRST_20K_JSON}: list {name} has {len(raw[name])} values, 'key' {len(keys)}")
+            raise DataFileError(f"{FIRST_20K_JSON}: list {name} has {len(raw[name])} values, "
+                                f"'key' {len(keys)}")
         arr = np.array(raw[name], dtype=np.float64)
         if not np.isfinite(arr).all():
-            raise ValueError(f"{FIRST_20K_JSON}: list {name} has missing or non-finite values")
+            raise DataFileError(f"{FIRST_20K_JSON}: list {name} has missing or non-finite values")
         arr.flags.writeable = False
         columns[name] = arr
     return _Json(keys, MappingProxyType(row_of), MappingProxyType(columns))

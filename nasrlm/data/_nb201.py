@@ -26,7 +26,7 @@ from types import MappingProxyType
 import numpy as np
 
 from nasrlm.data._analog import load_analog_nasbench
-from nasrlm.data._datadir import data_file, file_version, resolve_data_dir
+from nasrlm.data._datadir import DataFileError, data_file, file_version, resolve_data_dir
 from nasrlm.data._loader_utils import check_names, checked_extra
 from nasrlm.data._table import BenchmarkTable, Objective
 from search_spaces.nasbench201 import NasBench201
@@ -175,11 +175,13 @@ def _read_csv_cached(version: tuple[str, int, int], relpath: str, numeric: tuple
         wanted = ["arch_str", *numeric, *([where[0]] if where else [])]
         missing = [c for c in wanted if c not in header]
         if missing:
-            raise ValueError(f"{relpath}: missing column(s) {', '.join(missing)}; found {', '.join(header)}")
+            raise DataFileError(f"{relpath}: missing column(s) {', '.join(missing)}; "
+                                f"found {', '.join(header)}")
         rows = [row for row in reader if row]
     short = next((i for i, row in enumerate(rows) if len(row) != len(header)), None)
     if short is not None:
-        raise ValueError(f"{relpath}: line {short + 2} has {len(rows[short])} fields, expected {len(header)}")
+        raise DataFileError(f"{relpath}: line {short + 2} has {len(rows[short])} fields, "
+                            f"expected {len(header)}")
     if where is not None:
         k = header.index(where[0])
         rows = [row for row in rows if row[k] == where[1]]
@@ -188,12 +190,12 @@ def _read_csv_cached(version: tuple[str, int, int], relpath: str, numeric: tuple
     valid = all_arch_strings()
     bad = [k for k in keys if k not in valid]
     if bad:
-        raise ValueError(f"{relpath}: {len(bad)} invalid NB201 arch string(s), e.g. {bad[0]!r}")
+        raise DataFileError(f"{relpath}: {len(bad)} invalid NB201 arch string(s), e.g. {bad[0]!r}")
     row_of = {k: i for i, k in enumerate(keys)}
     if len(row_of) != len(keys):
-        raise ValueError(f"{relpath}: duplicate arch strings")
+        raise DataFileError(f"{relpath}: duplicate arch strings")
     if complete and len(row_of) != len(valid):
-        raise ValueError(f"{relpath}: has {len(row_of)} distinct arch strings, expected all {len(valid)}")
+        raise DataFileError(f"{relpath}: has {len(row_of)} distinct arch strings, expected all {len(valid)}")
     columns = {}
     for name in numeric:
         col = cols[header.index(name)]
@@ -208,7 +210,7 @@ def _index_of(t: _Csv, relpath: str) -> np.ndarray:
     """The ``nb201_index`` column as ints, checked to be a permutation of 0..15624."""
     index = t.columns["nb201_index"]
     if not np.array_equal(np.sort(index), np.arange(len(index))):
-        raise ValueError(f"{relpath}: nb201_index is not a permutation of 0..{len(index) - 1}")
+        raise DataFileError(f"{relpath}: nb201_index is not a permutation of 0..{len(index) - 1}")
     return index.astype(np.intp)
 
 
@@ -238,7 +240,7 @@ def _check_latency_index(latency: tuple[str, int, int], archs: tuple[str, int, i
     t = _read_csv(Path(latency[0]), LATENCY_CSV, ("nb201_index", *_columns_of(LATENCY_CSV)))
     order = _archs_cached(archs)
     if tuple(order[i] for i in _index_of(t, LATENCY_CSV)) != t.keys:
-        raise ValueError(f"{LATENCY_CSV}: nb201_index/arch_str pairs disagree with {ARCHS_CSV}")
+        raise DataFileError(f"{LATENCY_CSV}: nb201_index/arch_str pairs disagree with {ARCHS_CSV}")
 
 
 def _columns_of(file: str) -> tuple[str, ...]:

@@ -26,7 +26,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from nasrlm.data._datadir import data_file, file_version, resolve_data_dir
+from nasrlm.data._datadir import DataFileError, data_file, file_version, resolve_data_dir
 from nasrlm.data._loader_utils import check_names, checked_extra
 from nasrlm.data._table import BenchmarkTable, Objective
 from search_spaces.nds import NB301
@@ -88,22 +88,22 @@ def _read(version: tuple[str, int, int]) -> _Table:
     with open(version[0], encoding="utf-8") as f:
         data = json.load(f)
     if not isinstance(data, dict) or not isinstance(data.get("cifar10"), dict):
-        raise ValueError(f"{ZERO_COST_JSON}: expected {{'cifar10': {{compact genotype: record}}}}")
+        raise DataFileError(f"{ZERO_COST_JSON}: expected {{'cifar10': {{compact genotype: record}}}}")
     records = data["cifar10"]
     space = NB301()
     order, ids = [], []
     for key, record in records.items():
         if record.get("arch", key) != key:
-            raise ValueError(f"{ZERO_COST_JSON}: record {key!r} has a different arch field "
-                             f"{record['arch']!r}")
+            raise DataFileError(f"{ZERO_COST_JSON}: record {key!r} has a different arch field "
+                                f"{record['arch']!r}")
         try:
             ids.append(space.arch_id(space.from_compact(key)))
         except ValueError as err:
-            raise ValueError(f"{ZERO_COST_JSON}: {err}") from None
+            raise DataFileError(f"{ZERO_COST_JSON}: {err}") from None
         order.append(int(record.get("idx", len(order))))
     if len(set(ids)) != len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)
-        raise ValueError(f"{ZERO_COST_JSON}: two records are the same architecture {dup!r}")
+        raise DataFileError(f"{ZERO_COST_JSON}: two records are the same architecture {dup!r}")
     rows = sorted(range(len(ids)), key=order.__getitem__)
     recs = list(records.values())
     columns = {}

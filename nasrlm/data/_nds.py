@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from nasrlm.data._datadir import data_file, file_version, resolve_data_dir
+from nasrlm.data._datadir import DataFileError, data_file, file_version, resolve_data_dir
 from nasrlm.data._loader_utils import check_names, checked_extra
 from nasrlm.data._table import BenchmarkTable, Objective
 from search_spaces.anynet import ANYNET_SPACES
@@ -119,8 +119,8 @@ def read_nds_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     if isinstance(data, dict) and "top" in data and "mid" in data:
         data = [*data["top"], *data["mid"]]
     if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
-        raise ValueError(f"{path}: not an NDS file (expected a list of records or {{'top': [...], 'mid': "
-                         "[...]}})")
+        raise DataFileError(f"{path}: not an NDS file (expected a list of records or {{'top': [...], 'mid': "
+                            "[...]}})")
     return data
 
 
@@ -139,11 +139,11 @@ def _read(version: tuple[str, int, int], space_name: str) -> _Table:
     ids: list[str] = []
     for k, record in enumerate(records):
         if not record.get("test_ep_top1"):
-            raise ValueError(f"{path}: record {k} has no test_ep_top1 (per-epoch test error)")
+            raise DataFileError(f"{path}: record {k} has no test_ep_top1 (per-epoch test error)")
         try:
             ids.append(space.arch_id(space.from_nds_net(record["net"])))
         except (KeyError, ValueError) as err:
-            raise ValueError(f"{path}: record {k}: {err}") from None
+            raise DataFileError(f"{path}: record {k}: {err}") from None
     order = list(dict.fromkeys(ids))
     row_of = {i: r for r, i in enumerate(order)}
     rows = np.fromiter((row_of[i] for i in ids), np.intp, count=len(ids))

@@ -31,7 +31,7 @@ from typing import cast
 
 import numpy as np
 
-from nasrlm.data._datadir import data_file, file_version, resolve_data_dir
+from nasrlm.data._datadir import DataFileError, data_file, file_version, resolve_data_dir
 from nasrlm.data._loader_utils import check_names, checked_extra
 from nasrlm.data._table import BenchmarkTable, Objective
 from search_spaces.ofa import EXPANDS, KERNELS, OFAMBv3Arch, OFAMobileNetV3
@@ -151,18 +151,18 @@ def _latency_cached(version: tuple[str, int, int]) -> _Latency:
         reader = csv.DictReader(f)
         missing = [c for c in ("ks", "e", "d", "r", *names) if c not in (reader.fieldnames or [])]
         if missing:
-            raise ValueError(f"{LATENCY_CSV}: missing column(s) {', '.join(missing)}")
+            raise DataFileError(f"{LATENCY_CSV}: missing column(s) {', '.join(missing)}")
         rows = list(reader)
     archs = []
     for i, row in enumerate(rows):
         try:
             archs.append(OFAMBv3Arch.from_help_row(row))
         except ValueError as err:
-            raise ValueError(f"{LATENCY_CSV}: line {i + 2}: {err}") from None
+            raise DataFileError(f"{LATENCY_CSV}: line {i + 2}: {err}") from None
     ids = tuple(space.arch_id(a) for a in archs)
     row_of = {arch_id: i for i, arch_id in enumerate(ids)}
     if len(row_of) != len(ids):
-        raise ValueError(f"{LATENCY_CSV}: two rows describe the same network")
+        raise DataFileError(f"{LATENCY_CSV}: two rows describe the same network")
     columns = {}
     for name in names:
         col = np.array([float(row[name]) if row[name] else math.nan for row in rows], dtype=np.float64)

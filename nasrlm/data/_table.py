@@ -17,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from nasrlm.data._datadir import DataFileError, DataFileNotFoundError
+
 _FORBIDDEN = set(',[]"\n\r')
 _HEADER_RE = re.compile(r"^(?P<name>[^\[\]]+)\[(?P<unit>[^\[\]]*)\]$")
 #: units whose quantity is a cost; used only to guess ``higher_is_better`` for a CSV without sidecar.
@@ -116,33 +118,68 @@ class BenchmarkTable:
         Without the sidecar, objectives come from the ``name[unit]`` headers with description and source
         "unknown", ``higher_is_better`` guessed from the unit (time/size/energy units: lower is better)
         and ``space`` taken from the argument (else "unknown").
+
+        A file that is not there raises :class:`DataFileNotFoundError`; one that is not such a table
+        (a directory, another CSV, a broken sidecar) :class:`DataFileError`; both name the file.
         """
         path = Path(path)
-        with path.open(newline="", encoding="utf-8") as f:
-            rows = list(csv.reader(f))
+        if not path.exists():
+            raise DataFileNotFoundError(f"{path}: no such file")
+        if not path.is_file():
+            raise DataFileError(f"{path}: not a file (expected a table written by 'nasrlm data')")
+        try:
+            with path.open(newline="", encoding="utf-8") as f:
+                rows = list(csv.reader(f))
+        except (UnicodeDecodeError, csv.Error) as error:
+            raise DataFileError(f"{path}: not a CSV table ({error})") from None
         if not rows or not rows[0] or rows[0][0] != "arch_id":
-            raise ValueError(f"{path}: not a benchmark table (the first header must be 'arch_id')")
+            raise DataFileError(f"{path}: not a benchmark table (the first header must be 'arch_id')")
         header, body = rows[0], rows[1:]
-        parsed = [_parse_header(h) for h in header[1:]]
+        try:
+            parsed = [_parse_header(h) for h in header[1:]]
+        except ValueError as error:
+            raise DataFileError(f"{path}: {error}") from None
         meta_path = Path(str(path) + META_SUFFIX)
         data_dir: str | None = None
         if meta_path.is_file():
-            meta = json.loads(meta_path.read_text(encoding="utf-8"))
-            objectives = [Objective(**o) for o in meta["objectives"]]
+            objectives, meta_space, data_dir = _read_meta(meta_path)
             if [(o.name, o.unit) for o in objectives] != parsed:
-                raise ValueError(f"{meta_path} describes objectives {[o.header for o in objectives]} but "
-                                 f"{path} has columns {header[1:]}")
-            space = space or meta["space"]
-            data_dir = meta.get("data_dir")
+                raise DataFileError(f"{meta_path} describes objectives {[o.header for o in objectives]} but "
+                                    f"{path} has columns {header[1:]}")
+            space = space or meta_space
         else:
-            objectives = [Objective(name, unit, "unknown", "unknown", unit not in _COST_UNITS)
-                          for name, unit in parsed]
+            try:
+                objectives = [Objective(name, unit, "unknown", "unknown", unit not in _COST_UNITS)
+                              for name, unit in parsed]
+            except ValueError as error:
+                raise DataFileError(f"{path}: {error}") from None
         values = np.empty((len(body), len(objectives)), dtype=np.float64)
         for i, row in enumerate(body):
             if len(row) != len(header):
-                raise ValueError(f"{path}: line {i + 2} has {len(row)} fields, expected {len(header)}")
-            values[i] = [float(v) if v != "" else math.nan for v in row[1:]]
-        return cls(space or "unknown", [row[0] for row in body], objectives, values, data_dir)
+                raise DataFileError(f"{path}: line {i + 2} has {len(row)} fields, expected {len(header)}")
+            try:
+                values[i] = [float(v) if v != "" else math.nan for v in row[1:]]
+            except ValueError as error:
+                raise DataFileError(f"{path}: line {i + 2}: {error}") from None
+        try:
+            return cls(space or "unknown", [row[0] for row in body], objectives, values, data_dir)
+        except ValueError as error:  # duplicate ids or columns
+            raise DataFileError(f"{path}: {error}") from None
+
+
+def _read_meta(path: Path) -> tuple[list[Objective], str, str | None]:
+    """Objectives, space and data directory of a ``.meta.json`` sidecar, or a DataFileError naming it."""
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as error:  # JSON or UTF-8
+        raise DataFileError(f"{path}: not JSON ({error})") from None
+    if not isinstance(meta, dict) or not isinstance(meta.get("objectives"), list):
+        raise DataFileError(f"{path}: expected a JSON object with an 'objectives' list")
+    try:
+        objectives = [Objective(**o) for o in meta["objectives"]]
+        return objectives, str(meta["space"]), meta.get("data_dir")
+    except (KeyError, TypeError, ValueError) as error:
+        raise DataFileError(f"{path}: not a table description ({type(error).__name__}: {error})") from None
 
 
 def _parse_header(header: str) -> tuple[str, str]:

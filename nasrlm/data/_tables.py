@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from nasrlm.data._fbnet import available_fbnet_objectives, load_fbnet
+from nasrlm.data._loader_utils import UnknownObjectiveError
 from nasrlm.data._nb101 import available_nb101_objectives, load_nb101
 from nasrlm.data._nb201 import available_nb201_objectives, load_nb201
 from nasrlm.data._nb301 import available_nb301_objectives, load_nb301
@@ -40,8 +41,8 @@ def load_table(space: str, objectives: Sequence[str], data_dir: str | os.PathLik
     extra = dict(extra or {})
     missing = [name for name in objectives if name not in extra]
     if missing:
-        raise ValueError(f"search space {space!r} has no published tables, so {missing[0]!r} is unknown; "
-                         f"use measured device profiles such as 'cpu-1t-b1'")
+        raise UnknownObjectiveError(f"search space {space!r} has no published tables, so {missing[0]!r} is "
+                                    f"unknown; use measured device profiles such as 'cpu-1t-b1'")
     rows = list(ids) if ids is not None else sorted({i for _, values in extra.values() for i in values})
     columns = [[values.get(i, float("nan")) for i in rows] for _, values in (extra[n] for n in objectives)]
     return BenchmarkTable(space, rows, [extra[n][0] for n in objectives],

@@ -12,6 +12,7 @@ from nasrlm.search._arch_cache import ArchCache
 from nasrlm.search._candidates import CandidateSettings, candidate_params, draw_params
 from nasrlm.search._evaluate import ArchEvaluator, MissingValueError
 from nasrlm.search._job import SAMPLERS, JobOutput, make_sampler, restricted_to_table, search_job, summary
+from nasrlm.search._liveness import WorkerSettings
 from nasrlm.search._report import (
     PredictedFront,
     Scores,
@@ -21,7 +22,7 @@ from nasrlm.search._report import (
     score,
     write_report,
 )
-from nasrlm.search._run import DUPLICATE_ATTR, SearchResult, run_search
+from nasrlm.search._run import DUPLICATE_ATTR, SURPLUS_ATTR, SearchResult, run_search
 from nasrlm.search._sampler import DEFAULT_MODEL, PREDICTED_ATTR, RLMSampler, SpaceMismatchError
 from nasrlm.search._surrogate import FitSettings, RLMSurrogate
 
@@ -29,6 +30,7 @@ __all__ = [
     "DEFAULT_MODEL",
     "DUPLICATE_ATTR",
     "PREDICTED_ATTR",
+    "SURPLUS_ATTR",
     "SAMPLERS",
     "JobOutput",
     "make_sampler",
@@ -50,6 +52,7 @@ __all__ = [
     "SearchResult",
     "SpaceMismatchError",
     "Truth",
+    "WorkerSettings",
     "is_profile",
     "predicted_front",
     "reference_point",

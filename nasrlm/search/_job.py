@@ -7,6 +7,7 @@ baselines on the same evaluator, asks the RLM for its predicted front, and write
 from __future__ import annotations
 
 import inspect
+import multiprocessing
 import os
 import shutil
 import sys
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import optuna
+import torch
 from tqdm.auto import tqdm
 
 from nasrlm.measure import LatencyStore, is_profile
@@ -73,14 +75,24 @@ def search_job(space: SearchSpace, objectives: Sequence[str], *, budget: int, ou
                sampler: str = "rlm", seed: int = 0, storage: str | None = None, study_name: str | None = None,
                data_dir: str | os.PathLike[str] | None = None, db: str | Path | None = None,
                compare: Sequence[str] = (), sampler_options: dict[str, Any] | None = None,
-               progress: bool = True, command: str = "",
+               workers: int = 1, threads: int | None = None, progress: bool = True, command: str = "",
                log: Callable[[str], None] = lambda line: tqdm.write(line, file=sys.stderr)) -> JobOutput:
     """Search ``space`` for ``objectives`` with ``budget`` evaluations and write the report to ``out_dir``.
 
     Objectives named like device profiles are measured on this machine into the SQLite store ``db``
     (default ``<out_dir>/latency.db``) the first time an architecture needs them. ``sampler_options``
     are keyword arguments of :class:`RLMSampler` for the main sampler (see :func:`make_sampler`).
+
+    ``workers`` > 1 starts that many processes in all on one study (worker ``k`` seeded ``seed + k``,
+    each with ``threads`` torch threads, default the cores shared out among them), in ``storage`` or
+    else the SQLite file ``<out_dir>/study.db``; they share the budget exactly (:func:`run_search`).
+    More workers on other machines join by running the same search on the same database storage and
+    study name.
     """
+    if workers < 1:
+        raise ValueError(f"workers must be 1 or more, got {workers}")
+    if workers > 1 and storage is not None and ":memory:" in storage:
+        raise ValueError(f"--storage {storage}: several workers need a storage they share (a file, a server)")
     make_sampler(sampler, space, seed, options=sampler_options)  # a bad name or option fails before any file
     out = Path(out_dir)
     created = not out.exists()
@@ -106,8 +118,21 @@ def search_job(space: SearchSpace, objectives: Sequence[str], *, budget: int, ou
         if isinstance(main, RLMSampler) and progress:
             main.on_fit = lambda n, seconds: log(f"  model trained on {n} evaluations in {seconds:.1f} s")
             main.log = lambda line: log(f"  {line}")
-        result = run_search(space, evaluator, main, budget=budget, label=sampler, storage=storage,
-                            study_name=study_name or f"{space.name}-{sampler}-seed{seed}", progress=progress)
+        study_name = study_name or f"{space.name}-{sampler}-seed{seed}"
+        if workers > 1:
+            storage = storage or f"sqlite:///{(out / 'study.db').resolve()}"
+            log(f"{workers} workers share study {study_name!r} in {storage}")
+            threads = threads or max(1, (os.cpu_count() or 1) // workers)
+            torch.set_num_threads(threads)
+        helpers = [_Helper(space, list(objectives), budget, sampler, seed + k, storage, study_name, data_dir,
+                           db or (out / "latency.db"), sampler_options, threads).start(k)
+                   for k in range(1, workers)]
+        try:
+            result = run_search(space, evaluator, main, budget=budget, label=sampler, storage=storage,
+                                study_name=study_name, progress=progress, log=log)
+        finally:
+            for k, helper in enumerate(helpers, start=1):
+                helper.join(k, log)
         baselines = []
         for name in compare:
             if name == sampler:
@@ -128,6 +153,57 @@ def search_job(space: SearchSpace, objectives: Sequence[str], *, budget: int, ou
         if store is not None:
             store.close()
     return JobOutput(result, baselines, files, truth, predicted)
+
+
+@dataclass
+class _Helper:
+    """What a worker process beside the main one needs to join the study (``search_job(workers=)``)."""
+
+    space: SearchSpace
+    objectives: list[str]
+    budget: int
+    sampler: str
+    seed: int
+    storage: str
+    study_name: str
+    data_dir: str | os.PathLike[str] | None
+    db: str | Path
+    sampler_options: dict[str, Any] | None
+    threads: int | None
+    process: Any = None
+
+    def start(self, k: int) -> _Helper:
+        """Start the worker as a child process (forked where the system can, so plug-ins come along).
+
+        The parent has not trained anything yet: a fork copies no busy torch thread pool.
+        """
+        methods = multiprocessing.get_all_start_methods()
+        context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+        self.process = context.Process(target=self.run, name=f"nasrlm-worker-{k}", daemon=False)
+        self.process.start()
+        return self
+
+    def run(self) -> None:
+        torch.set_num_threads(self.threads or 1)
+        store = LatencyStore(self.db) if any(is_profile(n) for n in self.objectives) else None
+        try:
+            evaluator = ArchEvaluator.for_names(self.space, self.objectives, data_dir=self.data_dir,
+                                                store=store)
+            space, evaluator = restricted_to_table(self.space, evaluator)
+            sampler = make_sampler(self.sampler, space, self.seed, options=self.sampler_options)
+            run_search(space, evaluator, sampler, budget=self.budget, label=self.sampler,
+                       storage=self.storage, study_name=self.study_name, progress=False)
+        except Exception as error:  # one line, as the main process reports its own errors
+            print(f"nasrlm: {multiprocessing.current_process().name}: error: {error}", file=sys.stderr)
+            raise SystemExit(1) from None
+        finally:
+            if store is not None:
+                store.close()
+
+    def join(self, k: int, log: Callable[[str], None]) -> None:
+        self.process.join()
+        if self.process.exitcode != 0:
+            log(f"worker {k} ended with exit code {self.process.exitcode}")
 
 
 def restricted_to_table(space: SearchSpace, evaluator: ArchEvaluator,

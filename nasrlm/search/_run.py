@@ -1,26 +1,38 @@
 """Running a search: an Optuna study whose budget counts completed objective evaluations.
 
-The study is an ordinary Optuna study (any storage URL, resumable with ``load_if_exists``), so users can
-open it with Optuna's own tools; each trial records its architecture id as the user attribute
-``arch_id``, and the objective names are the study's metric names.
+The study is an ordinary Optuna study (any storage URL, resumable with ``load_if_exists``, shared by any
+number of workers in a database storage), so users can open it with Optuna's own tools; each trial
+records its architecture id as the user attribute ``arch_id``, and the objective names are the
+study's metric names.
 """
 
 from __future__ import annotations
 
+import random
 import time
 import warnings
 from collections import Counter
+from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import optuna
-from optuna.study import MaxTrialsCallback
 from optuna.trial import TrialState
 from tqdm.auto import tqdm
 
 from nasrlm.data import Objective
 from nasrlm.metrics import pareto_mask
 from nasrlm.search._evaluate import ArchEvaluator, MissingValueError
+from nasrlm.search._liveness import (
+    CREATE_RACES,
+    OUTAGES,
+    WorkerSettings,
+    beating,
+    fail_stale_trials,
+    rdb_storage,
+)
 from search_spaces import SearchSpace
 
 #: User attribute of a trial that drew an architecture the study had evaluated already (it is pruned,
@@ -29,10 +41,10 @@ DUPLICATE_ATTR = "duplicate_of"
 #: Repeated architectures per evaluation of the budget after which a search gives up (a space smaller
 #: than the budget, or a sampler that keeps drawing what it has).
 MAX_REPEATS_PER_EVALUATION = 10
-#: How often a running trial in a database storage says it is alive, and after how long without a word
-#: it counts as dead (its worker killed) and is failed by the next trial of any worker.
-HEARTBEAT_SECONDS = 30
-STALE_AFTER_SECONDS = 120
+#: User attribute of a trial that found the budget filled by other workers' trials (it is pruned).
+SURPLUS_ATTR = "surplus"
+#: Tries at opening the study before an error there is final (see :func:`_open_study`).
+_OPEN_ATTEMPTS = 6
 
 
 @dataclass
@@ -65,65 +77,69 @@ class SearchResult:
 
 def run_search(space: SearchSpace, evaluator: ArchEvaluator, sampler: optuna.samplers.BaseSampler, *,
                budget: int, label: str = "", storage: str | None = None, study_name: str = "nasrlm",
-               progress: bool = True, max_failures: int | None = None) -> SearchResult:
+               progress: bool = True, max_failures: int | None = None,
+               workers: WorkerSettings | None = None,
+               log: Callable[[str], None] = lambda line: None) -> SearchResult:
     """Search until the study holds ``budget`` completed evaluations (resuming an existing study).
+
+    Any number of processes, on any number of machines, may run this on one study in a database
+    storage: together they complete exactly ``budget`` evaluations. A trial only evaluates while the
+    completed trials and the running trials numbered before it leave room in the budget; otherwise it
+    waits for them, and is pruned (user attribute :data:`SURPLUS_ATTR`) when they fill the budget. A
+    worker killed mid-trial leaves a trial whose heartbeat stops: another worker fails it and re-runs
+    its architecture (how soon: ``workers``, default :class:`WorkerSettings`'s). A database that goes
+    away for a moment makes the worker wait, up to ``workers.outage_seconds``.
 
     Architectures missing from a table fail their trial (:class:`MissingValueError`) and do not count;
     after ``max_failures`` (default: ``budget``) failed trials the search stops with an error. A trial
-    that draws an architecture the study has evaluated (or is evaluating) already is pruned, with the
-    id in its user attribute :data:`DUPLICATE_ATTR`, and does not count either: a resumed study whose
-    sampler replays its random stream, or two workers that draw the same cell, never evaluate it twice.
+    that draws an architecture another trial of the study has evaluated or is evaluating is pruned,
+    with the id in its user attribute :data:`DUPLICATE_ATTR`, and does not count either: a resumed
+    study whose sampler replays its random stream, or two workers that draw the same cell, never
+    evaluate it twice.
     """
     if budget < 1:
         raise ValueError(f"budget must be positive, got {budget}")
-    verbosity = optuna.logging.get_verbosity()
-    optuna.logging.set_verbosity(optuna.logging.WARNING)  # no "study created" / per-trial lines
-    try:
-        study = optuna.create_study(
-            storage=_with_heartbeat(storage), study_name=study_name, sampler=sampler, load_if_exists=True,
-            directions=["maximize" if o.higher_is_better else "minimize" for o in evaluator.objectives])
-    finally:
-        optuna.logging.set_verbosity(verbosity)
-    if study.metric_names is None:
-        with warnings.catch_warnings():  # experimental since Optuna 3.2, and exactly what we need
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            study.set_metric_names(evaluator.names)
-    elif list(study.metric_names) != evaluator.names:
-        raise ValueError(f"study {study_name!r} in {storage} optimises {study.metric_names}, "
-                         f"not {evaluator.names}; pick another --study-name")
+    workers = workers or WorkerSettings()
+    study = _open_study(storage, study_name, sampler, evaluator, workers)
 
     def objective(trial: optuna.Trial) -> list[float]:
         arch_id = space.arch_id(space.suggest(trial))
-        if arch_id in _taken(study, trial.number):  # a resumed random stream replays its draws, a worker ...
+        trial.set_user_attr("arch_id", arch_id)  # set before looking, so of two twins one sees the other
+        twin = _twin(study, trial.number, arch_id)
+        if twin is not None:  # a resumed random stream replays its draws, two workers draw alike, ...
             trial.set_user_attr(DUPLICATE_ATTR, arch_id)
-            raise optuna.TrialPruned(f"architecture {arch_id} is evaluated by trial(s) of this study already")
-        trial.set_user_attr("arch_id", arch_id)
+            raise optuna.TrialPruned(f"architecture {arch_id} is evaluated by trial {twin} of this study")
+        while (room := _room(study, trial.number, budget)) is None or room <= 0:
+            if room is None:
+                trial.set_user_attr(SURPLUS_ATTR, True)
+                raise optuna.TrialPruned(f"the budget of {budget} evaluations is spent")
+            fail_stale_trials(study)
+            time.sleep(workers.poll_seconds)
         return evaluator(arch_id)
-
-    def done() -> int:
-        return _states(study)[TrialState.COMPLETE]
 
     limit = budget if max_failures is None else max_failures
     start = time.perf_counter()
-    with tqdm(total=budget, initial=min(done(), budget), desc=f"search {label or space.name}", unit="eval",
-              disable=not progress) as bar:
-
-        def tick(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-            states = _states(study)  # one query of the storage per trial
-            bar.n = min(states[TrialState.COMPLETE], budget)
-            bar.refresh()
-            if (states[TrialState.FAIL] > limit
-                    or states[TrialState.PRUNED] > MAX_REPEATS_PER_EVALUATION * budget):
-                study.stop()
-
-        verbosity = optuna.logging.get_verbosity()
-        optuna.logging.set_verbosity(optuna.logging.ERROR)
-        try:
-            if done() < budget:
-                enough = MaxTrialsCallback(budget, states=(TrialState.COMPLETE,))
-                study.optimize(objective, callbacks=[enough, tick], catch=(MissingValueError,))
-        finally:
-            optuna.logging.set_verbosity(verbosity)
+    outage = _Outage(workers.outage_seconds, log)
+    verbosity = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    try:
+        with tqdm(total=budget, desc=f"search {label or space.name}", unit="eval",
+                  disable=not progress) as bar:
+            while True:
+                with outage:
+                    states = _states(study)
+                    bar.n = min(states[TrialState.COMPLETE], budget)
+                    bar.refresh()
+                    if (states[TrialState.COMPLETE] >= budget or states[TrialState.FAIL] > limit
+                            or states[TrialState.PRUNED] > MAX_REPEATS_PER_EVALUATION * budget):
+                        break
+                    if states[TrialState.COMPLETE] + states[TrialState.RUNNING] >= budget:
+                        fail_stale_trials(study)  # the others are finishing the budget, or are dead
+                        time.sleep(workers.poll_seconds)
+                        continue
+                    _run_trial(study, objective, outage, log)
+    finally:
+        optuna.logging.set_verbosity(verbosity)
     states = _states(study)
     failed, repeated = states[TrialState.FAIL], states[TrialState.PRUNED]
     if states[TrialState.COMPLETE] < budget:
@@ -137,20 +153,104 @@ def run_search(space: SearchSpace, evaluator: ArchEvaluator, sampler: optuna.sam
     return result
 
 
-def _with_heartbeat(storage: str | optuna.storages.BaseStorage | None
-                    ) -> str | optuna.storages.BaseStorage | None:
-    """A database URL as an RDB storage whose running trials beat every :data:`HEARTBEAT_SECONDS`.
+def _run_trial(study: optuna.Study, objective: Callable[[optuna.Trial], list[float]], outage: _Outage,
+               log: Callable[[str], None]) -> None:
+    """Ask for a trial, evaluate it and tell the study, the trial beating all along.
 
-    A worker killed mid-trial (``kill -9``, a lost machine) leaves its trial RUNNING forever; with a
-    heartbeat, the next trial of any worker fails a trial whose beat is older than
-    :data:`STALE_AFTER_SECONDS`, and its architecture can be proposed again.
+    Optuna's ``study.optimize`` does the same, but its heartbeat stops for good, and its bookkeeping
+    breaks, when the database goes away for a moment; here a beat that fails is tried again, and so is
+    the final tell, so a result computed during an outage is kept.
     """
-    if not isinstance(storage, str):
-        return storage
-    with warnings.catch_warnings():  # experimental since Optuna 2.9, and exactly what we need
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return optuna.storages.RDBStorage(storage, heartbeat_interval=HEARTBEAT_SECONDS,
-                                          grace_period=STALE_AFTER_SECONDS)
+    fail_stale_trials(study)  # a dead worker's trial is failed and enqueued, so this ask re-runs it
+    with warnings.catch_warnings():  # "heartbeat ... is supposed to be used with Study.optimize"
+        warnings.simplefilter("ignore", UserWarning)
+        trial = study.ask()
+    values: list[float] | None = None
+    with beating(study, trial._trial_id):
+        try:
+            values, state = objective(trial), TrialState.COMPLETE
+        except optuna.TrialPruned:
+            state = TrialState.PRUNED
+        except MissingValueError:
+            state = TrialState.FAIL
+        except BaseException:
+            with suppress(Exception):
+                study.tell(trial, state=TrialState.FAIL)
+            raise
+        while True:
+            with outage:
+                try:
+                    study.tell(trial, values, state=state)
+                except (optuna.exceptions.UpdateFinishedTrialError, ValueError) as e:
+                    if not study._storage.get_trial(trial._trial_id).state.is_finished():
+                        raise
+                    # failed as stale meanwhile (its beats lost in an outage): another worker re-runs it
+                    log(f"trial {trial.number}: {e}; another worker took it for dead and runs it again")
+                return
+
+
+def _open_study(storage: str | None, study_name: str, sampler: optuna.samplers.BaseSampler,
+                evaluator: ArchEvaluator, workers: WorkerSettings) -> optuna.Study:
+    """Create or load the study, checking that it optimises the evaluator's objectives.
+
+    Workers that start together on a fresh database race to create Optuna's tables and the study; the
+    losers of that race try again.
+    """
+    for attempt in range(_OPEN_ATTEMPTS):
+        try:
+            return _open_study_once(storage, study_name, sampler, evaluator, workers)
+        except (*OUTAGES, *CREATE_RACES):
+            if attempt == _OPEN_ATTEMPTS - 1:
+                raise
+            time.sleep(0.2 * (attempt + 1) + random.random() / 2)
+    raise AssertionError("unreachable")
+
+
+def _open_study_once(storage: str | None, study_name: str, sampler: optuna.samplers.BaseSampler,
+                     evaluator: ArchEvaluator, workers: WorkerSettings) -> optuna.Study:
+    verbosity = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # no "study created" / per-trial lines
+    try:
+        study = optuna.create_study(
+            storage=rdb_storage(storage, workers), study_name=study_name, sampler=sampler,
+            load_if_exists=True,
+            directions=["maximize" if o.higher_is_better else "minimize" for o in evaluator.objectives])
+    finally:
+        optuna.logging.set_verbosity(verbosity)
+    if study.metric_names is None:
+        with warnings.catch_warnings():  # experimental since Optuna 3.2, and exactly what we need
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            study.set_metric_names(evaluator.names)
+    elif list(study.metric_names) != evaluator.names:
+        raise ValueError(f"study {study_name!r} in {storage} optimises {study.metric_names}, "
+                         f"not {evaluator.names}; pick another --study-name")
+    return study
+
+
+class _Outage:
+    """Swallows database outages (:data:`OUTAGES`) until they last ``seconds``, waiting between tries."""
+
+    def __init__(self, seconds: float, log: Callable[[str], None]) -> None:
+        self.seconds, self.log = seconds, log
+        self.since: float | None = None
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: Any) -> bool:
+        now = time.monotonic()
+        if kind is None:
+            self.since = None
+            return False
+        if not issubclass(kind, OUTAGES):
+            return False
+        if self.since is None:
+            self.since = now
+            self.log(f"the study's database cannot be reached ({type(error).__name__}); waiting for it")
+        if now - self.since > self.seconds:
+            return False
+        time.sleep(min(5.0, 0.5 + (now - self.since) / 4))
+        return True
 
 
 def _states(study: optuna.Study) -> Counter[TrialState]:
@@ -158,7 +258,19 @@ def _states(study: optuna.Study) -> Counter[TrialState]:
     return Counter(t.state for t in study.get_trials(deepcopy=False))
 
 
-def _taken(study: optuna.Study, number: int) -> set[str]:
-    """Architectures of the study's other trials that are evaluated or being evaluated."""
+def _twin(study: optuna.Study, number: int, arch_id: str) -> int | None:
+    """Number of another trial of the study that evaluated or is evaluating ``arch_id``, if any."""
+    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING)):
+        if t.number != number and t.user_attrs.get("arch_id") == arch_id:
+            return t.number
+    return None
+
+
+def _room(study: optuna.Study, number: int, budget: int) -> int | None:
+    """Evaluations left to trial ``number``: the budget less the completed trials and the running
+    trials numbered before it (``None`` when the completed trials alone fill the budget)."""
     trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING))
-    return {t.user_attrs["arch_id"] for t in trials if t.number != number and "arch_id" in t.user_attrs}
+    complete = sum(t.state == TrialState.COMPLETE for t in trials)
+    if complete >= budget:
+        return None
+    return budget - complete - sum(t.state == TrialState.RUNNING and t.number < number for t in trials)

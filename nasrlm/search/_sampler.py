@@ -35,6 +35,7 @@ from nasrlm.presets import SIZES
 from nasrlm.search._acquisition import greedy_ehvi
 from nasrlm.search._arch_cache import ArchCache, SpaceMismatchError
 from nasrlm.search._candidates import CandidateSettings, candidate_params, draw_params
+from nasrlm.search._liveness import beating
 from nasrlm.search._surrogate import FitSettings, RLMSurrogate
 from search_spaces import SearchSpace
 
@@ -52,6 +53,8 @@ PREDICTED_ATTR = "nasrlm:predicted"
 SPREADS = ("auto", "prior", "model")
 
 _ACTIVE = (TrialState.RUNNING, TrialState.WAITING)
+#: System attribute of an enqueued trial (``study.enqueue_trial``, a retry) holding its parameters.
+_FIXED = "fixed_params"
 #: A proposal's parameters and the model's unweighted median prediction for it (``None``: not needed).
 _Proposal = tuple[dict[str, Any], list[float] | None]
 
@@ -191,7 +194,7 @@ class RLMSampler(BaseSampler):
 
     def sample_relative(self, study: Study, trial: FrozenTrial,
                         search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
-        if not search_space:
+        if not search_space or _FIXED in trial.system_attrs:  # enqueued (a retry): its parameters are set
             return {}
         with self._lock:
             complete = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
@@ -201,8 +204,9 @@ class RLMSampler(BaseSampler):
             evaluated, pending = self._evaluated_and_pending(study, trial)
             proposal = self._next_proposal(evaluated | set(pending))
             if proposal is None:
-                self._fit(study, complete, search_space)
-                self._queue = self._propose(study, complete, search_space, evaluated, pending)
+                with beating(study, trial._trial_id):  # a refit outlasts the study's stale-trial limit
+                    self._fit(study, complete, search_space)
+                    self._queue = self._propose(study, complete, search_space, evaluated, pending)
                 proposal = self._next_proposal(evaluated | set(pending))
             if proposal is None:
                 return {}
@@ -225,10 +229,11 @@ class RLMSampler(BaseSampler):
         running: set[str] = set()
         handed_out = self._handed_out.setdefault(study.study_name, set())
         for t in study.get_trials(deepcopy=False):
-            if t.number == trial.number or not t.params:
+            params = t.params or t.system_attrs.get(_FIXED)  # an enqueued trial has fixed ones only
+            if t.number == trial.number or not params:
                 continue
             try:
-                arch_id = self.arch_id_of(t.params)
+                arch_id = self.arch_id_of(params)
             except SpaceMismatchError:
                 if t.state == TrialState.COMPLETE:
                     raise

@@ -18,6 +18,7 @@ from nasrlm.search import (
     RLMSampler,
     SpaceMismatchError,
     Truth,
+    WorkerSettings,
     make_sampler,
     run_search,
     search_job,
@@ -335,29 +336,31 @@ def test_a_resumed_study_never_evaluates_an_architecture_twice(tmp_path) -> None
                    optuna.samplers.RandomSampler(seed=0), budget=4, progress=False)
 
 
-def test_a_killed_workers_trial_is_failed_and_its_architecture_freed(tmp_path, monkeypatch) -> None:
+def test_a_killed_workers_trial_is_failed_and_its_architecture_run_again(tmp_path) -> None:
     import time
 
-    import nasrlm.search._run as module
+    from nasrlm.search._liveness import rdb_storage
 
-    monkeypatch.setattr(module, "HEARTBEAT_SECONDS", 1)
-    monkeypatch.setattr(module, "STALE_AFTER_SECONDS", 2)
+    quick = WorkerSettings(heartbeat_seconds=1, stale_after_seconds=2, poll_seconds=0.1)
     ids = [SPACE.arch_id(a) for a in SPACE.enumerate()]
     evaluator = ArchEvaluator(SPACE, toy_table(ids).objectives, toy_table(ids))
     storage = f"sqlite:///{tmp_path / 's.db'}"
     run_search(SPACE, evaluator, optuna.samplers.RandomSampler(seed=0), budget=2, storage=storage,
-               progress=False)
+               progress=False, workers=quick)
     # a worker that beat once, then was killed mid-evaluation
-    killed = optuna.load_study(study_name="nasrlm", storage=module._with_heartbeat(storage))
+    killed = optuna.load_study(study_name="nasrlm", storage=rdb_storage(storage, quick))
     trial = killed.ask()
-    trial.set_user_attr("arch_id", SPACE.arch_id(SPACE.suggest(trial)))
+    lost = SPACE.arch_id(SPACE.suggest(trial))
+    trial.set_user_attr("arch_id", lost)
     killed._storage.record_heartbeat(trial._trial_id)
     time.sleep(3)
     result = run_search(SPACE, evaluator, optuna.samplers.RandomSampler(seed=1), budget=4, storage=storage,
-                        progress=False)
-    states = {t.number: t.state for t in optuna.load_study(study_name="nasrlm", storage=storage).trials}
-    assert states[trial.number] == optuna.trial.TrialState.FAIL and len(result.arch_ids) == 4
-    assert optuna.trial.TrialState.RUNNING not in states.values()
+                        progress=False, workers=quick)
+    trials = optuna.load_study(study_name="nasrlm", storage=storage).trials
+    assert trials[trial.number].state == optuna.trial.TrialState.FAIL and len(result.arch_ids) == 4
+    assert optuna.trial.TrialState.RUNNING not in {t.state for t in trials}
+    retried = [t for t in trials if t.system_attrs.get("failed_trial") == trial.number]
+    assert len(retried) == 1 and retried[0].user_attrs["arch_id"] == lost and lost in result.arch_ids
 
 
 def test_report_files_and_scores(tmp_path) -> None:
@@ -477,3 +480,4 @@ def test_running_trials_are_pending_never_proposed_and_believed_when_picking(mon
     # four completed trials, and each running one believed at its median when the next is picked
     assert seen == [4, 5, 6]
     assert len(set(ids)) == 3
+

@@ -1,0 +1,154 @@
+"""Many workers on one study in PostgreSQL: exact budget, no duplicates, wall time, and kill -9.
+
+Starts a throw-away PostgreSQL server on the loopback address, then per seed runs ``--workers``
+processes on one study of NB201 from the published tables, each evaluation taking a fixed
+``--eval-seconds`` (a sleep stands for training). Reports per run: completed trials, distinct
+architectures, hypervolume ratio to the true front (reference at the table's medians, as
+``search_benchmark.py``), wall time, and with ``--kill-every S`` how many workers were killed (``kill
+-9`` of a random live one every S seconds, a new worker started in its place) and trials re-run.
+``--single`` also runs one worker alone on each seed, for the wall-time ratio.
+
+    python experiments/worker_benchmark.py --data-dir ../shared/data --workers 4 --seeds 0,1,2,3,4 --single
+    python experiments/worker_benchmark.py --data-dir ../shared/data --workers 4 --seeds 0 --kill-every 20
+    python experiments/worker_benchmark.py --data-dir ../shared/data --smoke
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import platform
+import random
+import signal
+import time
+from dataclasses import dataclass
+
+import optuna
+import torch
+
+from nasrlm.search import (
+    ArchEvaluator,
+    SearchResult,
+    Truth,
+    WorkerSettings,
+    make_sampler,
+    reference_point,
+    restricted_to_table,
+    run_search,
+    score,
+)
+from nasrlm.testing import temporary_postgres
+from search_spaces import SearchSpace, get_space
+
+FORK = multiprocessing.get_context("fork")  # workers inherit the loaded tables
+
+
+class TimedEvaluator(ArchEvaluator):
+    """Looks values up in the table after sleeping ``seconds``, as if each architecture were trained."""
+
+    def __init__(self, inner: ArchEvaluator, seconds: float) -> None:
+        super().__init__(inner.space, inner.objectives, inner.table, inner.store)
+        self.seconds = seconds
+
+    def __call__(self, arch_id: str) -> list[float]:
+        time.sleep(self.seconds)
+        return super().__call__(arch_id)
+
+
+@dataclass
+class Job:
+    space: SearchSpace
+    evaluator: ArchEvaluator
+    sampler: str
+    budget: int
+    url: str
+    settings: WorkerSettings
+
+    def work(self, study_name: str, seed: int) -> None:
+        torch.set_num_threads(1)
+        optuna.logging.set_verbosity(optuna.logging.ERROR)
+        sampler = make_sampler(self.sampler, self.space, seed)
+        run_search(self.space, self.evaluator, sampler, budget=self.budget, storage=self.url,
+                   study_name=study_name, progress=False, workers=self.settings)
+
+    def start(self, study_name: str, seed: int) -> multiprocessing.Process:
+        process = FORK.Process(target=self.work, args=(study_name, seed), daemon=True)
+        process.start()
+        return process
+
+    def run(self, study_name: str, seed: int, workers: int, kill_every: float | None) -> dict:
+        """Run ``workers`` processes on one new study until all have stopped; what happened."""
+        rng = random.Random(seed)
+        start = time.perf_counter()
+        processes = [self.start(study_name, seed * 1000 + k) for k in range(workers)]
+        killed, next_kill = 0, start + (kill_every or float("inf"))
+        while any(p.is_alive() for p in processes):
+            time.sleep(0.2)
+            if time.perf_counter() >= next_kill:
+                live = [p for p in processes if p.is_alive()]
+                if live:
+                    victim = rng.choice(live)
+                    os.kill(victim.pid, signal.SIGKILL)
+                    victim.join()
+                    killed += 1
+                    replacement = self.start(study_name, seed * 1000 + workers + killed)
+                    processes[processes.index(victim)] = replacement
+                next_kill += kill_every or float("inf")
+        seconds = time.perf_counter() - start
+        bad = [p.exitcode for p in processes if p.exitcode != 0]
+        study = optuna.load_study(study_name=study_name, storage=self.url)
+        trials = study.get_trials(deepcopy=False)
+        result = SearchResult.from_study(study, self.evaluator.objectives, self.sampler)
+        return {"result": result, "seconds": seconds, "killed": killed, "bad_exits": bad,
+                "retried": sum("failed_trial" in t.system_attrs for t in trials),
+                "running": sum(t.state == optuna.trial.TrialState.RUNNING for t in trials)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", required=True)
+    parser.add_argument("--objectives", default="acc,pixel3")
+    parser.add_argument("--sampler", default="rlm")
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--seeds", default="0")
+    parser.add_argument("--budget", type=int, default=100)
+    parser.add_argument("--eval-seconds", type=float, default=2.0, help="each evaluation sleeps this long")
+    parser.add_argument("--kill-every", type=float, help="kill -9 a random worker every this many seconds")
+    parser.add_argument("--single", action="store_true", help="also run one worker alone, for the wall time")
+    parser.add_argument("--stale-after", type=int, default=WorkerSettings().stale_after_seconds,
+                        help="seconds without a heartbeat after which a trial is dead (default: library's)")
+    parser.add_argument("--smoke", action="store_true", help="tiny run: random sampler, 12 evaluations")
+    args = parser.parse_args()
+    if args.smoke:
+        args.sampler, args.workers, args.seeds, args.budget, args.eval_seconds = "random", 3, "0", 12, 0.05
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    space = get_space("nb201")
+    names = args.objectives.split(",")
+    evaluator = ArchEvaluator.for_names(space, names, data_dir=args.data_dir)
+    space, evaluator = restricted_to_table(space, evaluator)
+    truth = Truth(*evaluator.truth())
+    reference = reference_point([], truth)
+    heartbeat = max(1, min(WorkerSettings().heartbeat_seconds, args.stale_after // 4))
+    settings = WorkerSettings(heartbeat_seconds=heartbeat, stale_after_seconds=args.stale_after)
+    print("| seed | workers | completed | distinct | HV ratio | wall s | killed | re-run | bad exits |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    with temporary_postgres() as server:
+        job = Job(space, TimedEvaluator(evaluator, args.eval_seconds), args.sampler, args.budget, server.url,
+                  settings)
+        for seed in (int(s) for s in args.seeds.split(",")):
+            for workers in ([1] if args.single else []) + [args.workers]:
+                kill = args.kill_every if workers > 1 else None
+                run = job.run(f"seed{seed}-workers{workers}", seed, workers, kill)
+                r: SearchResult = run["result"]
+                hv = score(r, reference, truth).history[-1] if r.arch_ids else 0.0
+                print(f"| {seed} | {workers} | {len(r.arch_ids)} | {len(set(r.arch_ids))} | {hv:.3f} | "
+                      f"{run['seconds']:.0f} | {run['killed']} | {run['retried']} | "
+                      f"{run['bad_exits'] or 0} |", flush=True)
+    print(f"\n{args.sampler} sampler, budget {args.budget}, {args.eval_seconds} s per evaluation; "
+          f"{os.cpu_count()} cores {platform.machine()}, one torch thread per worker; "
+          f"{time.strftime('%Y-%m-%d')}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,118 @@
+"""Keeping many workers on one study alive: heartbeats, retries of killed trials, database outages.
+
+Optuna's RDB storage already knows a trial is dead when its heartbeat stops, and can re-run it
+(``RetryHeartbeatStaleTrialCallback``); this module sets that up for a search, keeps a trial beating while its
+sampler thinks (Optuna starts beating only once the trial's parameters are sampled, and a model refit
+can take a minute), and tells a database that went away for a moment from a real error.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+
+import optuna
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """How workers sharing a study in a database storage watch each other."""
+
+    heartbeat_seconds: int = 30  # how often a running trial says it is alive
+    stale_after_seconds: int = 120  # silent this long, a trial counts as dead (its worker killed) and fails
+    max_retries: int = 2  # times a dead trial's architecture is re-run by another worker before it is dropped
+    poll_seconds: float = 1.0  # how often a worker waiting for others' last trials looks again
+    outage_seconds: float = 120.0  # how long a worker waits for a database that went away before it gives up
+
+    def __post_init__(self) -> None:
+        if self.heartbeat_seconds < 1 or self.stale_after_seconds <= self.heartbeat_seconds:
+            raise ValueError(f"need 1 <= heartbeat_seconds < stale_after_seconds, got "
+                             f"{self.heartbeat_seconds} and {self.stale_after_seconds}")
+        if self.max_retries < 0 or self.poll_seconds <= 0 or self.outage_seconds < 0:
+            raise ValueError("max_retries and outage_seconds must be 0 or more, poll_seconds positive")
+
+
+def rdb_storage(storage: str | optuna.storages.BaseStorage | None, settings: WorkerSettings
+                ) -> str | optuna.storages.BaseStorage | None:
+    """A database URL as an RDB storage with heartbeats and retries of dead trials.
+
+    A worker killed mid-trial (``kill -9``, a lost machine) would leave its trial RUNNING forever; with
+    a heartbeat, the next worker to look fails a trial silent for ``stale_after_seconds`` and enqueues
+    its parameters again (at most ``max_retries`` times). Other storages are returned as they are.
+    """
+    if not isinstance(storage, str):
+        return storage
+    with warnings.catch_warnings():  # experimental since Optuna 2.9, and exactly what we need
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.storages.RDBStorage(
+            storage, heartbeat_interval=settings.heartbeat_seconds, grace_period=settings.stale_after_seconds,
+            heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(
+                max_retry=settings.max_retries),
+            engine_kwargs={"pool_pre_ping": True})
+
+
+def fail_stale_trials(study: optuna.Study) -> None:
+    """Fail (and enqueue for a retry) the trials of dead workers, where the storage keeps heartbeats."""
+    if getattr(study._storage, "get_heartbeat_interval", lambda: None)() is None:
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        optuna.storages.fail_stale_trials(study)
+
+
+@contextmanager
+def beating(study: optuna.Study, trial_id: int) -> Iterator[None]:
+    """Keep trial ``trial_id`` alive while the block runs, where the storage keeps heartbeats.
+
+    A beat that fails (the database is away for a moment) is tried again at the next interval, so a
+    short outage does not make a live trial look dead.
+    """
+    storage = study._storage
+    interval = getattr(storage, "get_heartbeat_interval", lambda: None)()
+    if interval is None:
+        yield
+        return
+    stop = threading.Event()
+
+    def beat() -> None:
+        while True:
+            with suppress(OUTAGES):
+                storage.record_heartbeat(trial_id)
+            if stop.wait(interval):
+                return
+
+    thread = threading.Thread(target=beat, name=f"nasrlm-heartbeat-{trial_id}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+def _outage_errors() -> tuple[type[BaseException], ...]:
+    """Exceptions that mean "the database cannot be reached right now", not "this is wrong"."""
+    errors: list[type[BaseException]] = [optuna.exceptions.StorageInternalError]
+    try:
+        import sqlalchemy.exc
+    except ImportError:
+        return tuple(errors)
+    return (*errors, sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError)
+
+
+OUTAGES = _outage_errors()
+
+
+def _create_races() -> tuple[type[BaseException], ...]:
+    """Exceptions of two workers creating the same tables or study at once (the loser tries again)."""
+    try:
+        import sqlalchemy.exc
+    except ImportError:
+        return ()
+    return (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError)
+
+
+CREATE_RACES = _create_races()

@@ -1,0 +1,185 @@
+"""Bad input to the command line: one line naming the file or option, exit status 2, and nothing written.
+
+Each case drives ``nasrlm.cli.main`` as a user would. A traceback (exit 1) or an error after the work
+began (a half-written output) is what these guard against.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from nasrlm.cli import main
+from nasrlm.data import BenchmarkTable, Objective
+
+ARCH = "|nor_conv_3x3~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|skip_connect~0|nor_conv_3x3~1|skip_connect~2|"
+#: A place nobody can create a file in, root included.
+UNWRITABLE = "/proc/nasrlm-test"
+#: ``search`` arguments that pass every check (no benchmark data needed: accuracy comes from
+#: analog-nasbench, latency is measured); each case adds the one bad option.
+SEARCH = ["search", "nb201", "--objectives", "acc,cpu-1t-b1", "--budget", "2", "--sampler", "random",
+          "--out", "{tmp}/run", "-q"]
+RLM_SEARCH = ["search", "nb201", "--objectives", "acc,cpu-1t-b1", "--budget", "2", "--out", "{tmp}/run", "-q"]
+TRAIN = ["train", "--data", "{tmp}/table.csv", "-o", "{tmp}/model-out"]
+PREDICT = ["predict", "{model}", "--space", "nb201", "--arch", ARCH, "--samples", "2"]
+EVAL = ["eval", "{model}", "--data", "{tmp}/table.csv", "--samples", "2", "-q"]
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny, untrained but complete model directory (a tokenizer of a few texts: seconds, not a
+    training run); cases copy it and damage the copy."""
+    from nasrlm.predictor import RLMPredictor
+    from nasrlm.tokenizers import OnnxTokenizer
+    from search_spaces import NasBench201
+
+    space = NasBench201()
+    tokenizer = OnnxTokenizer.train([space.to_text(space.parse(i)) for i in space.sample_ids(20)], 400)
+    predictor = RLMPredictor.from_scratch([Objective("acc", "%", "", "test", True)], size="tiny",
+                                          tokenizer=tokenizer)
+    path = predictor.save(tmp_path_factory.mktemp("model") / "model")
+    RLMPredictor.load(path)  # intact, so each case fails for its own damage only
+    return path
+
+
+def _truncate_weights(model: Path) -> None:
+    weights = model / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+
+
+def _random_weights(model: Path) -> None:
+    (model / "model.safetensors").write_bytes(np.random.default_rng(0).bytes(4096))
+
+
+def _config_list(model: Path) -> None:
+    (model / "config.json").write_text("[1, 2]\n")
+
+
+def _config_unknown_key(model: Path) -> None:
+    meta = json.loads((model / "config.json").read_text())
+    meta["model"]["bogus"] = 1
+    (model / "config.json").write_text(json.dumps(meta))
+
+
+def _mysql_installed() -> bool:
+    return any(importlib.util.find_spec(m) is not None for m in ("MySQLdb", "pymysql", "mysql"))
+
+
+def case(name: str, argv: list[str], says: str, damage: Callable[[Path], None] | None = None,
+         **options: Any) -> Any:
+    """One bad input: its argv, what its one line must say, how to damage the model copy first.
+
+    In ``argv``, ``{tmp}`` is the test's directory (holding ``afile``, a plain file, and ``table.csv``)
+    and ``{model}`` the test's copy of the model directory.
+    """
+    return pytest.param(argv, says, damage, id=name, **options)
+
+
+CASES = [
+    # output paths, checked before any work
+    case("export -o DIR", ["export", "nb201", "--arch", ARCH, "-o", "{tmp}"], "is a directory"),
+    case("export -o below a file", ["export", "nb201", "--arch", ARCH, "-o", "{tmp}/afile/x.txt"],
+         "is a file, not a directory"),
+    case("export -o unwritable", ["export", "nb201", "--arch", ARCH, "-o", f"{UNWRITABLE}.txt"],
+         "cannot write"),
+    case("export onnx -o FILE", ["export", "nb201", "--random", "2", "--format", "onnx", "-o", "{tmp}/afile"],
+         "exists and is not a directory"),
+    case("data -o DIR", ["data", "nb201", "--objectives", "acc", "-o", "{tmp}"], "is a directory"),
+    case("data -o below a file", ["data", "nb201", "--objectives", "acc", "-o", "{tmp}/afile/t.csv"],
+         "is a file, not a directory"),
+    case("data -o unwritable", ["data", "nb201", "--objectives", "acc", "-o", f"{UNWRITABLE}.csv"],
+         "cannot write"),
+    case("search --out FILE", [*SEARCH, "--out", "{tmp}/afile"], "exists and is not a directory"),
+    case("search --out below a file", [*SEARCH, "--out", "{tmp}/afile/run"], "is a file, not a directory"),
+    case("search --out unwritable", [*SEARCH, "--out", UNWRITABLE], "cannot write"),
+    case("train -o FILE", [*TRAIN, "-o", "{tmp}/afile", "--size", "tiny", "--epochs", "1", "-q"],
+         "exists and is not a directory"),
+    # input files and what is read from them
+    case("train --data DIR", ["train", "--data", "{tmp}", "-o", "{tmp}/m"], "--data"),
+    case("train --data not a table", ["train", "--data", "{tmp}/afile", "-o", "{tmp}/m"],
+         "not a benchmark table"),
+    case("train --objectives absent", [*TRAIN, "--objectives", "lat"], "not among the columns"),
+    case("train --space other", [*TRAIN, "--space", "fbnet"], "not a fbnet architecture id"),
+    case("predict truncated weights", PREDICT, "model.safetensors", _truncate_weights),
+    case("predict random weights", PREDICT, "model.safetensors", _random_weights),
+    case("eval truncated weights", EVAL, "model.safetensors", _truncate_weights),
+    case("predict config list", PREDICT, "config.json: expected a JSON object", _config_list),
+    case("eval config unknown key", EVAL, "unknown model setting(s) bogus", _config_unknown_key),
+    case("predict --samples 0", [*PREDICT[:-1], "0"], "--samples 0"),
+    case("objectives unknown space", ["objectives", "nb999"], "unknown search space 'nb999'"),
+    # the latency store
+    case("measure --db DIR", ["measure", "nb201", "--random", "1", "--db", "{tmp}", "-q"], "--db"),
+    case("data --db not SQLite",
+         ["data", "nb201", "--objectives", "cpu-1t-b1", "--db", "{tmp}/afile", "-o", "{tmp}/t.csv"],
+         "not an SQLite database"),
+    # search settings
+    case("--storage unknown scheme", [*SEARCH, "--storage", "foo://bar"], "'foo'"),
+    case("--storage malformed", [*SEARCH, "--storage", "not a url"], "not a database URL"),
+    case("--storage driver missing", [*SEARCH, "--storage", "mysql://u@h/db"], "driver is not installed",
+         marks=pytest.mark.skipif(_mysql_installed(), reason="a MySQL driver is installed")),
+    case("--storage in a missing directory", [*SEARCH, "--storage", "sqlite:///{tmp}/no/such/study.db"],
+         "does not exist"),
+    case("--rlm-option not a number", [*RLM_SEARCH, "--rlm-option", "num_candidates=abc"],
+         "expected a whole number"),
+    case("--rlm-option model unknown key", [*RLM_SEARCH, "--rlm-option", 'model={"bogus": 1}'], "bogus"),
+    case("--rlm-option model inconsistent", [*RLM_SEARCH, "--rlm-option", 'model={"d_model": 30}'],
+         "divisible"),
+    case("--budget over the space", [*SEARCH, "--budget", "20000"], "15,625"),
+]
+
+
+def _listing(root: Path) -> dict[str, tuple[int, int]]:
+    """Every file and directory under ``root`` with its size and modification time."""
+    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*")}
+
+
+@pytest.mark.parametrize(("argv", "says", "damage"), CASES)
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(capsys, tmp_path: Path, monkeypatch, model_dir,
+                                                         argv, says, damage) -> None:
+    monkeypatch.chdir(tmp_path)  # a default output (runs/..., latency.db) would land here, and be seen
+    (tmp_path / "afile").write_text("a plain file\n")
+    ids = [ARCH, "|skip_connect~0|+|none~0|none~1|+|skip_connect~0|none~1|none~2|"]
+    BenchmarkTable("nb201", ids, [Objective("acc", "%", "", "test", True)], np.array([[70.0], [80.0]])
+                   ).to_csv(tmp_path / "table.csv")
+    model = tmp_path / "model"
+    shutil.copytree(model_dir, model)
+    if damage is not None:
+        damage(model)
+    before = _listing(tmp_path)
+    code = main([a.replace("{tmp}", str(tmp_path)).replace("{model}", str(model)) for a in argv])
+    out, err = capsys.readouterr()
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2, err
+    assert len(lines) == 1 and lines[0].startswith("nasrlm: error: "), err
+    assert says in lines[0] and "Traceback" not in err
+    assert out == ""
+    assert _listing(tmp_path) == before  # nothing created, nothing half-written
+    assert not os.path.lexists(UNWRITABLE) and not os.path.lexists(f"{UNWRITABLE}.txt")
+
+
+
+def test_user_errors_are_nasrlm_errors_and_keep_their_builtin_bases() -> None:
+    """``main`` prints NasrlmError as one line; code that caught the built-in bases still catches them."""
+    from nasrlm.cli import CliError
+    from nasrlm.data import DataFileError, DataFileNotFoundError, UnknownObjectiveError
+    from nasrlm.data._analog import AnalogNasBenchNotFoundError
+    from nasrlm.errors import NasrlmError
+    from nasrlm.measure import LatencyStoreError
+    from nasrlm.predictor import ModelFileError, ModelNotFoundError
+    from nasrlm.pretraining import PretrainInputError
+
+    bases = {CliError: Exception, DataFileError: ValueError, DataFileNotFoundError: FileNotFoundError,
+             UnknownObjectiveError: KeyError, AnalogNasBenchNotFoundError: ModuleNotFoundError,
+             LatencyStoreError: RuntimeError, ModelFileError: ValueError,
+             ModelNotFoundError: FileNotFoundError, PretrainInputError: ValueError}
+    for error, builtin in bases.items():
+        assert issubclass(error, NasrlmError) and issubclass(error, builtin), error
+    assert issubclass(UnknownObjectiveError, ValueError)
