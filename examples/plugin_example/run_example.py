@@ -1,7 +1,7 @@
 """The worked example end to end: measure, tabulate, train and search the ``tinymb`` space from the CLI.
 
-    python experiments/plugin_example/run_example.py              # the guide's settings
-    python experiments/plugin_example/run_example.py --quick      # tiny settings (what the tests run)
+    python examples/plugin_example/run_example.py              # the guide's settings
+    python examples/plugin_example/run_example.py --quick      # tiny settings (what the tests run)
 
 Each step is an ordinary ``nasrlm`` command with ``--plugin tinymb_plugin.py`` in front (the script
 prints it before running it), so the same commands work in a shell. The space has no published

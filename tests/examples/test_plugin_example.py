@@ -1,4 +1,4 @@
-"""The plug-in guide's worked example (``experiments/plugin_example``), end to end with tiny settings.
+"""The plug-in guide's worked example (``examples/plugin_example``), end to end with tiny settings.
 
 Conformance suite on the example space, the ``--plugin`` mechanism in fresh processes, then the
 example's own command list (measure -> data -> train -> search) through ``nasrlm.cli.main``. Costs
@@ -26,7 +26,7 @@ from nasrlm.data import BenchmarkTable
 from search_spaces import SearchSpace, _registry
 
 REPO = Path(__file__).resolve().parents[2]
-EXAMPLE = REPO / "experiments" / "plugin_example"
+EXAMPLE = REPO / "examples" / "plugin_example"
 PLUGIN = EXAMPLE / "tinymb_plugin.py"
 
 

@@ -1,6 +1,6 @@
 """Conformance of the example space: the whole suite from one subclass, plus one check of our own.
 
-Run from the repository root: ``python -m pytest experiments/plugin_example -q``.
+Run from the repository root: ``python -m pytest examples/plugin_example -q``.
 """
 
 from __future__ import annotations
