@@ -702,11 +702,18 @@ def cmd_eval(args: argparse.Namespace) -> int:
     result = {}
     for k, name in enumerate(names):
         known = ~np.isnan(truth[:, k])
-        result[name] = {"kendall": float(stats.kendalltau(median[known, k], truth[known, k]).statistic),
-                        "spearman": float(stats.spearmanr(median[known, k], truth[known, k]).statistic),
+        predicted, actual = median[known, k], truth[known, k]
+        result[name] = {"kendall": _json_number(stats.kendalltau(predicted, actual).statistic),
+                        "spearman": _json_number(stats.spearmanr(predicted, actual).statistic),
                         "n": int(known.sum())}
-    print(json.dumps(result, indent=2))
+    print(json.dumps(result, indent=2, allow_nan=False))
     return 0
+
+
+def _json_number(value: float) -> float | None:
+    """``value``, or ``None`` (JSON ``null``) where it is undefined: a rank correlation of constant
+    predictions, or of fewer than two rows, is NaN, which JSON has no word for."""
+    return float(value) if np.isfinite(value) else None
 
 
 def cmd_search(args: argparse.Namespace) -> int:

@@ -136,7 +136,8 @@ def _markdown(result: SearchResult, front: np.ndarray, scores: dict[str, Scores]
               + " | ".join(o.header for o in objectives) + " |", "|---|---|" + "---|" * len(objectives)]
     for k in front:
         cells = " | ".join(f"{v:.4g}" for v in result.values[k])
-        lines.append(f"| `{result.arch_ids[k]}` | {k + 1} | {cells} |")
+        arch_id = result.arch_ids[k].replace("|", "\\|")  # a bare | would end the table cell
+        lines.append(f"| `{arch_id}` | {k + 1} | {cells} |")
     if predicted is not None:
         lines += ["", f"The model's predicted front ({len(predicted.ids)} architectures, medians with "
                   "quartiles) is drawn dashed in `pareto.png`."]

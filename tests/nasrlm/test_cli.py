@@ -10,7 +10,7 @@ from pathlib import Path
 import onnx
 import pytest
 
-from nasrlm.cli import main
+from nasrlm.cli import _json_number, main
 from nasrlm.data import BenchmarkTable
 
 REPO = Path(__file__).resolve().parents[2]
@@ -261,3 +261,8 @@ def test_the_cli_offers_every_prior_kind() -> None:
     from nasrlm.cli import PRIOR_KINDS
 
     assert feature_prior.PRIOR_KINDS == PRIOR_KINDS
+
+
+def test_eval_writes_an_undefined_correlation_as_json_null() -> None:
+    assert _json_number(float("nan")) is None and _json_number(0.25) == 0.25
+    assert json.loads(json.dumps({"kendall": _json_number(float("nan"))})) == {"kendall": None}
