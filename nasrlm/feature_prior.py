@@ -101,7 +101,11 @@ class Forest:
         return forest, oob
 
     def predict(self, x: np.ndarray) -> np.ndarray:
-        """The mean over trees, (n,) for inputs (n, features); compared in float32, as trees were grown."""
+        """The mean over trees, (n,) for inputs (n, features)."""
+        return self.predict_trees(x).mean(axis=1)
+
+    def predict_trees(self, x: np.ndarray) -> np.ndarray:
+        """Every tree's prediction, (n, trees); inputs compared in float32, as the trees were grown."""
         x = np.asarray(x, dtype=np.float32).astype(np.float64)
         nodes = np.broadcast_to(self.roots, (len(x), len(self.roots))).copy()
         rows = np.arange(len(x))[:, None]
@@ -111,7 +115,7 @@ class Forest:
                 break
             goes_left = x[rows, np.maximum(self.feature[nodes], 0)] <= self.threshold[nodes]
             nodes = np.where(inner, np.where(goes_left, self.left[nodes], self.right[nodes]), nodes)
-        return self.value[nodes].mean(axis=1)
+        return self.value[nodes]
 
     def arrays(self, prefix: str) -> dict[str, np.ndarray]:
         return {f"{prefix}.{name}": getattr(self, name) for name in
@@ -255,6 +259,22 @@ class FeaturePrior(ScoresPrior):
         """(n, m) prior mean scores of architectures with these inputs."""
         x = self._x(inputs)
         return np.stack([_scores(m, s, x) for s, m in zip(self.objectives, self.models, strict=True)], axis=1)
+
+    def disagreement(self, inputs: np.ndarray) -> np.ndarray:
+        """(n, m) how far the trees of each objective's forest disagree on each architecture: the
+        standard deviation of their predictions, in normal scores (NaN for a ridge, which has no trees).
+
+        Where the trials say little (a corner of the space they never reached) the bootstrapped trees
+        split differently and disagree; it is the per-architecture uncertainty SMAC reads off a forest.
+        """
+        x = self._x(inputs)
+        out = np.full((len(x), len(self.models)), np.nan)
+        for k, (scores, model) in enumerate(zip(self.objectives, self.models, strict=True)):
+            if isinstance(model, TrendForest):  # its trees predict scores already
+                out[:, k] = model.forest.predict_trees(x).std(axis=1)
+            elif isinstance(model, Forest):
+                out[:, k] = scores.forward(model.predict_trees(x)).std(axis=1)
+        return out
 
     @property
     def kinds(self) -> list[str]:

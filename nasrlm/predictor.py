@@ -405,7 +405,8 @@ class RLMPredictor:
         :attr:`residual_weights` (fitted on validation rows, see :meth:`fit`).
 
         ``residual_spread`` replaces the decoded spread of those objectives' residuals by a normal
-        one of the given standard deviation (in normal scores) around each text's (weighted) median,
+        one of the given standard deviation (in normal scores; one number, or one per text) around
+        each text's (weighted) median,
         e.g. :attr:`prior_errors`: a model refitted on a few dozen labels is overconfident, and the
         prior's out-of-sample error is a spread measured on architectures it did not see.
         """
@@ -463,6 +464,10 @@ class RLMPredictor:
                 quantiles = np.tile(norm.ppf((np.arange(num_samples) + 0.5) / num_samples), (len(texts), 1))
                 for name, spread in residual_spread.items():
                     j = self.prior_objectives.index(name)
+                    spread = np.asarray(spread, dtype=np.float64).reshape(-1, 1)  # one for all, or per text
+                    if len(spread) not in (1, len(texts)):
+                        raise ValueError(f"residual_spread for {name!r}: one number or one per text "
+                                         f"({len(texts)}), got {len(spread)}")
                     median = np.median(block[..., j], axis=1, keepdims=True)
                     block[..., j] = median + spread * rng.permuted(quantiles, axis=1)
             values = self.prior.values(x, block)

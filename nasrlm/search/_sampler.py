@@ -50,7 +50,7 @@ MIN_CHECKED_PROPOSALS = 5
 PREDICTED_ATTR = "nasrlm:predicted"
 
 #: ``RLMSampler(spread=)`` choices.
-SPREADS = ("auto", "prior", "model")
+SPREADS = ("auto", "prior", "trees", "model")
 
 _ACTIVE = (TrialState.RUNNING, TrialState.WAITING)
 #: System attribute of an enqueued trial (``study.enqueue_trial``, a retry) holding its parameters.
@@ -80,7 +80,10 @@ class RLMSampler(BaseSampler):
         spread: how far each candidate's samples scatter around its median: ``"prior"``, normally,
             as far as the prior erred (in normal scores) on the trials it was not fitted on (out of
             bag): an uncertainty measured on architectures it did not see, which a model refitted on
-            a few dozen trials, overconfident, does not have; ``"model"``, as the model decodes them;
+            a few dozen trials, overconfident, does not have; ``"trees"``, that error scaled per
+            candidate by how much the prior forest's trees disagree on it (relative to their mean
+            disagreement over the candidates scored), so that candidates unlike the trials scatter
+            wider; ``"model"``, as the model decodes them;
             ``"auto"`` (the default), ``"prior"`` when there is a prior, else ``"model"``.
         prior: the prior the model learns the residual of (``RLMPredictor.fit``'s ``prior_kind``):
             ``"line"``, a straight line (in normal scores) through the free label that best explains
@@ -143,8 +146,8 @@ class RLMSampler(BaseSampler):
             raise ValueError(f"prior {prior!r}: expected None or one of {', '.join(PRIOR_KINDS)}")
         if spread not in SPREADS:
             raise ValueError(f"spread {spread!r}: expected one of {', '.join(SPREADS)}")
-        if spread == "prior" and prior is None:
-            raise ValueError("spread='prior' needs a prior (prior=None given)")
+        if spread in ("prior", "trees") and prior is None:
+            raise ValueError(f"spread={spread!r} needs a prior (prior=None given)")
         if base is not None and model is not None:
             raise ValueError("give model or base, not both: a base model has its own size")
         self.space = space
@@ -369,7 +372,7 @@ class RLMSampler(BaseSampler):
             raise RuntimeError("the sampler has not trained a model yet")
         return self._surrogate.sample(arch_ids, num_samples=num_samples or self.num_samples, seed=seed,
                                       temperature=self.temperature, residual_weight=residual_weight,
-                                      prior_spread=self.spread == "prior")
+                                      spread=self.spread)
 
 
 def _overridden(settings: Any, **fields: Any) -> Any:

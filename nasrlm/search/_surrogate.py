@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -20,6 +20,10 @@ from nasrlm.data import Objective
 from nasrlm.free_labels import FREE_OBJECTIVES
 from nasrlm.prior import residual_weight
 from nasrlm.search._arch_cache import FREE_NAMES, ArchCache
+
+#: Appended to the model's tag of a study objective named like a free label (``params_m``), which the
+#: decoder is given already: the two stay apart.
+OWN_TAG_SUFFIX = "#objective"
 
 
 @dataclass(frozen=True)
@@ -64,12 +68,12 @@ class RLMSurrogate:
                  settings: FitSettings, model_options: dict[str, Any], base: str | None = None,
                  device: str = "cpu", seed: int = 0, progress: bool = False,
                  log: Callable[[str], None] = lambda line: None) -> None:
-        clash = set(FREE_NAMES) & {o.name for o in objectives}
-        if clash:
-            raise ValueError(f"objective name(s) {sorted(clash)} clash with the free labels")
         self.cache = cache
-        self.objectives = tuple(objectives)
-        self.objective_names = tuple(o.name for o in objectives)
+        # an objective named like a free label (NB101's published params_m) is the study's own column,
+        # decoded under its own tag after the free labels; the prior can still read the free label
+        self.objectives = tuple(replace(o, name=o.name + OWN_TAG_SUFFIX) if o.name in FREE_NAMES else o
+                                for o in objectives)
+        self.objective_names = tuple(o.name for o in self.objectives)
         self.prior = prior
         self.settings = settings
         self.model_options = model_options
@@ -161,12 +165,14 @@ class RLMSurrogate:
         self.rounds += 1
 
     def sample(self, arch_ids: Sequence[str], *, num_samples: int, temperature: float, seed: int,
-               residual_weight: dict[str, float] | None = None, prior_spread: bool = False) -> np.ndarray:
+               residual_weight: dict[str, float] | None = None, spread: str = "model") -> np.ndarray:
         """Decoded samples (len(arch_ids), num_samples, objectives), given each one's free labels.
 
         ``residual_weight``: per objective, the share of the predicted residual kept (``None``: all).
-        ``prior_spread``: the samples scatter around each median as far as the prior errs on trials
-        it did not see (``RLMPredictor.prior_errors``), not as far as the model's decoding does.
+        ``spread``: how far the samples scatter around each median: ``"model"``, as the model decodes
+        them; ``"prior"``, as far as the prior errs on trials it did not see
+        (``RLMPredictor.prior_errors``); ``"trees"``, that error scaled per architecture by how much
+        the prior's trees disagree on it, relative to their mean disagreement over ``arch_ids``.
         """
         if self._predictor is None:
             raise RuntimeError("the sampler has not trained a model yet")
@@ -176,8 +182,24 @@ class RLMSurrogate:
         return self._predictor.sample(self.cache.texts_of(arch_ids), self.objective_names, given=given,
                                       features=graph, batch_size=64, seed=seed, temperature=temperature,
                                       residual_weight=residual_weight, num_samples=num_samples,
-                                      residual_spread=self._predictor.prior_errors if prior_spread else None,
+                                      residual_spread=self._spread(spread, {**given, **graph}),
                                       progress=self.progress)
+
+    def _spread(self, spread: str, labels: dict[str, np.ndarray]) -> dict[str, Any] | None:
+        """``residual_spread`` of :meth:`RLMPredictor.sample` for a ``spread`` of :meth:`sample`."""
+        predictor = self._predictor
+        if spread == "model" or predictor.prior is None:
+            return None
+        errors = dict(predictor.prior_errors)
+        if spread != "trees" or not hasattr(predictor.prior, "disagreement"):
+            return errors
+        x = np.column_stack([labels[name] for name in predictor.prior_inputs])
+        disagreement = predictor.prior.disagreement(x)
+        for j, name in enumerate(predictor.prior_objectives):
+            d = disagreement[:, j]
+            if np.isfinite(d).all() and d.mean() > 0:  # a ridge has no trees: one spread for all
+                errors[name] = errors[name] * d / d.mean()
+        return errors
 
     def residual_weights(self, arch_ids: Sequence[str], actual: np.ndarray,
                          predicted: np.ndarray) -> dict[str, float] | None:

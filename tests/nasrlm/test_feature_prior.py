@@ -94,3 +94,30 @@ def test_only_the_trend_forest_predicts_past_the_training_rows() -> None:
     for kind, beyond in (("forest", False), ("trend-forest", True)):
         prior, held_out = FeaturePrior.fit(x, y[:, None], kind=kind)
         assert (prior.mean(far)[:, 0] > held_out.max() + 0.5).all() == beyond
+
+
+def test_the_trees_disagree_more_far_from_the_training_rows() -> None:
+    from sklearn.ensemble import RandomForestRegressor
+
+    from nasrlm import feature_prior
+
+    x, y = _data(150)
+    values = np.column_stack([y, np.exp(y)])
+    prior, _ = FeaturePrior.fit(x[:, :2], values, kind="trend-forest")
+    inside = np.random.default_rng(4).random((50, 2)) * 0.5 + 0.35
+    outside = inside.copy()
+    outside[:, 1] += 1.5  # where no training row lies, the trees' last splits guess differently
+    d_in, d_out = prior.disagreement(inside), prior.disagreement(outside)
+    assert d_in.shape == (50, 2) and (d_in > 0).all()
+    assert (d_out.mean(axis=0) > d_in.mean(axis=0)).all()
+    # a plain forest's disagreement is the spread of scikit-learn's trees, in normal scores
+    prior, _ = FeaturePrior.fit(x[:, :2], y[:, None], kind="forest", seed=2)
+    reference = RandomForestRegressor(n_estimators=feature_prior.TREES, max_features=0.5,
+                                      min_samples_leaf=feature_prior.MIN_LEAF, random_state=2,
+                                      n_jobs=1).fit(np.log(x[:, :2]).astype(np.float32), y)
+    trees = np.stack([t.predict(np.log(inside).astype(np.float32)) for t in reference.estimators_], axis=1)
+    expected = prior.objectives[0].forward(trees).std(axis=1)
+    np.testing.assert_allclose(prior.disagreement(inside)[:, 0], expected, atol=1e-9)
+    # a ridge has no trees
+    ridge, _ = FeaturePrior.fit(x[:, :2], y[:, None], kind="ridge")
+    assert np.isnan(ridge.disagreement(inside)).all()

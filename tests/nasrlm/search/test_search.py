@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import optuna
 import pytest
@@ -378,6 +380,12 @@ def test_report_files_and_scores(tmp_path) -> None:
     report = files["report"].read_text()
     assert "| acc | % | maximise |" in report and "True front:" in report
     assert files["pareto"].stat().st_size > 5_000
+    # NB201 ids hold '|': escaped, each row of the front table keeps its 4 cells (id, evaluation, 2 values)
+    table_rows = [line for line in report.splitlines() if line.startswith("| `")]
+    assert len(table_rows) == len(result.front)
+    for line in table_rows:
+        cells = re.split(r"(?<!\\)\|", line.strip())[1:-1]
+        assert len(cells) == 4 and cells[0].replace("\\|", "|").strip("` ") in result.arch_ids
 
 
 def test_search_job_end_to_end_with_the_rlm(tmp_path, monkeypatch) -> None:
@@ -481,3 +489,47 @@ def test_running_trials_are_pending_never_proposed_and_believed_when_picking(mon
     assert seen == [4, 5, 6]
     assert len(set(ids)) == 3
 
+
+def test_with_the_trees_spread_candidates_the_trees_disagree_on_scatter_wider(monkeypatch) -> None:
+    from scipy.stats import spearmanr
+
+    sampler = tiny_sampler(prior="trend-forest", spread="trees")
+    make_study(sampler).optimize(toy_objective, n_trials=12)  # refitted on 10: forests (8 rows or more)
+    predictor = sampler.predictor
+    assert predictor.prior.kinds == ["trend-forest", "trend-forest"]
+    ids = SPACE.sample_ids(30, seed=3)
+    asked = []
+    sample = predictor.sample
+    monkeypatch.setattr(predictor, "sample",
+                        lambda *a, **k: asked.append(k["residual_spread"]) or sample(*a, **k))
+    samples = sampler.predict_samples(ids, num_samples=16)
+    labels = sampler.cache.labels_of(ids)
+    disagreement = predictor.prior.disagreement(labels)
+    z = predictor.prior.residuals(np.repeat(labels, 16, axis=0), samples.reshape(-1, 2)).reshape(30, 16, 2)
+    for k, name in enumerate(("acc", "lat")):
+        # each candidate's spread is the prior's error scaled by its trees' disagreement over the mean's
+        expected = predictor.prior_errors[name] * disagreement[:, k] / disagreement[:, k].mean()
+        np.testing.assert_allclose(asked[0][name], expected)
+        assert spearmanr(z[:, :, k].std(axis=1), expected)[0] > 0.5  # and the samples scatter so (ties blur)
+
+
+
+def test_an_objective_named_like_a_free_label_is_searched_under_its_own_tag() -> None:
+    """NB101 publishes ``params_m``: acc × params_m is a common search, and the decoder is given the
+    counted ``params_m`` already."""
+    from nasrlm.free_labels import free_labels
+
+    def objective(trial: optuna.Trial) -> tuple[float, float]:
+        arch_id = SPACE.arch_id(SPACE.suggest(trial))
+        trial.set_user_attr("arch_id", arch_id)
+        return toy_values(arch_id)[0], float(free_labels(SPACE, [arch_id])[0, 0])
+
+    sampler = tiny_sampler()
+    study = optuna.create_study(directions=["maximize", "minimize"], sampler=sampler)
+    study.set_metric_names(["acc", "params_m"])
+    study.optimize(objective, n_trials=8)
+    assert len({t.user_attrs["arch_id"] for t in study.trials}) == 8
+    assert "params_m#objective" in sampler.predictor.objectives  # beside the free label params_m
+    ids = SPACE.sample_ids(5, seed=2)
+    samples = sampler.predict_samples(ids, num_samples=4)
+    assert samples.shape == (5, 4, 2) and np.isfinite(samples).all()
