@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import optuna
-import torch
 from tqdm.auto import tqdm
 
 from nasrlm.measure import LatencyStore, is_profile
@@ -123,6 +122,8 @@ def search_job(space: SearchSpace, objectives: Sequence[str], *, budget: int, ou
             storage = storage or f"sqlite:///{(out / 'study.db').resolve()}"
             log(f"{workers} workers share study {study_name!r} in {storage}")
             threads = threads or max(1, (os.cpu_count() or 1) // workers)
+            import torch  # here, not at the top: importing nasrlm.search should not cost torch's start-up
+
             torch.set_num_threads(threads)
         helpers = [_Helper(space, list(objectives), budget, sampler, seed + k, storage, study_name, data_dir,
                            db or (out / "latency.db"), sampler_options, threads).start(k)
@@ -184,6 +185,8 @@ class _Helper:
         return self
 
     def run(self) -> None:
+        import torch
+
         torch.set_num_threads(self.threads or 1)
         store = LatencyStore(self.db) if any(is_profile(n) for n in self.objectives) else None
         try:

@@ -105,16 +105,18 @@ def run_search(space: SearchSpace, evaluator: ArchEvaluator, sampler: optuna.sam
     def objective(trial: optuna.Trial) -> list[float]:
         arch_id = space.arch_id(space.suggest(trial))
         trial.set_user_attr("arch_id", arch_id)  # set before looking, so of two twins one sees the other
-        twin = _twin(study, trial.number, arch_id)
+        trials = _live_trials(study)
+        twin = _twin(trials, trial.number, arch_id)
         if twin is not None:  # a resumed random stream replays its draws, two workers draw alike, ...
             trial.set_user_attr(DUPLICATE_ATTR, arch_id)
             raise optuna.TrialPruned(f"architecture {arch_id} is evaluated by trial {twin} of this study")
-        while (room := _room(study, trial.number, budget)) is None or room <= 0:
+        while (room := _room(trials, trial.number, budget)) is None or room <= 0:
             if room is None:
                 trial.set_user_attr(SURPLUS_ATTR, True)
                 raise optuna.TrialPruned(f"the budget of {budget} evaluations is spent")
             fail_stale_trials(study)
             time.sleep(workers.poll_seconds)
+            trials = _live_trials(study)
         return evaluator(arch_id)
 
     limit = budget if max_failures is None else max_failures
@@ -258,18 +260,23 @@ def _states(study: optuna.Study) -> Counter[TrialState]:
     return Counter(t.state for t in study.get_trials(deepcopy=False))
 
 
-def _twin(study: optuna.Study, number: int, arch_id: str) -> int | None:
-    """Number of another trial of the study that evaluated or is evaluating ``arch_id``, if any."""
-    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING)):
+def _live_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
+    """The study's completed and running trials, in one query of the storage."""
+    return study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING))
+
+
+def _twin(trials: list[optuna.trial.FrozenTrial], number: int, arch_id: str) -> int | None:
+    """Number of another of these trials (:func:`_live_trials`) that holds ``arch_id``, if any."""
+    for t in trials:
         if t.number != number and t.user_attrs.get("arch_id") == arch_id:
             return t.number
     return None
 
 
-def _room(study: optuna.Study, number: int, budget: int) -> int | None:
+def _room(trials: list[optuna.trial.FrozenTrial], number: int, budget: int) -> int | None:
     """Evaluations left to trial ``number``: the budget less the completed trials and the running
-    trials numbered before it (``None`` when the completed trials alone fill the budget)."""
-    trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING))
+    trials numbered before it, among ``trials`` (:func:`_live_trials`; ``None`` when the completed
+    trials alone fill the budget)."""
     complete = sum(t.state == TrialState.COMPLETE for t in trials)
     if complete >= budget:
         return None
