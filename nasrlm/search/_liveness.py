@@ -13,8 +13,10 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 import optuna
+from optuna.trial import TrialState
 
 
 @dataclass(frozen=True)
@@ -56,11 +58,41 @@ def rdb_storage(storage: str | optuna.storages.BaseStorage | None, settings: Wor
 
 def fail_stale_trials(study: optuna.Study) -> None:
     """Fail (and enqueue for a retry) the trials of dead workers, where the storage keeps heartbeats."""
-    if getattr(study._storage, "get_heartbeat_interval", lambda: None)() is None:
+    interval = getattr(study._storage, "get_heartbeat_interval", lambda: None)()
+    if interval is None:
         return
+    _adopt_silent_trials(study, interval)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         optuna.storages.fail_stale_trials(study)
+
+
+def _adopt_silent_trials(study: optuna.Study, interval: int) -> None:
+    """Give a first heartbeat to each running trial that has not beaten in its first ``interval`` seconds.
+
+    Optuna counts a trial as dead only once its heartbeat goes stale, so a worker killed between asking
+    for its trial and its first beat would leave the trial RUNNING forever, and the others would wait
+    for it forever. Beating once on its behalf lets the trial go stale like any other: a live owner
+    beats on, a dead one is failed ``stale_after_seconds`` later. (Optuna has no public query for the
+    trials without a heartbeat; this reads its heartbeat table, as ``RDBStorage`` itself does.)
+    """
+    from optuna.storages._rdb.models import TrialHeartbeatModel
+
+    storage = study._storage
+    backend = getattr(storage, "_backend", storage)  # create_study wraps an RDBStorage in a cache
+    since = datetime.now() - timedelta(seconds=interval)  # FrozenTrial times are local, like now()
+    old = [t._trial_id for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+           if t.datetime_start is None or t.datetime_start < since]
+    if not old or not isinstance(backend, optuna.storages.RDBStorage):
+        return
+    session = backend.scoped_session()
+    try:
+        beating = {trial_id for (trial_id,) in session.query(TrialHeartbeatModel.trial_id)
+                   .filter(TrialHeartbeatModel.trial_id.in_(old))}
+    finally:
+        session.close()
+    for trial_id in set(old) - beating:
+        storage.record_heartbeat(trial_id)
 
 
 @contextmanager

@@ -338,7 +338,8 @@ def test_a_resumed_study_never_evaluates_an_architecture_twice(tmp_path) -> None
                    optuna.samplers.RandomSampler(seed=0), budget=4, progress=False)
 
 
-def test_a_killed_workers_trial_is_failed_and_its_architecture_run_again(tmp_path) -> None:
+@pytest.mark.parametrize("beat_once", [True, False], ids=["mid-evaluation", "before-its-first-beat"])
+def test_a_killed_workers_trial_is_failed_and_its_architecture_run_again(tmp_path, beat_once) -> None:
     import time
 
     from nasrlm.search._liveness import rdb_storage
@@ -349,12 +350,13 @@ def test_a_killed_workers_trial_is_failed_and_its_architecture_run_again(tmp_pat
     storage = f"sqlite:///{tmp_path / 's.db'}"
     run_search(SPACE, evaluator, optuna.samplers.RandomSampler(seed=0), budget=2, storage=storage,
                progress=False, workers=quick)
-    # a worker that beat once, then was killed mid-evaluation
+    # a worker killed mid-evaluation, or between asking for its trial and its first heartbeat
     killed = optuna.load_study(study_name="nasrlm", storage=rdb_storage(storage, quick))
     trial = killed.ask()
     lost = SPACE.arch_id(SPACE.suggest(trial))
     trial.set_user_attr("arch_id", lost)
-    killed._storage.record_heartbeat(trial._trial_id)
+    if beat_once:
+        killed._storage.record_heartbeat(trial._trial_id)
     time.sleep(3)
     result = run_search(SPACE, evaluator, optuna.samplers.RandomSampler(seed=1), budget=4, storage=storage,
                         progress=False, workers=quick)
