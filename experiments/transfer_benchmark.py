@@ -18,7 +18,9 @@ the residual of a feature prior on the latencies of the devices the base saw, me
 architectures; ``rlm-ctx-free`` also on the free labels; all three also report the prior alone),
 ``forest`` (a random forest on the free and graph labels read off the ONNX graph,
 ``nasrlm.free_labels``), ``cell-forest`` (the same forest on GRAF-style features of the NB201 cell,
-space-specific: what the generic labels miss), ``gbdt`` (gradient-boosted trees on the one-hot encoding
+space-specific: what the generic labels miss), ``paths-forest`` (NB101: the forest on the graph labels
+plus the cell's path encoding, BANANAS's count of input-to-output paths per sequence of operations,
+space-specific: what order along a path adds), ``gbdt`` (gradient-boosted trees on the one-hot encoding
 of the cell or blocks plus the free labels), ``ctx-forest`` (the forest on the graph labels plus the
 base's own predictions of every accuracy tag it has and of NB201's latencies: what the base knows, as
 features) and, for devices, ``ridge`` (ridge regression of the log latency on the log latencies of every
@@ -36,6 +38,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import hashlib
+import itertools
 import json
 import platform
 import statistics
@@ -122,6 +125,30 @@ def cell_features(space: SearchSpace, ids: list[str]) -> np.ndarray:
     return np.array(rows, dtype=np.float64)
 
 
+def path_encoding(space: SearchSpace, ids: list[str]) -> np.ndarray:
+    """NB101 cells' input-to-output paths counted per sequence of operations (BANANAS's path encoding:
+    every sequence of the three operations of length 0 to 5, one column each)."""
+    from search_spaces.nasbench101 import OPS
+
+    sequences = [s for n in range(6) for s in itertools.product(range(len(OPS)), repeat=n)]
+    column = {s: k for k, s in enumerate(sequences)}
+    out = np.zeros((len(ids), len(sequences)))
+    for row, arch_id in enumerate(ids):
+        cell = space.parse(arch_id)
+        last = len(cell.ops) - 1
+        stack: list[tuple[int, tuple[int, ...]]] = [(0, ())]
+        while stack:
+            node, ops = stack.pop()
+            for nxt in range(node + 1, last + 1):
+                if not cell.matrix[node][nxt]:
+                    continue
+                if nxt == last:
+                    out[row, column[ops]] += 1
+                else:
+                    stack.append((nxt, (*ops, OPS.index(cell.ops[nxt]))))
+    return out
+
+
 # --- methods ----------------------------------------------------------------------------------------
 def forest(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, seed: int,
            out_of_bag: bool = False) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
@@ -201,7 +228,8 @@ def base_tags(base: Path) -> set[str]:
 
 def run_accuracy(a, space_name: str, seed: int, record) -> None:
     space = get_space(space_name)
-    leaked = sorted(t for t in base_tags(a.base) if is_excluded(t, [f"{space_name}:*acc*"]))
+    tags = base_tags(a.base) if a.base else set()
+    leaked = sorted(t for t in tags if is_excluded(t, [f"{space_name}:*acc*"]))
     if leaked and a.methods & BASE_METHODS:
         raise SystemExit(f"base {a.base} saw {space_name} accuracy columns {leaked}: pre-train it with "
                          "--exclude")
@@ -214,6 +242,9 @@ def run_accuracy(a, space_name: str, seed: int, record) -> None:
     if nb201 and "gbdt" in a.methods:
         x_hot = np.hstack([one_hot(space, list(table.ids)), free[:, :2]])
     cells = cell_features(space, list(table.ids)) if nb201 and "cell-forest" in a.methods else None
+    paths = None
+    if space_name == "nb101" and "paths-forest" in a.methods:
+        paths = np.hstack([free, path_encoding(space, list(table.ids))])
     context = None
     if nb201 and "ctx-forest" in a.methods:  # what the base says of each cell: other accuracies, latencies
         units = {o["name"]: o["unit"] for o in json.loads((a.base / "config.json").read_text())["objectives"]}
@@ -229,6 +260,8 @@ def run_accuracy(a, space_name: str, seed: int, record) -> None:
             runs["forest"] = forest(free[train], y, free[test], seed)
         if cells is not None:
             runs["cell-forest"] = forest(cells[train], y, cells[test], seed)
+        if paths is not None:
+            runs["paths-forest"] = forest(paths[train], y, paths[test], seed)
         if x_hot is not None:
             runs["gbdt"] = gbdt_predict(x_hot[train], y[:, None], x_hot[test], seed)[:, 0]
         if context is not None:
@@ -344,7 +377,8 @@ def _latency(space: str, name: str, a) -> bool:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data-dir", required=True)
-    p.add_argument("--base", type=Path, required=True, help="base model directory (nasrlm pretrain)")
+    p.add_argument("--base", type=Path, help="base model directory (nasrlm pretrain); needed by the "
+                   "methods that read it and by the unseen-device task (its source devices)")
     p.add_argument("--tasks", default="acc,unseen")
     p.add_argument("--methods", default="rlm,rlm-prior,ctx-forest,ctx-ridge,forest,cell-forest,gbdt,ridge")
     p.add_argument("--spaces", default="nb201,fbnet", help="spaces of the unseen-device task")
@@ -369,6 +403,8 @@ def main() -> None:
         a.seeds, a.sizes, a.test, a.measured, a.steps, a.samples = "0", "20", 100, 10, 3, 2
     torch.set_num_threads(a.threads)
     a.methods = set(a.methods.split(","))
+    if a.base is None and (a.methods & BASE_METHODS or "unseen" in a.tasks):
+        p.error(f"--base is needed by {', '.join(sorted(a.methods & BASE_METHODS)) or 'the unseen task'}")
     a.spaces = a.spaces.split(",")
     a.acc_spaces = a.acc_spaces.split(",")
     a.sizes = [int(n) for n in a.sizes.split(",")]
@@ -389,8 +425,9 @@ def main() -> None:
             run_unseen(a, seed, record)
             a.test = saved
     print(f"\n{date.today()}, {platform.machine()} {platform.processor() or ''}, torch threads {a.threads}, "
-          f"{(time.perf_counter() - started) / 60:.0f} min; base {a.base} "
-          f"({json.loads((a.base / PRETRAINING_FILE).read_text())['exclude']}); steps {a.steps}, lr {a.lr}, "
+          f"{(time.perf_counter() - started) / 60:.0f} min; "
+          + (f"base {a.base} ({json.loads((a.base / PRETRAINING_FILE).read_text())['exclude']}); "
+             if a.base else "no base; ") + f"steps {a.steps}, lr {a.lr}, "
           f"samples {a.samples}, seeds {a.seeds}\n")
     for task in dict.fromkeys(t for t, _, _ in results):
         methods = list(dict.fromkeys(m for t, _, m in results if t == task))
