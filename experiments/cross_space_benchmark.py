@@ -259,7 +259,7 @@ def main() -> None:
     p.add_argument("--learning-rate", type=float, default=1e-3, help="fine-tuning's peak rate")
     p.add_argument("--adapt", type=int, default=20, help="measurements of the unseen device")
     p.add_argument("--samples", type=int, default=16, help="decoded samples per prediction")
-    p.add_argument("--model", choices=list(SIZES), default="sampler")
+    p.add_argument("--model", choices=list(SIZES), default="compact")
     p.add_argument("--threads", type=int, default=2)
     tmp = Path(os.environ.get("TMPDIR", "/tmp"))
     p.add_argument("--cache", type=Path, default=tmp / "nasrlm-cross-space", help="texts and free labels")

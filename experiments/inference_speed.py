@@ -16,14 +16,14 @@ import torch
 from nasrlm.data import Objective
 from nasrlm.normalize import Normalizer
 from nasrlm.predictor import RLMPredictor
+from nasrlm.presets import SIZES
 from nasrlm.tokenizers import OnnxTokenizer
 from search_spaces import NasBench201
 
 VARIANTS = {
-    "small (default of `nasrlm train`)": {},
-    "small, 1 decoder layer, d_ff 256": {"decoder_layers": 1, "d_ff": 256},
-    "RLMSampler's (d 64, d_ff 128, 2+1 layers)": {"d_model": 64, "num_heads": 4, "d_ff": 128,
-                                                  "encoder_layers": 2, "decoder_layers": 1},
+    "compact (the RLMSampler's)": SIZES["compact"],
+    "small (`nasrlm train`'s and `nasrlm pretrain`'s default)": SIZES["small"],
+    "small, 1 decoder layer, d_ff 256": {**SIZES["small"], "decoder_layers": 1, "d_ff": 256},
 }
 NAMES = ("acc", "pixel3", "eyeriss", "gold_6226", "1080ti_1")
 

@@ -58,7 +58,7 @@ def main() -> None:
                    help="with --given: learn the objectives as residuals of the free-label prior")
     p.add_argument("--epochs", type=int, default=40)
     p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--model", choices=list(SIZES), default="sampler")
+    p.add_argument("--model", choices=list(SIZES), default="compact")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--cache", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")) / "nb201_free.npz")
     a = p.parse_args()

@@ -41,9 +41,9 @@ from search_spaces import SearchSpace
 
 __all__ = ["DEFAULT_MODEL", "MIN_CHECKED_PROPOSALS", "PREDICTED_ATTR", "RLMSampler", "SpaceMismatchError"]
 
-#: Network for the sampler's model: small enough to refit in seconds on two cores (the ``sampler`` size;
+#: Network for the sampler's model: small enough to refit in seconds on two cores (the ``compact`` size;
 #: why no dropout: experiments/README.md, "Pareto search").
-DEFAULT_MODEL = SIZES["sampler"]
+DEFAULT_MODEL = SIZES["compact"]
 #: Evaluated proposals of the model needed before its residual's weight is estimated from them.
 MIN_CHECKED_PROPOSALS = 5
 #: Trial system attribute holding the model's unweighted median prediction for a trial it proposed.

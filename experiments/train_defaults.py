@@ -1,0 +1,70 @@
+"""What a user gets from ``nasrlm train`` with its defaults, per model size: rank quality, time, speed.
+
+    python experiments/train_defaults.py --data-dir ../shared/data --sizes small,sampler --seeds 0,1,2
+
+Runs the command line as a user would: ``nasrlm data`` writes the NB201 table, each seed's
+``default_rng(seed).permutation`` of it labels its first N rows and tests on the next 5,000 (the split of
+``transfer_benchmark.py``), ``nasrlm train --data train.csv -o M --size S`` trains, and ``nasrlm eval M
+--data test.csv`` ranks the test rows (median of ``--samples`` samples, Kendall τ). Inference speed per
+size: ``experiments/inference_speed.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from nasrlm.data import BenchmarkTable
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--data-dir", required=True)
+    p.add_argument("--objective", default="acc")
+    p.add_argument("--sizes", default="small,sampler")
+    p.add_argument("--labels", default="100,1000")
+    p.add_argument("--seeds", default="0")
+    p.add_argument("--test", type=int, default=5000)
+    p.add_argument("--samples", type=int, default=16)
+    p.add_argument("--threads", type=int, default=1)
+    a = p.parse_args()
+    with tempfile.TemporaryDirectory() as scratch:
+        work = Path(scratch)
+        subprocess.run(["nasrlm", "data", "nb201", "--objectives", a.objective, "--data-dir", a.data_dir,
+                        "-o", str(work / "all.csv")], check=True)
+        table = BenchmarkTable.read_csv(work / "all.csv")
+        print("| size | labels | seed | τ | train s |\n|---|---|---|---|---|", flush=True)
+        for seed in (int(s) for s in a.seeds.split(",")):
+            order = np.random.default_rng(seed).permutation(len(table.ids))
+            for n in (int(x) for x in a.labels.split(",")):
+                train, test = order[:n], order[n : n + a.test]
+                subset(table, train).to_csv(work / "train.csv")
+                subset(table, test).to_csv(work / "test.csv")
+                for size in a.sizes.split(","):
+                    out = work / f"{size}-{n}-{seed}"
+                    start = time.perf_counter()
+                    subprocess.run(["nasrlm", "train", "--data", str(work / "train.csv"), "-o", str(out),
+                                    "--size", size, "--seed", str(seed), "--threads", str(a.threads), "-q"],
+                                   check=True)
+                    seconds = time.perf_counter() - start
+                    scores = subprocess.run(["nasrlm", "eval", str(out), "--data", str(work / "test.csv"),
+                                             "--samples", str(a.samples), "--seed", str(seed), "-q"],
+                                            check=True, capture_output=True, text=True).stdout
+                    tau = json.loads(scores)[a.objective]["kendall"]
+                    print(f"| {size} | {n} | {seed} | {tau:.3f} | {seconds:.0f} |", flush=True)
+
+
+
+def subset(table: BenchmarkTable, rows: np.ndarray) -> BenchmarkTable:
+    return BenchmarkTable(table.space, [table.ids[i] for i in rows], table.objectives, table.values[rows])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
