@@ -23,7 +23,7 @@ from search_spaces import NasBench201
 VARIANTS = {
     "compact (the RLMSampler's)": SIZES["compact"],
     "small (`nasrlm train`'s and `nasrlm pretrain`'s default)": SIZES["small"],
-    "small, 1 decoder layer, d_ff 256": {**SIZES["small"], "decoder_layers": 1, "d_ff": 256},
+    "lean (`small`, 1 decoder layer, d_ff 256)": SIZES["lean"],
 }
 NAMES = ("acc", "pixel3", "eyeriss", "gold_6226", "1080ti_1")
 

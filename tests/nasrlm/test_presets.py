@@ -11,7 +11,7 @@ from nasrlm.presets import FINE_TUNE, SIZES, TRAIN, size_options
 def test_every_size_builds_a_config_and_unknown_sizes_are_named() -> None:
     for name in SIZES:
         RLMConfig(text_vocab_size=10, text_pad_id=0, objectives=("a",), **size_options(name))
-    with pytest.raises(ValueError, match="tiny, compact, small, base"):
+    with pytest.raises(ValueError, match="tiny, compact, small, lean, base"):
         size_options("huge")
 
 
