@@ -73,8 +73,10 @@ def _adopt_silent_trials(study: optuna.Study, interval: int) -> None:
     Optuna counts a trial as dead only once its heartbeat goes stale, so a worker killed between asking
     for its trial and its first beat would leave the trial RUNNING forever, and the others would wait
     for it forever. Beating once on its behalf lets the trial go stale like any other: a live owner
-    beats on, a dead one is failed ``stale_after_seconds`` later. (Optuna has no public query for the
-    trials without a heartbeat; this reads its heartbeat table, as ``RDBStorage`` itself does.)
+    beats on, a dead one is failed ``stale_after_seconds`` later. So every process running trials of
+    the study must beat (nasrlm's workers do; Optuna's ``optimize`` does on a storage with a heartbeat).
+    (Optuna has no public query for the trials without a heartbeat; this reads its heartbeat table, as
+    ``RDBStorage`` itself does.)
     """
     from optuna.storages._rdb.models import TrialHeartbeatModel
 
