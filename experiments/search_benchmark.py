@@ -4,7 +4,7 @@ Every sampler searches the published tables (ground truth) for the same objectiv
 the reference point at the median of every objective over the whole table and is reported as a
 fraction of the true front's. Where the table covers part of a space (NB101: 20,000 rows with
 accuracy; OFA), every sampler searches the table's rows, as ``nasrlm search`` does. Prints a markdown
-table (mean ± std over seeds) and writes the hypervolume-vs-evaluations plot.
+table (mean ± std over seeds) and, with ``--plot FILE``, draws hypervolume against evaluations.
 
     python experiments/search_benchmark.py --data-dir ../shared/data --seeds 0,1,2,3,4 --budget 300
     python experiments/search_benchmark.py --data-dir ../shared/data \\
@@ -49,7 +49,8 @@ def main() -> None:
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--budget", type=int, default=300)
     parser.add_argument("--report-at", default="100,300", help="budgets to report (≤ --budget)")
-    parser.add_argument("--plot", default="experiments/search_hv.png")
+    parser.add_argument("--plot", help="draw the curves here, e.g. experiments/search_hv.png (default: "
+                        "no plot, so that a run never overwrites the committed one)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rlm-options", default="{}", help='RLMSampler keywords as JSON: {"temperature": 2}')
     parser.add_argument("--save-curves", help="write every HV-ratio curve (per sampler and seed) here")
@@ -104,9 +105,10 @@ def main() -> None:
             json.dump({"objectives": names, "curves": {k: {"seeds": seeds[k], "history": v.tolist()}
                                                        for k, v in curves.items()}}, f)
     curves = merge_curves(curves, seeds, args.load_curves, names)
-    title = f"{args.space} {', '.join(names)}: hypervolume vs evaluations"
-    plot_hypervolume(hypervolume_plot_data(curves, true_hypervolume=1.0, title=title), args.plot)
-    print(f"plot: {args.plot}")
+    if args.plot:
+        title = f"{args.space} {', '.join(names)}: hypervolume vs evaluations"
+        plot_hypervolume(hypervolume_plot_data(curves, true_hypervolume=1.0, title=title), args.plot)
+        print(f"plot: {args.plot}")
 
 
 def merge_curves(curves: dict[str, np.ndarray], seeds: dict[str, list[int]], files: list[str],
