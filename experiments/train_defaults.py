@@ -1,6 +1,6 @@
 """What a user gets from ``nasrlm train`` with its defaults, per model size: rank quality, time, speed.
 
-    python experiments/train_defaults.py --data-dir ../shared/data --sizes small,sampler --seeds 0,1,2
+    python experiments/train_defaults.py --data-dir ../shared/data --objective eyeriss --seeds 0,1
 
 Runs the command line as a user would: ``nasrlm data`` writes the NB201 table, each seed's
 ``default_rng(seed).permutation`` of it labels its first N rows and tests on the next 5,000 (the split of
@@ -28,7 +28,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--data-dir", required=True)
     p.add_argument("--objective", default="acc")
-    p.add_argument("--sizes", default="small,sampler")
+    p.add_argument("--sizes", default="small,lean,compact")
     p.add_argument("--labels", default="100,1000")
     p.add_argument("--seeds", default="0")
     p.add_argument("--test", type=int, default=5000)
@@ -59,7 +59,6 @@ def main() -> None:
                                             check=True, capture_output=True, text=True).stdout
                     tau = json.loads(scores)[a.objective]["kendall"]
                     print(f"| {size} | {n} | {seed} | {tau:.3f} | {seconds:.0f} |", flush=True)
-
 
 
 def subset(table: BenchmarkTable, rows: np.ndarray) -> BenchmarkTable:
