@@ -82,10 +82,12 @@ def _adopt_silent_trials(study: optuna.Study, interval: int) -> None:
 
     storage = study._storage
     backend = getattr(storage, "_backend", storage)  # create_study wraps an RDBStorage in a cache
+    if not isinstance(backend, optuna.storages.RDBStorage):
+        return
     since = datetime.now() - timedelta(seconds=interval)  # FrozenTrial times are local, like now()
     old = [t._trial_id for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
            if t.datetime_start is None or t.datetime_start < since]
-    if not old or not isinstance(backend, optuna.storages.RDBStorage):
+    if not old:
         return
     session = backend.scoped_session()
     try:
