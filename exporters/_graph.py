@@ -16,7 +16,12 @@ built-in space does: NB201's cells, FBNet's blocks) is also read block by block:
 function in the main graph, the paths through that function's body from its inputs to its outputs,
 and how many of them meet each family; summed over the calls. That is a cell's own path structure
 (e.g. how many of its paths are only skips and pooling), which whole-graph counts blur: paths multiply
-across stacked cells.
+across stacked cells. Per block, too, the *order* of families along its paths: how often a node of one
+family is followed by a node of another, with no node of any family between them (``block_pair_a_b``;
+``start`` and ``end`` stand for the block's inputs and outputs, so ``block_pair_start_end`` counts the
+paths that meet no family at all). A path ``conv1 → conv3 → pool`` adds one to ``start_conv1``,
+``conv1_conv3``, ``conv3_pool`` and ``pool_end``. Counts of operators per path say *what* a cell
+computes; these pairs say in which order, which is what path encodings of NAS-Bench-101 cells add.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ FEATURE_NAMES: tuple[str, ...] = (
     "segments", "segment_paths", *(f"segment_paths_{family}" for family in (*FAMILIES, "compute")),
     "blocks", "block_paths", *(f"block_paths_{family}" for family in (*FAMILIES, "compute")),
     "block_compute_min", "block_compute_max",
+    *(f"block_pair_{a}_{b}" for a in ("start", *FAMILIES) for b in (*FAMILIES, "end")),
 )
 
 
@@ -139,9 +145,7 @@ def _block_features(model: onnx.ModelProto) -> dict[str, float]:
     """Per call of a local function in the main graph, the paths across the function's body (nested
     functions inlined) and those that meet each family; summed over the calls (all 0 without any)."""
     functions = {(f.domain, f.name): f for f in model.functions}
-    out: dict[str, float] = {"blocks": 0, "block_paths": 0, "block_compute_min": 0, "block_compute_max": 0}
-    for f in (*FAMILIES, "compute"):
-        out[f"block_paths_{f}"] = 0
+    out: dict[str, float] = {name: 0 for name in FEATURE_NAMES if name.startswith("block")}
     cache: dict[tuple[str, str], dict[str, float]] = {}
     for node in model.graph.node:
         key = (node.domain, node.op_type)
@@ -186,6 +190,7 @@ def _body_features(model: onnx.ModelProto, function: onnx.FunctionProto) -> dict
     low, high = dag.fewest_and_most(weight["compute"])
     out["block_compute_min"] = min((low[k] for k in ends), default=0)
     out["block_compute_max"] = max((high[k] for k in ends), default=0)
+    out.update(dag.family_pairs())
     return out
 
 
@@ -228,6 +233,33 @@ class _Dag:
             for p in self.parents[k]:
                 if p != self.SOURCE:
                     out[p] += out[k]
+        return out
+
+    def family_pairs(self) -> dict[str, int]:
+        """``block_pair_{a}_{b}`` → how often, over all input→output paths, a node of family ``a`` (or
+        the inputs, ``start``) is followed by one of family ``b`` (or the outputs, ``end``) with no node
+        of any family between them. Every key of :data:`FEATURE_NAMES` of that form is present."""
+        names = ("start", *FAMILIES)
+        out = {f"block_pair_{a}_{b}": 0 for a in names for b in (*FAMILIES, "end")}
+        paths_in, paths_out = self.paths_in(), self.paths_out()
+        for begin in (self.SOURCE, *(k for k, f in enumerate(self.families) if f in FAMILIES)):
+            before = 1 if begin == self.SOURCE else paths_in[begin]
+            if before == 0:
+                continue
+            a = "start" if begin == self.SOURCE else self.families[begin]
+            # paths from ``begin`` that meet no family node before their last node
+            direct = [0] * len(self.nodes)
+            passes = [f not in FAMILIES for f in self.families]  # a path may run on through it
+            for k in range(begin + 1, len(self.nodes)):
+                direct[k] = sum(1 if p == begin else direct[p] if p > begin and passes[p] else 0
+                                for p in self.parents[k])
+                if direct[k] and self.families[k] in FAMILIES:
+                    out[f"block_pair_{a}_{self.families[k]}"] += before * direct[k] * paths_out[k]
+            for k in self.ends:
+                if k == begin:
+                    out[f"block_pair_{a}_end"] += before
+                elif self.families[k] not in FAMILIES:
+                    out[f"block_pair_{a}_end"] += before * direct[k]
         return out
 
     def fewest_and_most(self, weight: list[int]) -> tuple[list[float], list[float]]:

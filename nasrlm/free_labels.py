@@ -22,8 +22,8 @@ from search_spaces import SearchSpace
 
 #: Bumped whenever a free label's definition changes, so that caches of them can tell theirs is stale
 #: (2: MACs count only the nodes the output depends on; 3: the graph labels; 4: their block counts;
-#: 5: no path through a product with zero).
-FREE_LABELS_VERSION = 5
+#: 5: no path through a product with zero; 6: the order of families along a block's paths).
+FREE_LABELS_VERSION = 6
 
 FREE_OBJECTIVES: tuple[Objective, ...] = (
     Objective("params_m", "M", "trainable parameters, counted on the exported ONNX graph",
@@ -47,15 +47,22 @@ _GRAPH_DESCRIPTIONS = {
     "block_paths_": "paths across each block's body that meet a {family} node, summed over the blocks",
     "block_compute_min": "fewest convolutions and fully connected layers on a path across a block, summed",
     "block_compute_max": "most convolutions and fully connected layers on a path across a block, summed",
+    "block_pair_": "how often {first} is followed by {second} on a path across a block, with no node of any "
+                   "family between them; over the block's paths, summed over the blocks",
 }
 _FAMILY_NAMES = {"conv1": "1x1 convolution", "conv3": "3x3 convolution", "conv5": "5x5-or-wider convolution",
                  "dwconv": "grouped or depthwise convolution", "fc": "fully connected", "pool": "pooling",
                  "compute": "convolution or fully connected"}
+_PAIR_ENDS = {"start": "the block's input", "end": "the block's output"}
 
 
 def _graph_objective(name: str) -> Objective:
     if name in _GRAPH_DESCRIPTIONS:
         text = _GRAPH_DESCRIPTIONS[name]
+    elif name.startswith("block_pair_"):
+        first, second = (_PAIR_ENDS.get(f) or f"a {_FAMILY_NAMES[f]}"
+                         for f in name.removeprefix("block_pair_").split("_"))
+        text = _GRAPH_DESCRIPTIONS["block_pair_"].format(first=first, second=second)
     elif name.startswith(("segment_paths_", "block_paths_")):
         prefix, family = name.rsplit("_", 1)
         text = _GRAPH_DESCRIPTIONS[prefix + "_"].format(family=_FAMILY_NAMES[family])

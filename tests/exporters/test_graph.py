@@ -77,6 +77,38 @@ def test_every_space_has_finite_graph_labels_that_vary(name: str) -> None:
 
 def test_blocks_are_the_main_graph_calls_of_local_functions() -> None:
     """x -> cell -> cell -> y, each cell a 3x3 convolution beside a skip: two paths a cell, one skip-only."""
+    model = _skip_and_conv_cells()
+    f = graph_features(model)
+    assert (f["blocks"], f["block_paths"], f["block_paths_conv3"], f["block_paths_pool"]) == (2, 4, 2, 0)
+    assert (f["block_compute_min"], f["block_compute_max"]) == (0, 2)  # each cell: a skip-only path, one conv
+    assert f["log10_paths"] == pytest.approx(math.log10(4)) and f["compute_path_max"] == 2
+    assert graph_features(materialize(model, weights=False))["blocks"] == 0  # inlined: no blocks left
+
+
+def test_block_pairs_count_the_order_of_families_along_a_blocks_paths() -> None:
+    """One block: x -> conv1x1 -> conv3x3 -> maxpool -> add <- (the conv1x1) -> y: two paths."""
+    weight = helper.make_tensor("value", TensorProto.FLOAT, [1], [1.0])
+    block = helper.make_function("my", "block", ["x"], ["y"], [
+        helper.make_node("Constant", [], ["w"], value=weight),
+        helper.make_node("Conv", ["x", "w"], ["c1"], kernel_shape=[1, 1]),
+        helper.make_node("Relu", ["c1"], ["r"]),
+        helper.make_node("Conv", ["r", "w"], ["c3"], kernel_shape=[3, 3]),
+        helper.make_node("MaxPool", ["c3"], ["p"], kernel_shape=[3, 3]),
+        helper.make_node("Add", ["p", "r"], ["y"]),
+    ], [helper.make_opsetid("", 18)])
+    graph = helper.make_graph([helper.make_node("block", ["x"], ["y"], domain="my")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, functions=[block],
+                              opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("my", 1)])
+    pairs = {k.removeprefix("block_pair_"): v for k, v in graph_features(model).items()
+             if k.startswith("block_pair_") and v}
+    assert pairs == {"start_conv1": 2, "conv1_conv3": 1, "conv3_pool": 1, "pool_end": 1, "conv1_end": 1}
+    # a block whose input reaches its output past every family: one start_end per such path
+    assert graph_features(_skip_and_conv_cells())["block_pair_start_end"] == 2
+
+
+def _skip_and_conv_cells() -> onnx.ModelProto:
     weight = helper.make_tensor("value", TensorProto.FLOAT, [1], [1.0])
     cell = helper.make_function("my", "cell", ["x"], ["y"], [
         helper.make_node("Constant", [], ["w"], value=weight),
@@ -87,10 +119,5 @@ def test_blocks_are_the_main_graph_calls_of_local_functions() -> None:
                                helper.make_node("cell", ["h"], ["y"], domain="my")], "g",
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
-    model = helper.make_model(graph, functions=[cell],
-                              opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("my", 1)])
-    f = graph_features(model)
-    assert (f["blocks"], f["block_paths"], f["block_paths_conv3"], f["block_paths_pool"]) == (2, 4, 2, 0)
-    assert (f["block_compute_min"], f["block_compute_max"]) == (0, 2)  # each cell: a skip-only path, one conv
-    assert f["log10_paths"] == pytest.approx(math.log10(4)) and f["compute_path_max"] == 2
-    assert graph_features(materialize(model, weights=False))["blocks"] == 0  # inlined: no blocks left
+    return helper.make_model(graph, functions=[cell],
+                             opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("my", 1)])
