@@ -2,7 +2,7 @@
 
     python experiments/train_defaults.py --data-dir ../shared/data --objective eyeriss --seeds 0,1
 
-Runs the command line as a user would: ``nasrlm data`` writes the NB201 table, each seed's
+Runs the command line as a user would: ``nasrlm data`` writes the table (NB201 unless ``--space``), each seed's
 ``default_rng(seed).permutation`` of it labels its first N rows and tests on the next 5,000 (the split of
 ``transfer_benchmark.py``), ``nasrlm train --data train.csv -o M --size S`` trains, and ``nasrlm eval M
 --data test.csv`` ranks the test rows (median of ``--samples`` samples, Kendall τ). Inference speed per
@@ -27,6 +27,7 @@ from nasrlm.data import BenchmarkTable
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--data-dir", required=True)
+    p.add_argument("--space", default="nb201", help="a space with published tables (nb201, nb101, ...)")
     p.add_argument("--objective", default="acc")
     p.add_argument("--sizes", default="small,lean,compact")
     p.add_argument("--labels", default="100,1000")
@@ -37,7 +38,7 @@ def main() -> None:
     a = p.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
-        subprocess.run(["nasrlm", "data", "nb201", "--objectives", a.objective, "--data-dir", a.data_dir,
+        subprocess.run(["nasrlm", "data", a.space, "--objectives", a.objective, "--data-dir", a.data_dir,
                         "-o", str(work / "all.csv")], check=True)
         table = BenchmarkTable.read_csv(work / "all.csv")
         print("| size | labels | seed | τ | train s |\n|---|---|---|---|---|", flush=True)
