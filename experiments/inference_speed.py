@@ -22,8 +22,8 @@ from search_spaces import NasBench201
 
 VARIANTS = {
     "compact (the RLMSampler's)": SIZES["compact"],
-    "small (`nasrlm train`'s and `nasrlm pretrain`'s default)": SIZES["small"],
-    "lean (`small`, 1 decoder layer, d_ff 256)": SIZES["lean"],
+    "small (`nasrlm pretrain`'s default)": SIZES["small"],
+    "lean (`small`, 1 decoder layer, d_ff 256; `nasrlm train`'s default)": SIZES["lean"],
 }
 NAMES = ("acc", "pixel3", "eyeriss", "gold_6226", "1080ti_1")
 

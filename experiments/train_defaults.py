@@ -2,11 +2,11 @@
 
     python experiments/train_defaults.py --data-dir ../shared/data --objective eyeriss --seeds 0,1
 
-Runs the command line as a user would: ``nasrlm data`` writes the table (NB201 unless ``--space``), each seed's
-``default_rng(seed).permutation`` of it labels its first N rows and tests on the next 5,000 (the split of
-``transfer_benchmark.py``), ``nasrlm train --data train.csv -o M --size S`` trains, and ``nasrlm eval M
---data test.csv`` ranks the test rows (median of ``--samples`` samples, Kendall τ). Inference speed per
-size: ``experiments/inference_speed.py``.
+Runs the command line as a user would: ``nasrlm data`` writes the table (NB201 unless ``--space``),
+each seed's ``default_rng(seed).permutation`` of it labels its first N rows and tests on the next 5,000
+(the split of ``transfer_benchmark.py``), ``nasrlm train --data train.csv -o M --size S`` trains, and
+``nasrlm eval M --data test.csv`` ranks the test rows (median of ``--samples`` samples, Kendall τ).
+Inference speed per size: ``experiments/inference_speed.py``.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from nasrlm import __version__
 from nasrlm.data import available_objectives, load_table, resolve_data_dir
 from nasrlm.data._table import META_SUFFIX
 from nasrlm.errors import NasrlmError
-from nasrlm.presets import FINE_TUNE, SIZES, TRAIN
+from nasrlm.presets import FINE_TUNE, PRETRAIN_SIZE, SIZES, TRAIN, TRAIN_SIZE
 
 #: ``--prior``: the ``prior_kind`` values of ``RLMPredictor.fit`` (kept here so the CLI starts without numpy's
 #: heavier neighbours; a test checks it against ``nasrlm.feature_prior.PRIOR_KINDS``)
@@ -1019,7 +1019,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True, help="model directory to write")
     p.add_argument("--objectives", help="columns to learn, in decode order (default: all, as in the table)")
     p.add_argument("--space", help="search space (default: the one recorded with the table)")
-    p.add_argument("--size", choices=list(SIZES), default="small", help="model size (default small)")
+    p.add_argument("--size", choices=list(SIZES), default=TRAIN_SIZE,
+                   help=f"model size (default {TRAIN_SIZE})")
     p.add_argument("--init", metavar="BASE",
                    help="fine-tune the base model in directory BASE ('nasrlm pretrain') instead of training "
                         "from scratch; columns it knows keep their tags, new ones get new tags")
@@ -1062,7 +1063,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-rows", type=_positive_int, help="labelled rows per space (default: all)")
     p.add_argument("--free-rows", type=_count, default=500,
                    help="random architectures per space with free labels only (default 500)")
-    p.add_argument("--size", choices=list(SIZES), default="small", help="model size (default small)")
+    p.add_argument("--size", choices=list(SIZES), default=PRETRAIN_SIZE,
+                   help=f"model size (default {PRETRAIN_SIZE})")
     p.add_argument("--batch-size", type=_positive_int, default=32)
     p.add_argument("--lr", type=_positive_float, default=5e-4, help="peak learning rate (default 5e-4)")
     p.add_argument("--resume", action="store_true", help="continue the run saved in -o for --minutes more")

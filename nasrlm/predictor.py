@@ -28,7 +28,7 @@ from nasrlm.feature_prior import PRIOR_KINDS, FeaturePrior
 from nasrlm.inference import sample_scaled
 from nasrlm.model import RegressionLM, RLMConfig
 from nasrlm.normalize import Normalizer
-from nasrlm.presets import size_options
+from nasrlm.presets import TRAIN_SIZE, size_options
 from nasrlm.prior import FreeLabelPrior, ScoresPrior, residual_weight
 from nasrlm.tokenizers import NumberTokenizer, OnnxTokenizer
 from nasrlm.training import TrainConfig, TrainReport, derived_sources, pad_batch, train
@@ -136,7 +136,7 @@ class RLMPredictor:
         return cls(tokenizer, RegressionLM(config), objectives)
 
     @classmethod
-    def from_scratch(cls, objectives: Sequence[Objective], *, size: str = "small", seed: int = 0,
+    def from_scratch(cls, objectives: Sequence[Objective], *, size: str = TRAIN_SIZE, seed: int = 0,
                      tokenizer: OnnxTokenizer | None = None, **model_options) -> RLMPredictor:
         """A fresh predictor for ``objectives``, with a tag for every free label decoded before them.
 

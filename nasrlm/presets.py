@@ -9,9 +9,10 @@ from dataclasses import dataclass
 
 #: Named model sizes: overrides of :class:`RLMConfig`'s defaults, the one table every caller uses.
 #: ``compact`` is the RLMSampler's: it refits in seconds inside a search (no dropout: random masks cost
-#: more than the matmuls at that size on CPU); ``small`` is ``nasrlm train``'s and ``nasrlm pretrain``'s
-#: default; ``lean`` is ``small`` with one decoder layer and narrower feed-forward blocks, which
-#: samples about 2.5 times as fast (how the sizes compare: experiments/README.md, "Inference speed").
+#: more than the matmuls at that size on CPU); ``lean`` (:data:`TRAIN_SIZE`) is ``small`` with one
+#: decoder layer and narrower feed-forward blocks: it ranks like ``small`` behind the feature prior and
+#: samples about 2.5 times as fast; ``small`` is what ``nasrlm pretrain`` builds (how the sizes compare:
+#: experiments/README.md, "Inference speed").
 SIZES: dict[str, dict] = {
     "tiny": {"d_model": 32, "num_heads": 2, "d_ff": 64, "encoder_layers": 1, "decoder_layers": 1},
     "compact": {"d_model": 64, "num_heads": 4, "d_ff": 128, "encoder_layers": 2, "decoder_layers": 1,
@@ -20,6 +21,12 @@ SIZES: dict[str, dict] = {
     "lean": {"d_ff": 256, "decoder_layers": 1},
     "base": {"d_model": 256, "num_heads": 8, "d_ff": 1024, "encoder_layers": 4, "decoder_layers": 2},
 }
+
+
+#: The size ``nasrlm train`` and ``RLMPredictor.from_scratch`` build, and the one ``nasrlm pretrain``
+#: builds (a base has more rows and minutes to fill a larger model; a lean base is not measured yet).
+TRAIN_SIZE = "lean"
+PRETRAIN_SIZE = "small"
 
 
 def size_options(size: str) -> dict:
