@@ -242,6 +242,7 @@ class _Dag:
         names = ("start", *FAMILIES)
         out = {f"block_pair_{a}_{b}": 0 for a in names for b in (*FAMILIES, "end")}
         paths_in, paths_out = self.paths_in(), self.paths_out()
+        passes = [f not in FAMILIES for f in self.families]  # a pair's path may run on through it
         for begin in (self.SOURCE, *(k for k, f in enumerate(self.families) if f in FAMILIES)):
             before = 1 if begin == self.SOURCE else paths_in[begin]
             if before == 0:
@@ -249,7 +250,6 @@ class _Dag:
             a = "start" if begin == self.SOURCE else self.families[begin]
             # paths from ``begin`` that meet no family node before their last node
             direct = [0] * len(self.nodes)
-            passes = [f not in FAMILIES for f in self.families]  # a path may run on through it
             for k in range(begin + 1, len(self.nodes)):
                 direct[k] = sum(1 if p == begin else direct[p] if p > begin and passes[p] else 0
                                 for p in self.parents[k])

@@ -54,13 +54,14 @@ _FAMILY_NAMES = {"conv1": "1x1 convolution", "conv3": "3x3 convolution", "conv5"
                  "dwconv": "grouped or depthwise convolution", "fc": "fully connected", "pool": "pooling",
                  "compute": "convolution or fully connected"}
 _PAIR_ENDS = {"start": "the block's input", "end": "the block's output"}
+_LAYER = {"fc": " layer", "pool": " layer"}  # "a pooling layer", where "a 3x3 convolution" needs none
 
 
 def _graph_objective(name: str) -> Objective:
     if name in _GRAPH_DESCRIPTIONS:
         text = _GRAPH_DESCRIPTIONS[name]
     elif name.startswith("block_pair_"):
-        first, second = (_PAIR_ENDS.get(f) or f"a {_FAMILY_NAMES[f]}"
+        first, second = (_PAIR_ENDS.get(f) or f"a {_FAMILY_NAMES[f]}{_LAYER.get(f, '')}"
                          for f in name.removeprefix("block_pair_").split("_"))
         text = _GRAPH_DESCRIPTIONS["block_pair_"].format(first=first, second=second)
     elif name.startswith(("segment_paths_", "block_paths_")):

@@ -23,9 +23,10 @@ SIZES: dict[str, dict] = {
 }
 
 
-#: The size ``nasrlm train`` and ``RLMPredictor.from_scratch`` build, and the one ``nasrlm pretrain``
-#: builds (a base has more rows and minutes to fill a larger model; a lean base is not measured yet).
+#: The size ``nasrlm train`` and ``RLMPredictor.from_scratch`` build.
 TRAIN_SIZE = "lean"
+#: The size ``nasrlm pretrain`` builds: a base has more rows and minutes to fill a larger model (a lean
+#: base is not measured yet).
 PRETRAIN_SIZE = "small"
 
 

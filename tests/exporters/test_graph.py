@@ -10,6 +10,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from exporters import FEATURE_NAMES, graph_features, materialize
+from exporters._graph import FAMILIES
 from search_spaces import available_spaces, get_space
 
 
@@ -106,6 +107,41 @@ def test_block_pairs_count_the_order_of_families_along_a_blocks_paths() -> None:
     assert pairs == {"start_conv1": 2, "conv1_conv3": 1, "conv3_pool": 1, "pool_end": 1, "conv1_end": 1}
     # a block whose input reaches its output past every family: one start_end per such path
     assert graph_features(_skip_and_conv_cells())["block_pair_start_end"] == 2
+
+
+def test_block_pairs_count_paths_not_links() -> None:
+    """x -> Add(x, x) -> conv3x3 -> y, and x * 0 -> pool -> into the sum: the sum reads x twice, so two
+    paths reach the convolution (and its output is the block's); the pooling branch carries no path."""
+    weight = helper.make_tensor("value", TensorProto.FLOAT, [1], [1.0])
+    zero = helper.make_tensor("zero", TensorProto.FLOAT, [], [0.0])
+    block = helper.make_function("my", "block", ["x"], ["y"], [
+        helper.make_node("Constant", [], ["w"], value=weight),
+        helper.make_node("Constant", [], ["z"], value=zero),
+        helper.make_node("Mul", ["x", "z"], ["dead"]),
+        helper.make_node("MaxPool", ["dead"], ["p"], kernel_shape=[3, 3]),
+        helper.make_node("Sum", ["x", "x", "p"], ["s"]),
+        helper.make_node("Conv", ["s", "w"], ["y"], kernel_shape=[3, 3]),
+    ], [helper.make_opsetid("", 18)])
+    graph = helper.make_graph([helper.make_node("block", ["x"], ["h"], domain="my"),
+                               helper.make_node("block", ["h"], ["y"], domain="my")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, functions=[block],
+                              opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("my", 1)])
+    pairs = {k.removeprefix("block_pair_"): v for k, v in graph_features(model).items()
+             if k.startswith("block_pair_") and v}
+    assert pairs == {"start_conv3": 4, "conv3_end": 4}  # two paths a block, two blocks
+
+
+@pytest.mark.parametrize("name", ["nb201", "nb101", "fbnet"])
+def test_block_pairs_leave_and_reach_every_block_path_once(name: str) -> None:
+    """Every path across a block leaves its input once and reaches its output once."""
+    space = get_space(name)
+    for arch_id in space.sample_ids(3, seed=1):
+        f = graph_features(space.build_onnx(space.parse(arch_id)))
+        starts = sum(f[f"block_pair_start_{b}"] for b in (*FAMILIES, "end"))
+        ends = sum(f[f"block_pair_{a}_end"] for a in ("start", *FAMILIES))
+        assert starts == ends == f["block_paths"] > 0
 
 
 def _skip_and_conv_cells() -> onnx.ModelProto:
