@@ -13,6 +13,15 @@ from nasrlm.testing import PostgresServer, postgres_unavailable, temporary_postg
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Make a relative ``NASRLM_DATA`` absolute, from where pytest was started: the README's test command
+    names it relative to the checkout (``NASRLM_DATA=../shared/data``), and tests that run the command
+    line in temporary directories would otherwise look for it from there."""
+    env = os.environ.get("NASRLM_DATA")
+    if env and not os.path.isabs(env):
+        os.environ["NASRLM_DATA"] = os.path.abspath(env)
+
+
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     """The benchmark data directory: ``$NASRLM_DATA``, else ``../shared/data`` beside the repository.
