@@ -243,7 +243,7 @@ class _Dag:
         out = {f"block_pair_{a}_{b}": 0 for a in names for b in (*FAMILIES, "end")}
         paths_in, paths_out = self.paths_in(), self.paths_out()
         passes = [f not in FAMILIES for f in self.families]  # a pair's path may run on through it
-        for begin in (self.SOURCE, *(k for k, f in enumerate(self.families) if f in FAMILIES)):
+        for begin in (self.SOURCE, *(k for k, through in enumerate(passes) if not through)):
             before = 1 if begin == self.SOURCE else paths_in[begin]
             if before == 0:
                 continue
@@ -253,12 +253,12 @@ class _Dag:
             for k in range(begin + 1, len(self.nodes)):
                 direct[k] = sum(1 if p == begin else direct[p] if p > begin and passes[p] else 0
                                 for p in self.parents[k])
-                if direct[k] and self.families[k] in FAMILIES:
+                if direct[k] and not passes[k]:
                     out[f"block_pair_{a}_{self.families[k]}"] += before * direct[k] * paths_out[k]
             for k in self.ends:
                 if k == begin:
                     out[f"block_pair_{a}_end"] += before
-                elif self.families[k] not in FAMILIES:
+                elif passes[k]:
                     out[f"block_pair_{a}_end"] += before * direct[k]
         return out
 

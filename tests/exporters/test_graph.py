@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from itertools import pairwise
 
 import numpy as np
 import onnx
@@ -97,13 +98,7 @@ def test_block_pairs_count_the_order_of_families_along_a_blocks_paths() -> None:
         helper.make_node("MaxPool", ["c3"], ["p"], kernel_shape=[3, 3]),
         helper.make_node("Add", ["p", "r"], ["y"]),
     ], [helper.make_opsetid("", 18)])
-    graph = helper.make_graph([helper.make_node("block", ["x"], ["y"], domain="my")], "g",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
-    model = helper.make_model(graph, functions=[block],
-                              opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("my", 1)])
-    pairs = {k.removeprefix("block_pair_"): v for k, v in graph_features(model).items()
-             if k.startswith("block_pair_") and v}
+    pairs = _pairs(_calls(block, 1))
     assert pairs == {"start_conv1": 2, "conv1_conv3": 1, "conv3_pool": 1, "pool_end": 1, "conv1_end": 1}
     # a block whose input reaches its output past every family: one start_end per such path
     assert graph_features(_skip_and_conv_cells())["block_pair_start_end"] == 2
@@ -122,15 +117,7 @@ def test_block_pairs_count_paths_not_links() -> None:
         helper.make_node("Sum", ["x", "x", "p"], ["s"]),
         helper.make_node("Conv", ["s", "w"], ["y"], kernel_shape=[3, 3]),
     ], [helper.make_opsetid("", 18)])
-    graph = helper.make_graph([helper.make_node("block", ["x"], ["h"], domain="my"),
-                               helper.make_node("block", ["h"], ["y"], domain="my")], "g",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
-    model = helper.make_model(graph, functions=[block],
-                              opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("my", 1)])
-    pairs = {k.removeprefix("block_pair_"): v for k, v in graph_features(model).items()
-             if k.startswith("block_pair_") and v}
-    assert pairs == {"start_conv3": 4, "conv3_end": 4}  # two paths a block, two blocks
+    assert _pairs(_calls(block, 2)) == {"start_conv3": 4, "conv3_end": 4}  # two paths a block, two blocks
 
 
 @pytest.mark.parametrize("name", ["nb201", "nb101", "fbnet"])
@@ -151,9 +138,20 @@ def _skip_and_conv_cells() -> onnx.ModelProto:
         helper.make_node("Conv", ["x", "w"], ["c"], kernel_shape=[3, 3]),
         helper.make_node("Add", ["c", "x"], ["y"]),
     ], [helper.make_opsetid("", 18)])
-    graph = helper.make_graph([helper.make_node("cell", ["x"], ["h"], domain="my"),
-                               helper.make_node("cell", ["h"], ["y"], domain="my")], "g",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],
+    return _calls(cell, 2)
+
+
+def _calls(function: onnx.FunctionProto, count: int) -> onnx.ModelProto:
+    """x -> function -> ... -> function -> y: ``count`` calls in a chain, the only nodes of the main graph."""
+    names = ["x", *(f"h{k}" for k in range(1, count)), "y"]
+    nodes = [helper.make_node(function.name, [a], [b], domain=function.domain) for a, b in pairwise(names)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
-    return helper.make_model(graph, functions=[cell],
-                             opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("my", 1)])
+    opsets = [helper.make_opsetid("", 18), helper.make_opsetid(function.domain, 1)]
+    return helper.make_model(graph, functions=[function], opset_imports=opsets)
+
+
+def _pairs(model: onnx.ModelProto) -> dict[str, float]:
+    """The model's nonzero ``block_pair_*`` labels, by the pair's names (``start_conv1``)."""
+    return {k.removeprefix("block_pair_"): v for k, v in graph_features(model).items()
+            if k.startswith("block_pair_") and v}
