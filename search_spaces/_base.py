@@ -59,6 +59,16 @@ class SearchSpace(abc.ABC, Generic[Arch]):
     def suggest(self, trial: optuna.Trial) -> Arch:
         """Draw an architecture through ``trial.suggest_*`` so that any Optuna sampler can search."""
 
+    def params_of(self, arch: Arch) -> dict[str, Any]:
+        """Parameters that :meth:`suggest` turns into ``arch``: its inverse. Optional.
+
+        A space that has it lets a sampler search a table's rows through the space's own parameters
+        (:class:`~search_spaces.SubsetSpace` snaps each draw to the nearest row), instead of through a
+        row index whose order means nothing. Parameters ``suggest`` would not draw for ``arch`` are left
+        out.
+        """
+        raise NotImplementedError(f"search space {self.name!r} does not map architectures back to parameters")
+
     def enumerate(self) -> Iterator[Arch]:
         """Every architecture, in a fixed order. Only finite spaces implement it."""
         raise NotImplementedError(f"search space {self.name!r} is not enumerable")

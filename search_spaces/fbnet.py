@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
@@ -152,6 +152,9 @@ class FBNet(SearchSpace[FBNetArch]):
 
     def suggest(self, trial: optuna.Trial) -> FBNetArch:
         return FBNetArch(tuple(trial.suggest_categorical(f"layer_{i}", BLOCKS) for i in range(NUM_LAYERS)))
+
+    def params_of(self, arch: FBNetArch) -> dict[str, Any]:
+        return {f"layer_{i}": block for i, block in enumerate(arch.blocks)}
 
     @property
     def size(self) -> int:

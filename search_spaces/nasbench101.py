@@ -33,7 +33,7 @@ import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
@@ -315,6 +315,20 @@ class NasBench101(SearchSpace[NB101Cell]):
             matrix[x][y] = int(trial.suggest_categorical(f"edge_{x}_{y}", (0, 1)))
         ops = (INPUT, *(trial.suggest_categorical(f"op_{v}", OPS) for v in range(1, n - 1)), OUTPUT)
         return self.canonical(_repair(NB101Cell(matrix, ops)))
+
+    def params_of(self, arch: NB101Cell) -> dict[str, Any]:
+        """The canonical cell in the 7-vertex slots: its output on vertex 6, unused vertices unconnected
+        (``suggest`` prunes them; their ops are the first of :data:`OPS`)."""
+        cell = self.canonical(arch)
+        n = cell.num_vertices
+        slot = [*range(n - 1), MAX_VERTICES - 1]  # vertex v of the cell sits on slot[v]
+        matrix = [[0] * MAX_VERTICES for _ in range(MAX_VERTICES)]
+        for x in range(n):
+            for y in range(x + 1, n):
+                matrix[slot[x]][slot[y]] = cell.matrix[x][y]
+        ops = [*cell.ops[1:-1], *[OPS[0]] * (MAX_VERTICES - n)]
+        return {**{f"edge_{x}_{y}": matrix[x][y] for x, y in EDGE_SLOTS},
+                **{f"op_{v}": ops[v - 1] for v in range(1, MAX_VERTICES - 1)}}
 
     def enumerate(self) -> Iterator[NB101Cell]:
         """All 423,624 cells, each as its canonical representative, in ``generate_graphs.py`` order."""

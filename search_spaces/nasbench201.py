@@ -16,7 +16,7 @@ import functools
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
@@ -93,6 +93,9 @@ class NasBench201(SearchSpace[NB201Arch]):
 
     def suggest(self, trial: optuna.Trial) -> NB201Arch:
         return NB201Arch(tuple(trial.suggest_categorical(f"edge_{i}_{j}", OPS) for i, j in EDGES))  # type: ignore[arg-type]
+
+    def params_of(self, arch: NB201Arch) -> dict[str, Any]:
+        return {f"edge_{i}_{j}": op for (i, j), op in zip(EDGES, arch.ops, strict=True)}
 
     def enumerate(self) -> Iterator[NB201Arch]:
         for ops in itertools.product(OPS, repeat=len(EDGES)):

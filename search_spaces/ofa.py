@@ -82,7 +82,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import numpy as np
 import onnx
@@ -404,6 +404,15 @@ class _OFAMobileSpace(SearchSpace[OFAMobileArch]):
                                  trial.suggest_categorical(f"e{s}_{j}", EXPANDS)) for j in range(depth)))
         return self.arch_type(tuple(stages), trial.suggest_categorical("r", self.resolutions))
 
+    def params_of(self, arch: OFAMobileArch) -> dict[str, Any]:
+        params: dict[str, Any] = {}
+        for s, (blocks, allowed) in enumerate(zip(arch.stages, self.arch_type.STAGE_DEPTHS, strict=True)):
+            if len(allowed) > 1:
+                params[f"d{s}"] = len(blocks)
+            for j, (kernel, expand) in enumerate(blocks):
+                params[f"k{s}_{j}"], params[f"e{s}_{j}"] = kernel, expand
+        return {**params, "r": arch.resolution}
+
     @property
     def size(self) -> int:
         per_stage = [sum((len(KERNELS) * len(EXPANDS)) ** d for d in allowed)
@@ -671,6 +680,14 @@ class OFAResNet50(SearchSpace[OFAResNet50Arch]):
                                         for j in range(depth))))
         return OFAResNet50Arch(stem_mid, stem_residual, stem_out, tuple(stages),
                                trial.suggest_categorical("r", self.resolutions))
+
+    def params_of(self, arch: OFAResNet50Arch) -> dict[str, Any]:
+        params: dict[str, Any] = {"stem_mid": arch.stem_mid, "stem_residual": arch.stem_residual,
+                                  "stem_out": arch.stem_out}
+        for s, ((width, expands), base) in enumerate(zip(arch.stages, RESNET_BASE_DEPTHS, strict=True)):
+            params[f"w{s}"], params[f"d{s}"] = width, len(expands) - base
+            params.update({f"e{s}_{j}": e for j, e in enumerate(expands)})
+        return {**params, "r": arch.resolution}
 
     @property
     def size(self) -> int:

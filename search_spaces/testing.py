@@ -8,9 +8,10 @@ Like ``optuna.testing``: subclass :class:`SearchSpaceTests` in a pytest module a
         space = MySpace()
 
 The suite checks the contract the rest of nasrlm relies on: ids round-trip and malformed ids fail
-with ``ValueError``; sampling is reproducible; Optuna can drive ``suggest``; ``to_onnx`` is a valid,
-executable, deterministic model; the canonical text is deterministic and parses back into the same
-structure. ``n_archs`` (default 4) sets how many architectures each check draws.
+with ``ValueError``; sampling is reproducible; Optuna can drive ``suggest`` (and ``params_of``, where a
+space has it, inverts it); ``to_onnx`` is a valid, executable, deterministic model; the canonical text
+is deterministic and parses back into the same structure. ``n_archs`` (default 4) sets how many
+architectures each check draws.
 """
 
 from __future__ import annotations
@@ -97,6 +98,18 @@ class SearchSpaceTests:
         # of what the sampler suggested.
         fixed = optuna.trial.FixedTrial(study.trials[0].params)
         assert self.space.arch_id(self.space.suggest(fixed)) == seen[0]
+
+    def test_params_of_inverts_suggest(self) -> None:
+        """Where the space maps architectures back to parameters, ``suggest`` builds the same one from
+        them and draws exactly those parameters."""
+        for arch in self._archs():
+            try:
+                params = self.space.params_of(arch)
+            except NotImplementedError:
+                pytest.skip(f"{self.space.name} has no params_of (optional)")
+            fixed = optuna.trial.FixedTrial(params)
+            assert self.space.arch_id(self.space.suggest(fixed)) == self.space.arch_id(arch)
+            assert set(fixed.params) == set(params)
 
     def test_size_and_enumerate_agree(self) -> None:
         size = self.space.size
