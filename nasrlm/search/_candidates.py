@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,20 +34,24 @@ class CandidateSettings:
 
 
 def candidate_params(search_space: dict[str, BaseDistribution], settings: CandidateSettings, *,
-                     pool: Sequence[Params], front: Sequence[Params],
-                     rng: np.random.Generator) -> list[Params]:
+                     pool: Sequence[Params], front: Sequence[Params], rng: np.random.Generator,
+                     draw: Callable[[np.random.Generator], Params] | None = None) -> list[Params]:
     """Parameters to score this round: the whole grid if it is small, else the pool, fresh draws and mutants.
 
-    The mutants change one parameter of one member of the current ``front``. Duplicates (and
-    parameters that build the same architecture) are left to the caller, which knows the space.
+    Fresh draws come from ``draw`` (default: :func:`draw_params` over ``search_space``). The mutants
+    change one parameter of one member of the current ``front``. Duplicates (and parameters that build
+    the same architecture) are left to the caller, which knows the space.
     """
     grid = parameter_grid(search_space)
     if grid is not None and math.prod(len(v) for v in grid.values()) <= settings.num_candidates:
         names = sorted(grid)
         combos = itertools.product(*(grid[n] for n in names))
         return [dict(zip(names, combo, strict=True)) for combo in combos]
+    if draw is None:
+        def draw(g: np.random.Generator) -> Params:
+            return draw_params(search_space, g)
     draws = list(pool)
-    draws += [draw_params(search_space, rng) for _ in range(settings.fresh_candidates)]
+    draws += [draw(rng) for _ in range(settings.fresh_candidates)]
     for parent in front:
         draws += mutants(parent, search_space, grid, settings, rng)
     return draws

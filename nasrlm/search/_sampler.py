@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -173,6 +174,7 @@ class RLMSampler(BaseSampler):
         self._queue: list[_Proposal] = []
         self._handed_out: dict[str, set[str]] = {}  # per study: proposals whose trials may not be stored yet
         self._pool_params: list[dict[str, Any]] = []  # candidate parameters drawn once
+        self._space_draws = True  # until the space turns out to have no params_of
         #: the residual weights the latest proposals were scored with (``None``: unweighted)
         self.last_residual_weights: dict[str, float] | None = None
         #: called after each refit with (completed trials used, seconds); the CLI's progress hook
@@ -264,7 +266,7 @@ class RLMSampler(BaseSampler):
         """Refit the surrogate on the completed trials (the first time, create it and the candidate pool)."""
         start = time.perf_counter()
         if self._surrogate is None:
-            self._pool_params = [draw_params(search_space, self._rng)
+            self._pool_params = [self._draw(search_space, self._rng)
                                  for _ in range(self.candidate_settings.num_candidates)]
             self._surrogate = RLMSurrogate(
                 self.cache, _objectives(study), prior=self.prior, settings=self.fit_settings,
@@ -312,11 +314,23 @@ class RLMSampler(BaseSampler):
         """Candidates by arch id, each architecture once and none of ``taken``."""
         out: dict[str, dict[str, Any]] = {}
         for params in candidate_params(search_space, self.candidate_settings, pool=self._pool_params,
-                                       front=front, rng=self._rng):
+                                       front=front, rng=self._rng, draw=partial(self._draw, search_space)):
             arch_id = self.arch_id_of(params)
             if arch_id not in taken:
                 out.setdefault(arch_id, params)
         return out
+
+    def _draw(self, search_space: dict[str, BaseDistribution], rng: np.random.Generator) -> dict[str, Any]:
+        """One random candidate: the parameters of an architecture the space samples itself where it maps
+        architectures back to parameters (a table subset's rows, then, uniformly), over a uniform draw
+        of every parameter (so a mutant that deepens a stage still finds its blocks' parameters)."""
+        params = draw_params(search_space, rng)
+        if self._space_draws:
+            try:
+                return {**params, **self.space.params_of(self.space.sample(rng))}
+            except NotImplementedError:
+                self._space_draws = False
+        return params
 
     # --- the model --------------------------------------------------------------------------------
     @property

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 import numpy as np
 import optuna
@@ -26,7 +27,7 @@ from nasrlm.search import (
     search_job,
     write_report,
 )
-from search_spaces import NasBench201, SubsetSpace
+from search_spaces import NasBench201, SubsetSpace, get_space
 
 SPACE = NasBench201()
 TINY = {"d_model": 16, "num_heads": 2, "d_ff": 32, "encoder_layers": 1, "decoder_layers": 1, "dropout": 0.0}
@@ -198,6 +199,22 @@ def test_each_round_scores_fresh_random_candidates_beside_the_fixed_pool() -> No
     assert first != second  # drawn anew
     pool, first, second = candidates_of_two_rounds(fresh=0)
     assert pool == first == second
+
+
+def test_random_candidates_on_a_table_subset_cover_its_rows_evenly() -> None:
+    """Drawn as the space samples (the rows, uniformly), not as random parameters snapped to the nearest
+    row: NB101's random parameters build small cells far more often, so a few rows would take most draws
+    (a spread of about 12 per row, not about 4.5, here)."""
+    base = get_space("nb101")
+    ids = base.sample_ids(50, seed=0)
+    subset = SubsetSpace(base, ids)
+    sampler = RLMSampler(subset, seed=0)
+    trial = optuna.create_study().ask()
+    subset.suggest(trial)
+    rng = np.random.default_rng(0)
+    counts = Counter(sampler.arch_id_of(sampler._draw(trial.distributions, rng)) for _ in range(1000))
+    assert set(counts) == set(ids)
+    assert np.std([counts[i] for i in ids]) < 7
 
 
 def test_an_objective_that_ignores_the_space_gets_a_clear_error() -> None:
