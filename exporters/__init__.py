@@ -1,8 +1,11 @@
 """Architecture → ONNX model → canonical ONNX text, and latency measurement.
 
 This package imports nothing else of nasrlm: search spaces build models with it, the regression
-model reads its text, and anyone can use it on their own ONNX files.
+model reads its text, and anyone can use it on their own ONNX files. ``onnx_to_torch`` (an executable
+model as a trainable ``torch.nn.Module``) imports torch when it is first used.
 """
+
+from typing import Any
 
 from exporters._builder import PARAM_DOMAIN, PARAM_OP, ModelBuilder
 from exporters._flops import count_macs
@@ -30,4 +33,14 @@ __all__ = [
     "to_text",
     "torch_to_onnx",
     "with_batch",
+    "onnx_to_torch",
+    "OnnxModule",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("onnx_to_torch", "OnnxModule", "SUPPORTED_OPS"):
+        from exporters import _to_torch
+
+        return getattr(_to_torch, name)
+    raise AttributeError(f"module 'exporters' has no attribute {name!r}")

@@ -18,6 +18,7 @@ from exporters import materialize, to_text
 
 if TYPE_CHECKING:
     import optuna
+    import torch
 
 Arch = TypeVar("Arch")
 
@@ -94,6 +95,16 @@ class SearchSpace(abc.ABC, Generic[Arch]):
     def to_text(self, arch: Arch) -> str:
         """The canonical ONNX text of ``arch``: what the regression model reads."""
         return to_text(self.build_onnx(arch))
+
+    def to_torch(self, arch: Arch, seed: int = 0) -> torch.nn.Module:
+        """A trainable ``torch.nn.Module`` of ``arch`` with :meth:`to_onnx`'s weights for ``seed``.
+
+        It runs the very model :meth:`to_onnx` returns (:func:`exporters.onnx_to_torch`), so the network
+        trained is the one searched, parameter for parameter. Imports torch.
+        """
+        from exporters import onnx_to_torch
+
+        return onnx_to_torch(self.to_onnx(arch, seed))
 
     # --- optional capabilities ---------------------------------------------------------
     def equivalents(self, arch: Arch) -> list[Arch]:

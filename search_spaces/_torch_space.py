@@ -94,6 +94,10 @@ class TorchSearchSpace(SearchSpace[Arch]):
         """An executable model whose weights are those of ``seeded_module(arch, seed)``."""
         return materialize(self._export(self.seeded_module(arch, seed)))
 
+    def to_torch(self, arch: Arch, seed: int = 0) -> torch.nn.Module:
+        """Your own module, :meth:`seeded_module`: the single definition the ONNX was traced from."""
+        return self.seeded_module(arch, seed)
+
     def _export(self, module: torch.nn.Module) -> onnx.ModelProto:
         model = torch_to_onnx(module, self.input_shape, opset=self.opset)
         model.graph.name = self.name

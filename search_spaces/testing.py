@@ -10,7 +10,8 @@ Like ``optuna.testing``: subclass :class:`SearchSpaceTests` in a pytest module a
 The suite checks the contract the rest of nasrlm relies on: ids round-trip and malformed ids fail
 with ``ValueError``; sampling is reproducible; Optuna can drive ``suggest`` (and ``params_of``, where a
 space has it, inverts it); ``to_onnx`` is a valid, executable, deterministic model; the canonical text
-is deterministic and parses back into the same structure. ``n_archs`` (default 4) sets how many
+is deterministic and parses back into the same structure; ``to_torch`` computes what the ONNX model does
+and trains. ``n_archs`` (default 4) sets how many
 architectures each check draws.
 """
 
@@ -198,6 +199,59 @@ class SearchSpaceTests:
             assert to_text(rebuilt) == to_text(original)
             assert _inferred_shapes(rebuilt) == _inferred_shapes(original)
             assert count_parameters(rebuilt) == count_parameters(original)
+
+    # --- torch -----------------------------------------------------------------------------
+    def test_torch_module_computes_what_the_onnx_model_does(self) -> None:
+        """``to_torch`` has the ONNX model's parameter count and, in eval mode, its outputs."""
+        import torch
+
+        arch = self._archs()[0]
+        model, module = self.space.to_onnx(arch, seed=1), self.space.to_torch(arch, seed=1).eval()
+        assert sum(p.numel() for p in module.parameters()) == count_parameters(model)
+        x = np.random.default_rng(0).standard_normal(self.space.input_shape_of(arch)).astype(np.float32)
+        session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        expected = session.run(None, {session.get_inputs()[0].name: x})[0]
+        with torch.no_grad():
+            got = module(torch.from_numpy(x)).numpy()
+        assert got.shape == expected.shape
+        # random weights let activations grow to 1e4 in deep networks, where the two runtimes' float
+        # sums part by 1e-3 relative: a wrong operator parts by order one
+        scale = float(np.abs(expected).max())
+        assert float(np.abs(got - expected).max()) <= 1e-2 * scale, "to_torch computes another function"
+
+    def test_torch_module_trains(self) -> None:
+        """On a batch of two: every parameter that reaches the output gets a gradient, and one SGD step
+        changes the loss."""
+        import torch
+
+        arch = self._archs()[0]
+        module = self.space.to_torch(arch).train()
+        shape = (2, *self.space.input_shape_of(arch)[1:])
+        x = torch.from_numpy(np.random.default_rng(0).standard_normal(shape).astype(np.float32))
+        def loss() -> torch.Tensor:
+            return module(x).float().square().mean()
+        before = loss()
+        before.backward()
+        no_grad = {name for name, p in module.named_parameters() if p.grad is None}
+        onnx_names = getattr(module, "onnx_names", None)  # a converted ONNX model: some weights may be dead
+        if onnx_names is not None:
+            parameters = {onnx_names[name] for name, _ in module.named_parameters()}
+            dead = _weights_not_reaching_the_output(self.space.to_onnx(arch)) & parameters
+            assert {onnx_names[name] for name in no_grad} == dead
+        else:
+            assert not no_grad, f"no gradient reaches {sorted(no_grad)[:5]}"
+        torch.optim.SGD(module.parameters(), lr=0.01).step()
+        with torch.no_grad():
+            assert not torch.isclose(loss(), before.detach()), "one optimiser step left the loss unchanged"
+
+
+def _weights_not_reaching_the_output(model: onnx.ModelProto) -> set[str]:
+    """Initializers from which no chain of nodes leads to a graph output."""
+    needed = {o.name for o in model.graph.output}
+    for node in reversed(model.graph.node):
+        if needed & set(node.output):
+            needed |= set(node.input)
+    return {init.name for init in model.graph.initializer} - needed
 
 
 def _inferred_shapes(model: onnx.ModelProto) -> list[tuple[int, ...]]:
