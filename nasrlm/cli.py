@@ -516,6 +516,47 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_fit(args: argparse.Namespace) -> int:
+    """Train one architecture's network on image data; save its weights, trained ONNX and a report."""
+    from dataclasses import asdict
+
+    import onnx
+    from safetensors.torch import save_file
+
+    from nasrlm.images import load_images
+    from nasrlm.networks import FitRecipe, fit_network, trained_onnx
+
+    output = Path(args.output)
+    _check_new_directory(output, "-o")
+    space = _space(args.space)
+    arch = _parse_arch(space, args.arch, "--arch")
+    torch_threads(args.threads)
+    device = _device(args.device)
+    input_shape = tuple(space.input_shape_of(arch))
+    data = load_images(args.dataset, input_shape[1:], args.data_dir)
+    batch_size = args.batch_size or (64 if args.dataset == "digits" else 256)
+    recipe = FitRecipe(epochs=args.epochs, batch_size=batch_size, learning_rate=args.lr,
+                       augment=not args.no_augment, seed=args.seed)
+    arch_id = space.arch_id(arch)
+    print(f"training {space.name} {arch_id} on {data!r} ({recipe.epochs} epochs, batch {batch_size}, "
+          f"{device})", file=sys.stderr)
+    module = space.to_torch(arch, seed=args.seed)
+    result = fit_network(module, data, recipe, device=device, progress=not args.quiet)
+    output.mkdir(parents=True, exist_ok=True)
+    module.to("cpu")
+    save_file({k: v.contiguous() for k, v in module.state_dict().items()}, output / "weights.safetensors")
+    trained = trained_onnx(module, space.to_onnx(arch, seed=args.seed), (1, *data.image_shape))
+    onnx.save(trained, output / "model.onnx")
+    report = {"space": space.name, "arch": arch_id, "dataset": repr(data), "device": device,
+              "recipe": asdict(recipe), **result.to_json()}
+    (output / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    best = int(np.argmax(result.test_accuracy))
+    print(f"best test accuracy {result.best_accuracy:.2f} % (epoch {best + 1} of "
+          f"{len(result.test_accuracy)}), last {result.test_accuracy[-1]:.2f} %, {result.seconds:.0f} s; "
+          f"wrote {output}/weights.safetensors, model.onnx, report.json")
+    return 0
+
+
 def _table_space(name: str | None, table: Any, path: str) -> search_spaces.SearchSpace:
     """``--space``, else the space recorded with the table at ``path``."""
     if name is None and table.space == "unknown":
@@ -1049,6 +1090,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=_positive_int, help="torch CPU threads (default: torch's choice)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_train)
+
+    p = command("fit", help="train the network of one architecture on image data (weights, trained ONNX)")
+    p.add_argument("space")
+    p.add_argument("--arch", required=True, metavar="ID", help="the architecture's id")
+    p.add_argument("--dataset", default="digits",
+                   help="digits (default: scikit-learn's 8x8 digits, no download), cifar10 or cifar100 "
+                        "(extracted Python archives in --data-dir), or a directory with train/ and test/ "
+                        "folders of one folder per class")
+    p.add_argument("--data-dir", help="the directory holding cifar-10-batches-py/ or cifar-100-python/")
+    p.add_argument("-o", "--output", required=True, help="directory to write (new or empty)")
+    p.add_argument("--epochs", type=_positive_int, default=10, help="default %(default)s")
+    p.add_argument("--batch-size", type=_positive_int,
+                   help="default 256 (NAS-Bench-201's), 64 on digits (1,347 training images)")
+    p.add_argument("--lr", type=_positive_float, default=0.1,
+                   help="peak learning rate of SGD with Nesterov momentum 0.9, weight decay 5e-4, annealed "
+                        "to 0 by a cosine (NAS-Bench-201's schedule; default %(default)s)")
+    p.add_argument("--no-augment", action="store_true",
+                   help="no random crops and flips (default: crops, and flips where the data allows)")
+    _add_device(p)
+    p.add_argument("--seed", type=_count, default=0, help="initial weights, batch order, augmentation")
+    p.add_argument("--threads", type=_positive_int, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_fit)
 
     p = command("pretrain", help="pre-train one base model on every published table (then: train --init)")
     p.add_argument("--data-dir", help="benchmark data directory (default $NASRLM_DATA)")
