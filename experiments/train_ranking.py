@@ -32,6 +32,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0, help="which random cells (sample_ids seed)")
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--lr", type=float, default=0.1)
+    parser.add_argument("--no-augment", action="store_true")
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -40,7 +42,8 @@ def main() -> None:
     ids = space.sample_ids(args.cells, seed=args.seed)
     truth = load_table("nb201", ["acc"], args.data_dir, ids=ids).column("acc")
     data = load_images(args.dataset, tuple(space.input_shape[1:]), args.images_dir)
-    recipe = FitRecipe(epochs=args.epochs, batch_size=args.batch_size)
+    recipe = FitRecipe(epochs=args.epochs, batch_size=args.batch_size, learning_rate=args.lr,
+                       augment=not args.no_augment)
     print(f"# {data}; {recipe}")
     got, seconds = [], []
     for k, arch_id in enumerate(ids):

@@ -774,7 +774,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         raise CliError(f"--budget {args.budget}: search space {space.name} has only {space.size:,} "
                        "architectures")
     rlm_only = [o for o, given in (("--rlm-option", args.rlm_option), ("--base", args.base),
-                                   ("--device", args.device != "cpu")) if given]
+                                   ("--device", args.device != "cpu" and args.train is None)) if given]
     if rlm_only and args.sampler != "rlm":
         raise CliError(f"{rlm_only[0]} applies to --sampler rlm, not {args.sampler}")
     options = _rlm_options(args.rlm_option)
@@ -782,9 +782,10 @@ def cmd_search(args: argparse.Namespace) -> int:
     if args.base:
         _load_base(args.base, [], space.name)  # a bad base is a one-line error now, not at the first fit
         options["base"] = args.base
-    if args.device != "cpu":
+    if args.device != "cpu" and args.sampler == "rlm":
         options["device"] = _device(args.device)
     _check_sampler(args.sampler, space, args.seed, options)
+    training = _training(args, names)
     out = Path(args.out or f"runs/{space.name}-{args.sampler}-seed{args.seed}")
     _check_output_dir(out, "--out")
     if args.db:
@@ -800,10 +801,26 @@ def cmd_search(args: argparse.Namespace) -> int:
     job = search_job(space, names, budget=args.budget, out_dir=out, sampler=args.sampler, seed=args.seed,
                      storage=storage, study_name=args.study_name, data_dir=data_dir, db=args.db,
                      compare=compare, sampler_options=options, workers=args.workers, threads=args.threads,
-                     progress=not args.quiet, command=" ".join(["nasrlm", *sys.argv[1:]]))
+                     progress=not args.quiet, command=" ".join(["nasrlm", *sys.argv[1:]]),
+                     training=training)
     for line in summary(job):
         print(line)
     return 0
+
+
+def _training(args: argparse.Namespace, names: Sequence[str]) -> Any:
+    """``--train``, ``--epochs``, ``--images-dir``: how ``val_acc`` is measured (``None`` without it)."""
+    from nasrlm.networks import FitRecipe
+    from nasrlm.search import TRAINED, Training
+
+    if TRAINED not in names:
+        if args.train is not None:
+            raise CliError(f"--train {args.train}: trains networks for the objective {TRAINED}, which "
+                           "--objectives does not name")
+        return None
+    dataset = args.train or "digits"
+    recipe = FitRecipe(epochs=args.epochs, batch_size=64 if dataset == "digits" else 256, seed=args.seed)
+    return Training(dataset, args.images_dir, recipe, device=_device(args.device))
 
 
 def _rlm_options(pairs: Sequence[str]) -> dict[str, Any]:
@@ -1165,7 +1182,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("search", help="multi-objective architecture search; writes plots and a report")
     p.add_argument("space")
     p.add_argument("--objectives", required=True,
-                   help="comma-separated, e.g. acc,pixel3 (tables) or acc,cpu-1t-b1 (measured live)")
+                   help="comma-separated, e.g. acc,pixel3 (tables), acc,cpu-1t-b1 (measured live) or "
+                        "val_acc,cpu-1t-b1 (val_acc: each network trained here, see --train)")
     p.add_argument("--budget", type=_positive_int, required=True,
                    help="objective evaluations (completed trials)")
     p.add_argument("--sampler", choices=list(SAMPLER_NAMES), default="rlm",
@@ -1177,7 +1195,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--base", metavar="BASE",
                    help="start every refit of the rlm sampler from this base model ('nasrlm pretrain')")
     p.add_argument("--device", default="cpu",
-                   help="where the rlm sampler's model runs: cpu (default), cuda, cuda:N or auto")
+                   help="where the rlm sampler's model and the networks of --train run: cpu (default), "
+                        "cuda, cuda:N or auto")
+    p.add_argument("--train", metavar="DATASET",
+                   help="for the objective val_acc, train each architecture's network on DATASET: digits "
+                        "(the default: scikit-learn's digits, no download), cifar10, cifar100 (extracted "
+                        "in --images-dir) or a folder of train/ and test/ class folders; networks below "
+                        "the median of the finished ones after an epoch stop early")
+    p.add_argument("--epochs", type=_positive_int, default=5,
+                   help="epochs per network with val_acc (default %(default)s; SGD, cosine, batch 64 on "
+                        "digits, else 256)")
+    p.add_argument("--images-dir", help="the directory holding cifar-10-batches-py/ or cifar-100-python/")
     p.add_argument("--seed", type=_count, default=0)
     p.add_argument("--storage", help="Optuna storage URL, e.g. sqlite:///study.db or "
                                      "postgresql://user@host/db (resumes; workers on other machines join "

@@ -25,12 +25,16 @@ from nasrlm.search._report import (
 from nasrlm.search._run import DUPLICATE_ATTR, SURPLUS_ATTR, SearchResult, run_search
 from nasrlm.search._sampler import DEFAULT_MODEL, PREDICTED_ATTR, RLMSampler, SpaceMismatchError
 from nasrlm.search._surrogate import FitSettings, RLMSurrogate
+from nasrlm.search._training import TRAINED, NetworkTrainer, Training
 
 __all__ = [
     "DEFAULT_MODEL",
     "DUPLICATE_ATTR",
     "PREDICTED_ATTR",
     "SURPLUS_ATTR",
+    "TRAINED",
+    "NetworkTrainer",
+    "Training",
     "SAMPLERS",
     "JobOutput",
     "make_sampler",

@@ -1,9 +1,11 @@
 """What a search evaluates: objective values of an architecture id, from tables or measured live.
 
 An objective named like a device profile (``cpu-1t-b1``) is measured on this machine with onnxruntime
-the first time an architecture needs it and kept in a :class:`~nasrlm.measure.LatencyStore`; any other
-name is a published column read through :func:`nasrlm.data.load_table` (which knows the data directory
-and the pip-installed fallbacks). Both kinds mix freely: ``acc,cpu-1t-b1`` is the fresh-machine demo.
+the first time an architecture needs it and kept in a :class:`~nasrlm.measure.LatencyStore`;
+``val_acc`` is measured by training the architecture's network (a
+:class:`~nasrlm.search._training.NetworkTrainer`); any other name is a published column read through
+:func:`nasrlm.data.load_table` (which knows the data directory and the pip-installed fallbacks). The
+kinds mix freely: ``acc,cpu-1t-b1`` is the fresh-machine demo, ``val_acc,cpu-1t-b1`` trains and times.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import numpy as np
 
 from nasrlm.data import BenchmarkTable, Objective, load_table
 from nasrlm.measure import LatencyStore, is_profile, measure_archs, measured_objective
+from nasrlm.search._training import TRAINED, NetworkTrainer
 from search_spaces import SearchSpace
 
 
@@ -27,15 +30,20 @@ class ArchEvaluator:
 
     def __init__(self, space: SearchSpace, objectives: Sequence[Objective],
                  table: BenchmarkTable | None = None, store: LatencyStore | None = None, *,
-                 warmup: int = 10, runs: int = 50) -> None:
+                 trainer: NetworkTrainer | None = None, warmup: int = 10, runs: int = 50) -> None:
         self.space = space
         self.objectives = list(objectives)
         self.table = table
         self.store = store
+        self.trainer = trainer
         self.warmup, self.runs = warmup, runs
         self._row = {arch_id: k for k, arch_id in enumerate(table.ids)} if table is not None else {}
         for o in self.objectives:
-            if is_profile(o.name):
+            if o.name == TRAINED:
+                if trainer is None:
+                    raise ValueError(f"objective {TRAINED!r} is measured by training networks and needs a "
+                                     "trainer (nasrlm search --train DATASET)")
+            elif is_profile(o.name):
                 if store is None:
                     raise ValueError(f"objective {o.name!r} is measured live and needs a latency store")
             elif table is None or o.name not in table.names:
@@ -44,8 +52,9 @@ class ArchEvaluator:
     @classmethod
     def for_names(cls, space: SearchSpace, names: Sequence[str], *,
                   data_dir: str | os.PathLike[str] | None = None, store: LatencyStore | None = None,
-                  ) -> ArchEvaluator:
-        """Resolve objective names: device profiles are measured into ``store``, the rest read from tables."""
+                  trainer: NetworkTrainer | None = None) -> ArchEvaluator:
+        """Resolve objective names: device profiles are measured into ``store``, ``val_acc`` by ``trainer``,
+        the rest read from tables."""
         names = list(names)
         if not names:
             raise ValueError("a search needs at least one objective")
@@ -54,12 +63,17 @@ class ArchEvaluator:
         measured = [n for n in names if is_profile(n)]
         if measured and store is None:
             raise ValueError(f"objective {measured[0]!r} is measured live and needs a latency store")
-        published = [n for n in names if n not in measured]
+        if TRAINED in names and trainer is None:
+            raise ValueError(f"objective {TRAINED!r} is measured by training networks: give a dataset "
+                             "(nasrlm search --train DATASET)")
+        published = [n for n in names if n not in measured and n != TRAINED]
         table = load_table(space.name, published, data_dir) if published else None
         columns = {o.name: o for o in table.objectives} if table is not None else {}
         for name in measured:
             columns[name] = measured_objective(store, space.name, name)[0]  # type: ignore[arg-type]
-        return cls(space, [columns[n] for n in names], table, store)
+        if trainer is not None and TRAINED in names:
+            columns[TRAINED] = trainer.objective
+        return cls(space, [columns[n] for n in names], table, store, trainer=trainer)
 
     @property
     def names(self) -> list[str]:
@@ -72,6 +86,9 @@ class ArchEvaluator:
     def __call__(self, arch_id: str) -> list[float]:
         values = []
         for o in self.objectives:
+            if o.name == TRAINED:
+                values.append(self.trainer(arch_id))  # type: ignore[misc]
+                continue
             if is_profile(o.name):
                 result = measure_archs(self.space, [arch_id], o.name, self.store,  # type: ignore[arg-type]
                                        warmup=self.warmup, runs=self.runs, progress=False)
@@ -86,7 +103,7 @@ class ArchEvaluator:
 
     def tabulated(self) -> tuple[list[str], np.ndarray] | None:
         """The table's architectures with every objective known (ids, values); ``None`` if any is live."""
-        if self.table is None or any(is_profile(n) for n in self.names):
+        if self.table is None or any(is_profile(n) or n == TRAINED for n in self.names):
             return None
         columns = [self.table.names.index(n) for n in self.names]
         values = self.table.values[:, columns]

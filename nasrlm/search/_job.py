@@ -24,6 +24,7 @@ from nasrlm.search._evaluate import ArchEvaluator
 from nasrlm.search._report import PredictedFront, Truth, predicted_front, reference_point, score, write_report
 from nasrlm.search._run import SearchResult, run_search
 from nasrlm.search._sampler import RLMSampler
+from nasrlm.search._training import TRAINED, NetworkTrainer, Training
 from search_spaces import SearchSpace, SubsetSpace
 
 SamplerFactory = Callable[[SearchSpace, int, bool], optuna.samplers.BaseSampler]
@@ -75,11 +76,15 @@ def search_job(space: SearchSpace, objectives: Sequence[str], *, budget: int, ou
                data_dir: str | os.PathLike[str] | None = None, db: str | Path | None = None,
                compare: Sequence[str] = (), sampler_options: dict[str, Any] | None = None,
                workers: int = 1, threads: int | None = None, progress: bool = True, command: str = "",
+               training: Training | None = None,
                log: Callable[[str], None] = lambda line: tqdm.write(line, file=sys.stderr)) -> JobOutput:
     """Search ``space`` for ``objectives`` with ``budget`` evaluations and write the report to ``out_dir``.
 
     Objectives named like device profiles are measured on this machine into the SQLite store ``db``
-    (default ``<out_dir>/latency.db``) the first time an architecture needs them. ``sampler_options``
+    (default ``<out_dir>/latency.db``) the first time an architecture needs them. ``val_acc`` is measured
+    by training each network as ``training`` says; the best network so far is kept in
+    ``<out_dir>/best_network/`` (the main worker's; every worker trains with the same recipe and seed, so
+    ``nasrlm fit`` rebuilds any of the front). ``sampler_options``
     are keyword arguments of :class:`RLMSampler` for the main sampler (see :func:`make_sampler`).
 
     ``workers`` > 1 starts that many processes in all on one study (worker ``k`` seeded ``seed + k``,
@@ -102,7 +107,9 @@ def search_job(space: SearchSpace, objectives: Sequence[str], *, budget: int, ou
         log(f"latency measured live on this machine (onnxruntime), stored in {store.path}")
     try:
         try:
-            evaluator = ArchEvaluator.for_names(space, objectives, data_dir=data_dir, store=store)
+            trainer = _trainer(space, objectives, training, out / "best_network")
+            evaluator = ArchEvaluator.for_names(space, objectives, data_dir=data_dir, store=store,
+                                                trainer=trainer)
         except Exception:  # a bad objective name or data dir: leave no empty run directory behind
             if store is not None:
                 store.close()
@@ -126,7 +133,7 @@ def search_job(space: SearchSpace, objectives: Sequence[str], *, budget: int, ou
 
             torch.set_num_threads(threads)
         helpers = [_Helper(space, list(objectives), budget, sampler, seed + k, storage, study_name, data_dir,
-                           db or (out / "latency.db"), sampler_options, threads).start(k)
+                           db or (out / "latency.db"), sampler_options, threads, training).start(k)
                    for k in range(1, workers)]
         try:
             result = run_search(space, evaluator, main, budget=budget, label=sampler, storage=storage,
@@ -134,6 +141,9 @@ def search_job(space: SearchSpace, objectives: Sequence[str], *, budget: int, ou
         finally:
             for k, helper in enumerate(helpers, start=1):
                 helper.join(k, log)
+        if trainer is not None:
+            log(f"trained {len(trainer.finished) + trainer.stopped} networks here, {trainer.stopped} of them "
+                f"stopped early by the median rule; the best in {out / 'best_network'}")
         baselines = []
         for name in compare:
             if name == sampler:
@@ -171,6 +181,7 @@ class _Helper:
     db: str | Path
     sampler_options: dict[str, Any] | None
     threads: int | None
+    training: Training | None = None
     process: Any = None
 
     def start(self, k: int) -> _Helper:
@@ -191,7 +202,8 @@ class _Helper:
         store = LatencyStore(self.db) if any(is_profile(n) for n in self.objectives) else None
         try:
             evaluator = ArchEvaluator.for_names(self.space, self.objectives, data_dir=self.data_dir,
-                                                store=store)
+                                                store=store,
+                                                trainer=_trainer(self.space, self.objectives, self.training))
             space, evaluator = restricted_to_table(self.space, evaluator)
             sampler = make_sampler(self.sampler, space, self.seed, options=self.sampler_options)
             run_search(space, evaluator, sampler, budget=self.budget, label=self.sampler,
@@ -207,6 +219,16 @@ class _Helper:
         self.process.join()
         if self.process.exitcode != 0:
             log(f"worker {k} ended with exit code {self.process.exitcode}")
+
+
+def _trainer(space: SearchSpace, objectives: Sequence[str], training: Training | None,
+             keep: Path | None = None) -> NetworkTrainer | None:
+    """The trainer of ``val_acc``, where it is an objective; ``training`` without it is an error."""
+    if TRAINED not in objectives:
+        if training is not None:
+            raise ValueError(f"training networks needs {TRAINED!r} among the objectives")
+        return None
+    return NetworkTrainer(space, training or Training(), keep)
 
 
 def restricted_to_table(space: SearchSpace, evaluator: ArchEvaluator,

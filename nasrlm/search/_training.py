@@ -1,0 +1,111 @@
+"""An objective measured by training: ``val_acc``, each architecture's network trained on image data.
+
+The network of every architecture a search evaluates is built with ``SearchSpace.to_torch`` and trained
+by :func:`nasrlm.networks.fit_network`; its accuracy on the data's held-out split after the last epoch
+it ran is the objective. Weak networks stop early by the median rule of Optuna's ``MedianPruner``
+(which Optuna offers for single-objective studies only, so it is applied here): once ``startup``
+networks have finished, a network whose accuracy after an epoch is below the median of the finished
+ones' after the same epoch stops, and its accuracy so far is its value. The best network so far (by
+``val_acc``) is kept as weights, trained ONNX and a report.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from nasrlm.data import Objective
+from search_spaces import SearchSpace
+
+if TYPE_CHECKING:  # nasrlm.networks imports torch, which importing nasrlm.search must not
+    from nasrlm.networks import FitRecipe
+
+__all__ = ["TRAINED", "NetworkTrainer", "Training"]
+
+#: The objective name of a network's accuracy after training in the search.
+TRAINED = "val_acc"
+
+
+@dataclass(frozen=True)
+class Training:
+    """How ``val_acc`` is measured: the data, the schedule, the early stopping and the device."""
+
+    dataset: str = "digits"  # see nasrlm.images.load_images
+    images_dir: str | None = None  # where cifar10 / cifar100 are extracted
+    recipe: FitRecipe | None = None  # None: FitRecipe(epochs=5, batch_size=64)
+    startup: int = 5  # finished networks before the median rule may stop one
+    device: str = "cpu"
+
+    @property
+    def schedule(self) -> FitRecipe:
+        from nasrlm.networks import FitRecipe
+
+        return self.recipe or FitRecipe(epochs=5, batch_size=64)
+
+
+class NetworkTrainer:
+    """Callable ``arch_id -> val_acc``, stopping weak networks early and keeping the best one in ``keep``."""
+
+    def __init__(self, space: SearchSpace, training: Training, keep: str | Path | None = None) -> None:
+        from nasrlm.images import load_images
+
+        self.space = space
+        self.training = training
+        self.keep = Path(keep) if keep is not None else None
+        self.data = load_images(training.dataset, tuple(space.input_shape[1:]), training.images_dir)
+        self.finished: list[list[float]] = []  # accuracy per epoch of every network that ran to the end
+        self.stopped = 0
+        self.best = -np.inf
+
+    @property
+    def objective(self) -> Objective:
+        r = self.training.schedule
+        return Objective(TRAINED, "%", f"top-1 accuracy on the held-out split of {self.data!r} after "
+                         f"{r.epochs} epochs (SGD, batch {r.batch_size}, peak rate {r.learning_rate:g}, "
+                         "cosine; weak networks stopped early)", f"trained here ({self.training.dataset})",
+                         True)
+
+    def __call__(self, arch_id: str) -> float:
+        from nasrlm.networks import fit_network
+
+        arch = self.space.parse(arch_id)
+        module = self.space.to_torch(arch, seed=self.training.schedule.seed)
+        result = fit_network(module, self.data, self.training.schedule, device=self.training.device,
+                             progress=False, on_epoch=self._stop)
+        if result.stopped_early:
+            self.stopped += 1
+        else:
+            self.finished.append(result.test_accuracy)
+        value = result.test_accuracy[-1]
+        if self.keep is not None and value > self.best:
+            self._keep(arch, arch_id, module, result.to_json())
+        self.best = max(self.best, value)
+        return value
+
+    def _stop(self, epoch: int, accuracy: float) -> bool:
+        """The median rule: below the finished networks' median accuracy after the same epoch."""
+        if len(self.finished) < self.training.startup or epoch + 1 >= self.training.schedule.epochs:
+            return False
+        return accuracy < float(np.median([curve[epoch] for curve in self.finished]))
+
+    def _keep(self, arch: object, arch_id: str, module: object, report: dict) -> None:
+        import onnx
+        from safetensors.torch import save_file
+
+        from nasrlm.networks import trained_onnx
+
+        assert self.keep is not None
+        self.keep.mkdir(parents=True, exist_ok=True)
+        module.to("cpu")  # type: ignore[attr-defined]
+        save_file({k: v.contiguous() for k, v in module.state_dict().items()},  # type: ignore[attr-defined]
+                  self.keep / "weights.safetensors")
+        model = trained_onnx(module, self.space.to_onnx(arch, seed=self.training.schedule.seed),  # type: ignore[arg-type]
+                             (1, *self.data.image_shape))
+        onnx.save(model, self.keep / "model.onnx")
+        report = {"space": self.space.name, "arch": arch_id, "dataset": repr(self.data),
+                  "recipe": asdict(self.training.schedule), **report}
+        (self.keep / "report.json").write_text(json.dumps(report, indent=2) + "\n")

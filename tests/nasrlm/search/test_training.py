@@ -1,0 +1,50 @@
+"""The objective ``val_acc``: networks trained in the search, weak ones stopped by the median rule."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from nasrlm.cli import main
+from nasrlm.networks import FitRecipe
+from nasrlm.search import ArchEvaluator, NetworkTrainer, Training, search_job
+from search_spaces import NasBench201
+
+SPACE = NasBench201()
+QUICK = Training(recipe=FitRecipe(epochs=1, batch_size=128))
+
+
+def test_the_median_rule_stops_networks_below_the_finished_ones_after_the_same_epoch() -> None:
+    trainer = NetworkTrainer(SPACE, Training(recipe=FitRecipe(epochs=3), startup=2))
+    assert not trainer._stop(0, 0.0)  # no finished network to compare with yet
+    trainer.finished = [[50.0, 80.0, 90.0], [30.0, 60.0, 85.0]]
+    assert trainer._stop(0, 39.0) and not trainer._stop(0, 41.0)  # median after epoch 1: 40
+    assert trainer._stop(1, 69.0) and not trainer._stop(1, 71.0)
+    assert not trainer._stop(2, 0.0)  # the last epoch is the value itself, never a stop
+
+
+def test_trained_accuracy_is_an_objective_beside_measured_ones(tmp_path: Path) -> None:
+    job = search_job(SPACE, ["val_acc", "cpu-1t-b1"], budget=3, out_dir=tmp_path / "run", sampler="random",
+                     training=QUICK, progress=False, log=lambda line: None)
+    values = job.result.values
+    assert values.shape == (3, 2) and ((values[:, 0] >= 0) & (values[:, 0] <= 100)).all()
+    report = json.loads((tmp_path / "run" / "best_network" / "report.json").read_text())
+    assert report["test_accuracy"][-1] == pytest.approx(values[:, 0].max())
+    assert report["arch"] in job.result.arch_ids
+    assert (tmp_path / "run" / "best_network" / "model.onnx").exists()
+
+
+def test_val_acc_needs_a_trainer_and_a_trainer_needs_val_acc(tmp_path: Path, capsys) -> None:
+    with pytest.raises(ValueError, match="measured by training networks"):
+        ArchEvaluator.for_names(SPACE, ["val_acc"])
+    with pytest.raises(ValueError, match="needs 'val_acc' among the objectives"):
+        search_job(SPACE, ["acc"], budget=2, out_dir=tmp_path / "r", training=QUICK, progress=False)
+    assert main(["search", "nb201", "--objectives", "acc", "--train", "digits", "--budget", "2",
+                 "--out", str(tmp_path / "a"), "-q"]) == 2
+    assert "--objectives does not name" in capsys.readouterr().err
+    assert main(["search", "nb201", "--objectives", "val_acc,cpu-1t-b1", "--train", "nowhere", "--budget",
+                 "2", "--out", str(tmp_path / "b"), "-q"]) == 2
+    assert "'nowhere' is neither one of digits" in capsys.readouterr().err
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
