@@ -518,13 +518,13 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def cmd_fit(args: argparse.Namespace) -> int:
     """Train one architecture's network on image data; save its weights, trained ONNX and a report."""
-    from dataclasses import asdict
+    from dataclasses import asdict, replace
 
     import onnx
     from safetensors.torch import save_file
 
     from nasrlm.images import load_images
-    from nasrlm.networks import FitRecipe, fit_network, trained_onnx
+    from nasrlm.networks import default_recipe, fit_network, trained_onnx
 
     output = Path(args.output)
     _check_new_directory(output, "-o")
@@ -534,12 +534,12 @@ def cmd_fit(args: argparse.Namespace) -> int:
     device = _device(args.device)
     input_shape = tuple(space.input_shape_of(arch))
     data = load_images(args.dataset, input_shape[1:], args.data_dir)
-    batch_size = args.batch_size or (64 if args.dataset == "digits" else 256)
-    recipe = FitRecipe(epochs=args.epochs, batch_size=batch_size, learning_rate=args.lr,
-                       augment=not args.no_augment, seed=args.seed)
+    recipe = default_recipe(args.dataset, args.epochs, args.seed)
+    recipe = replace(recipe, batch_size=args.batch_size or recipe.batch_size,
+                     learning_rate=args.lr or recipe.learning_rate, augment=not args.no_augment)
     arch_id = space.arch_id(arch)
-    print(f"training {space.name} {arch_id} on {data!r} ({recipe.epochs} epochs, batch {batch_size}, "
-          f"{device})", file=sys.stderr)
+    print(f"training {space.name} {arch_id} on {data!r} ({recipe.epochs} epochs, batch {recipe.batch_size}, "
+          f"peak rate {recipe.learning_rate:g}, {device})", file=sys.stderr)
     module = space.to_torch(arch, seed=args.seed)
     result = fit_network(module, data, recipe, device=device, progress=not args.quiet)
     output.mkdir(parents=True, exist_ok=True)
@@ -810,7 +810,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 def _training(args: argparse.Namespace, names: Sequence[str]) -> Any:
     """``--train``, ``--epochs``, ``--images-dir``: how ``val_acc`` is measured (``None`` without it)."""
-    from nasrlm.networks import FitRecipe
+    from nasrlm.networks import default_recipe
     from nasrlm.search import TRAINED, Training
 
     if TRAINED not in names:
@@ -819,8 +819,8 @@ def _training(args: argparse.Namespace, names: Sequence[str]) -> Any:
                            "--objectives does not name")
         return None
     dataset = args.train or "digits"
-    recipe = FitRecipe(epochs=args.epochs, batch_size=64 if dataset == "digits" else 256, seed=args.seed)
-    return Training(dataset, args.images_dir, recipe, device=_device(args.device))
+    return Training(dataset, args.images_dir, default_recipe(dataset, args.epochs, args.seed),
+                    device=_device(args.device))
 
 
 def _rlm_options(pairs: Sequence[str]) -> dict[str, Any]:
@@ -1120,9 +1120,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--epochs", type=_positive_int, default=10, help="default %(default)s")
     p.add_argument("--batch-size", type=_positive_int,
                    help="default 256 (NAS-Bench-201's), 64 on digits (1,347 training images)")
-    p.add_argument("--lr", type=_positive_float, default=0.1,
+    p.add_argument("--lr", type=_positive_float,
                    help="peak learning rate of SGD with Nesterov momentum 0.9, weight decay 5e-4, annealed "
-                        "to 0 by a cosine (NAS-Bench-201's schedule; default %(default)s)")
+                        "to 0 by a cosine (NAS-Bench-201's schedule; default 0.1, 0.02 on digits)")
     p.add_argument("--no-augment", action="store_true",
                    help="no random crops and flips (default: crops, and flips where the data allows)")
     _add_device(p)
@@ -1203,8 +1203,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "in --images-dir) or a folder of train/ and test/ class folders; networks below "
                         "the median of the finished ones after an epoch stop early")
     p.add_argument("--epochs", type=_positive_int, default=5,
-                   help="epochs per network with val_acc (default %(default)s; SGD, cosine, batch 64 on "
-                        "digits, else 256)")
+                   help="epochs per network with val_acc (default %(default)s; as 'nasrlm fit' trains)")
     p.add_argument("--images-dir", help="the directory holding cifar-10-batches-py/ or cifar-100-python/")
     p.add_argument("--seed", type=_count, default=0)
     p.add_argument("--storage", help="Optuna storage URL, e.g. sqlite:///study.db or "

@@ -36,15 +36,15 @@ class Training:
 
     dataset: str = "digits"  # see nasrlm.images.load_images
     images_dir: str | None = None  # where cifar10 / cifar100 are extracted
-    recipe: FitRecipe | None = None  # None: FitRecipe(epochs=5, batch_size=64)
+    recipe: FitRecipe | None = None  # None: nasrlm.networks.default_recipe(dataset, epochs=5)
     startup: int = 5  # finished networks before the median rule may stop one
     device: str = "cpu"
 
     @property
     def schedule(self) -> FitRecipe:
-        from nasrlm.networks import FitRecipe
+        from nasrlm.networks import default_recipe
 
-        return self.recipe or FitRecipe(epochs=5, batch_size=64)
+        return self.recipe or default_recipe(self.dataset, epochs=5)
 
 
 class NetworkTrainer:
