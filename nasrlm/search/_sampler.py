@@ -85,7 +85,9 @@ class RLMSampler(BaseSampler):
             candidate by how much the prior forest's trees disagree on it (relative to their mean
             disagreement over the candidates scored), so that candidates unlike the trials scatter
             wider; ``"model"``, as the model decodes them;
-            ``"auto"`` (the default), ``"prior"`` when there is a prior, else ``"model"``.
+            ``"auto"`` (the default): with a prior, ``"trees"`` for three objectives or more and
+            ``"prior"`` for fewer (what searched best on each, ``experiments/README.md``), else
+            ``"model"``.
         prior: the prior the model learns the residual of (``RLMPredictor.fit``'s ``prior_kind``):
             ``"line"``, a straight line (in normal scores) through the free label that best explains
             the trials (:mod:`nasrlm.prior`); ``"forest"``, ``"trend-forest"``, ``"ridge"`` or
@@ -156,7 +158,7 @@ class RLMSampler(BaseSampler):
         self.proposals_per_fit = proposals_per_fit
         self.num_samples = num_samples
         self.temperature = temperature
-        self.spread = spread if spread != "auto" else ("model" if prior is None else "prior")
+        self.spread = spread if spread != "auto" or prior is not None else "model"  # else: per study
         self.prior = prior
         self.weigh_residual = weigh_residual
         self.fit_settings = fit
@@ -386,7 +388,13 @@ class RLMSampler(BaseSampler):
             raise RuntimeError("the sampler has not trained a model yet")
         return self._surrogate.sample(arch_ids, num_samples=num_samples or self.num_samples, seed=seed,
                                       temperature=self.temperature, residual_weight=residual_weight,
-                                      spread=self.spread)
+                                      spread=self.spread_for(len(self._surrogate.objectives)))
+
+    def spread_for(self, num_objectives: int) -> str:
+        """The spread the samples get in a study of ``num_objectives`` (``spread="auto"`` decided)."""
+        if self.spread != "auto":
+            return self.spread
+        return "trees" if num_objectives >= 3 else "prior"
 
 
 def _overridden(settings: Any, **fields: Any) -> Any:

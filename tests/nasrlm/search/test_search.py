@@ -242,6 +242,13 @@ def test_rejects_meaningless_settings() -> None:
         RLMSampler(SPACE, spread="prior", prior=None)
 
 
+def test_auto_spread_is_trees_from_three_objectives_on_and_the_model_s_own_without_a_prior() -> None:
+    auto = RLMSampler(SPACE, prior="trend-forest")
+    assert [auto.spread_for(n) for n in (1, 2, 3, 5)] == ["prior", "prior", "trees", "trees"]
+    assert RLMSampler(SPACE, prior=None).spread_for(4) == "model"
+    assert RLMSampler(SPACE, prior="forest", spread="prior").spread_for(5) == "prior"
+
+
 def test_with_the_prior_spread_the_samples_scatter_as_far_as_the_prior_erred() -> None:
     sampler = tiny_sampler(prior="forest", spread="prior")
     make_study(sampler).optimize(toy_objective, n_trials=8)
