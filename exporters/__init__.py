@@ -33,9 +33,9 @@ __all__ = [
     "to_text",
     "torch_to_onnx",
     "with_batch",
-    "onnx_to_torch",
-    "OnnxModule",
 ]
+# onnx_to_torch, OnnxModule and SUPPORTED_OPS are attributes too, loaded on first use (they import torch),
+# so they stay out of __all__: `from exporters import *` must not import torch.
 
 
 def __getattr__(name: str) -> Any:

@@ -30,6 +30,7 @@ from torch import nn
 __all__ = ["OnnxModule", "SUPPORTED_OPS", "onnx_to_torch"]
 
 _BN_STATS = (3, 4)  # BatchNormalization inputs: X, scale, B, input_mean, input_var
+_ABSENT = np.empty(0)  # an optional input left out (empty name)
 
 
 def onnx_to_torch(model: onnx.ModelProto) -> OnnxModule:
@@ -62,11 +63,11 @@ class OnnxModule(nn.Module):
         self._constants: dict[str, np.ndarray] = {}  # values known before the first forward
         for init in graph.initializer:
             value = numpy_helper.to_array(init)
+            self._constants[init.name] = value  # its value now; a parameter's may change with training
             if np.issubdtype(value.dtype, np.floating) and init.name not in stats:
                 self._add(init.name, nn.Parameter(torch.from_numpy(value.copy())))
             else:
                 self._add(init.name, torch.from_numpy(value.copy()), persistent=init.name in stats)
-                self._constants[init.name] = value
         self._steps: list[tuple[Callable[..., Any], list[str], list[str]]] = []
         for node in graph.node:
             if node.op_type == "Constant":
@@ -79,8 +80,11 @@ class OnnxModule(nn.Module):
                 raise NotImplementedError(
                     f"ONNX operator {node.op_type!r} (node {node.name or node.output[0]!r}) is not supported "
                     f"by onnx_to_torch; supported: {', '.join(SUPPORTED_OPS)}")
+            if len([o for o in node.output if o]) > 1:
+                raise NotImplementedError(f"{node.op_type} node {node.name or node.output[0]!r} has several "
+                                          "outputs; onnx_to_torch runs nodes with one")
             attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-            static = [self._constants.get(name) for name in node.input]
+            static = [self._constants.get(name) if name else _ABSENT for name in node.input]
             self._steps.append((build(self, attrs, static), list(node.input), list(node.output)))
 
     @property
@@ -104,11 +108,7 @@ class OnnxModule(nn.Module):
         values: dict[str, Any] = {name: getattr(self, attr) for name, attr in self._tensors.items()}
         values[self.input_name] = x
         for run, inputs, outputs in self._steps:
-            result = run(*(values[name] if name else None for name in inputs))
-            if len(outputs) == 1:
-                values[outputs[0]] = result
-            else:
-                values.update(zip(outputs, result, strict=False))
+            values[outputs[0]] = run(*(values[name] if name else None for name in inputs))
         return values[self.output_name]
 
 
@@ -126,7 +126,7 @@ def _constant_value(node: onnx.NodeProto) -> np.ndarray:
 
 def _needs(static: Sequence[np.ndarray | None], k: int, op: str, what: str) -> np.ndarray | None:
     """The constant value of input ``k`` (``None`` where the input is absent); an error if not constant."""
-    if k >= len(static):
+    if k >= len(static) or static[k] is _ABSENT:
         return None
     if static[k] is None:
         raise NotImplementedError(f"{op}: its {what} must be a constant or an initializer")
@@ -201,6 +201,7 @@ def _batch_norm(module: OnnxModule, attrs: dict[str, Any], static: list) -> Call
     def run(x: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor, mean: torch.Tensor,
             var: torch.Tensor) -> torch.Tensor:
         # ONNX keeps momentum * running + (1 - momentum) * batch; torch weighs the batch by its momentum
+        # (and, as torch does, the running variance takes the batch's unbiased variance)
         return F.batch_norm(x, mean, var, scale, bias, training=module.training, momentum=1 - momentum,
                             eps=eps)
     return run

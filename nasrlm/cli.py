@@ -521,13 +521,16 @@ def cmd_fit(args: argparse.Namespace) -> int:
     from dataclasses import asdict, replace
 
     import onnx
-    from safetensors.torch import save_file
+    from safetensors.torch import save_model
 
-    from nasrlm.images import load_images
+    from nasrlm.images import BUILT_IN, load_images
     from nasrlm.networks import default_recipe, fit_network, trained_onnx
 
     output = Path(args.output)
     _check_new_directory(output, "-o")
+    if args.data_dir is not None and args.dataset not in BUILT_IN[1:]:
+        raise CliError(f"--data-dir is where cifar10 / cifar100 are extracted; --dataset {args.dataset} "
+                       "does not read it")
     space = _space(args.space)
     arch = _parse_arch(space, args.arch, "--arch")
     torch_threads(args.threads)
@@ -543,17 +546,15 @@ def cmd_fit(args: argparse.Namespace) -> int:
     module = space.to_torch(arch, seed=args.seed)
     result = fit_network(module, data, recipe, device=device, progress=not args.quiet)
     output.mkdir(parents=True, exist_ok=True)
-    module.to("cpu")
-    save_file({k: v.contiguous() for k, v in module.state_dict().items()}, output / "weights.safetensors")
     trained = trained_onnx(module, space.to_onnx(arch, seed=args.seed), (1, *data.image_shape))
+    save_model(module, str(output / "weights.safetensors"))
     onnx.save(trained, output / "model.onnx")
     report = {"space": space.name, "arch": arch_id, "dataset": repr(data), "device": device,
               "recipe": asdict(recipe), **result.to_json()}
     (output / "report.json").write_text(json.dumps(report, indent=2) + "\n")
-    best = int(np.argmax(result.test_accuracy))
-    print(f"best test accuracy {result.best_accuracy:.2f} % (epoch {best + 1} of "
-          f"{len(result.test_accuracy)}), last {result.test_accuracy[-1]:.2f} %, {result.seconds:.0f} s; "
-          f"wrote {output}/weights.safetensors, model.onnx, report.json")
+    print(f"test accuracy {result.test_accuracy[-1]:.2f} % after {len(result.test_accuracy)} epochs (the "
+          f"weights saved; {result.seconds:.0f} s); wrote {output}/weights.safetensors, model.onnx, "
+          "report.json")
     return 0
 
 
@@ -774,7 +775,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         raise CliError(f"--budget {args.budget}: search space {space.name} has only {space.size:,} "
                        "architectures")
     rlm_only = [o for o, given in (("--rlm-option", args.rlm_option), ("--base", args.base),
-                                   ("--device", args.device != "cpu" and args.train is None)) if given]
+                                   ("--device", args.device != "cpu" and "val_acc" not in names)) if given]
     if rlm_only and args.sampler != "rlm":
         raise CliError(f"{rlm_only[0]} applies to --sampler rlm, not {args.sampler}")
     options = _rlm_options(args.rlm_option)
@@ -814,9 +815,11 @@ def _training(args: argparse.Namespace, names: Sequence[str]) -> Any:
     from nasrlm.search import TRAINED, Training
 
     if TRAINED not in names:
-        if args.train is not None:
-            raise CliError(f"--train {args.train}: trains networks for the objective {TRAINED}, which "
-                           "--objectives does not name")
+        given = next((f"{o} {v}" for o, v in (("--train", args.train), ("--images-dir", args.images_dir))
+                      if v is not None), None)
+        if given is not None:
+            raise CliError(f"{given}: trains networks for the objective {TRAINED}, which --objectives "
+                           "does not name")
         return None
     dataset = args.train or "digits"
     return Training(dataset, args.images_dir, default_recipe(dataset, args.epochs, args.seed),

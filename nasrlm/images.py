@@ -56,26 +56,40 @@ class ImageData:
         c, h, w = self.train_x.shape[1:]
         return int(c), int(h), int(w)
 
+    def validation_split(self, fraction: float = 0.2) -> ImageData:
+        """Training images only, ``fraction`` of them (a fixed random choice) held out.
+
+        What a search selects on, so that the test images stay unseen until the network found is
+        trained and tested (``nasrlm fit``).
+        """
+        n = len(self.train_y)
+        order = torch.from_numpy(np.random.default_rng(0).permutation(n))
+        keep, held = order[: n - max(1, round(fraction * n))], order[n - max(1, round(fraction * n)):]
+        return ImageData(f"{self.name} (validation split)", self.train_x[keep], self.train_y[keep],
+                         self.train_x[held], self.train_y[held], self.num_classes, self.mirror)
+
     def __repr__(self) -> str:
         c, h, w = self.image_shape
-        return (f"{self.name}: {len(self.train_y):,} train and {len(self.test_y):,} test images, "
+        return (f"{self.name}: {len(self.train_y):,} training and {len(self.test_y):,} held-out images, "
                 f"{c}x{h}x{w}, {self.num_classes} classes")
 
 
-def load_images(name: str, shape: tuple[int, int, int], data_dir: str | Path | None = None) -> ImageData:
+def load_images(name: str, shape: tuple[int, int, int], data_dir: str | Path | None = None, *,
+                option: str = "--data-dir") -> ImageData:
     """The dataset ``name`` (see module doc) as images of ``shape`` (C, H, W).
 
     ``digits`` takes ``shape``'s channels at its own 8 x 8 pixels, image folders are resized to
     ``shape``, CIFAR must have it already (3 x 32 x 32): a network is never silently trained on
-    stretched CIFAR images. Errors name the dataset, the directory or the file at fault.
+    stretched CIFAR images. Errors name the dataset, the directory or the file at fault, and ``option``
+    as the command-line option that gives ``data_dir``.
     """
     if name == "digits":
         return _digits(shape)
     if name in _CIFAR:
         if data_dir is None:
             raise NasrlmError(f"{name} is read from the directory holding {_CIFAR[name][0]}/: "
-                              "give --data-dir")
-        return _cifar(name, Path(data_dir), shape)
+                              f"give {option}")
+        return _cifar(name, Path(data_dir), shape, option)
     folder = Path(name)
     if not folder.is_dir():
         raise NasrlmError(f"dataset {name!r} is neither one of {', '.join(BUILT_IN)} nor a directory")
@@ -93,11 +107,11 @@ def _digits(shape: tuple[int, int, int]) -> ImageData:
     return _standardised("digits", x[:1347], y[:1347], x[1347:], y[1347:], 10, mirror=False)
 
 
-def _cifar(name: str, data_dir: Path, shape: tuple[int, int, int]) -> ImageData:
+def _cifar(name: str, data_dir: Path, shape: tuple[int, int, int], option: str) -> ImageData:
     folder, train_files, test_file, key = _CIFAR[name]
     root = data_dir / folder
     if not root.is_dir():
-        raise NasrlmError(f"--data-dir {data_dir}: no {folder}/ in it (extract the Python version of {name})")
+        raise NasrlmError(f"{option} {data_dir}: no {folder}/ in it (extract the Python version of {name})")
     if tuple(shape) != (3, 32, 32):
         raise NasrlmError(f"{name} images are 3x32x32; this space takes {'x'.join(map(str, shape))}")
 

@@ -85,7 +85,12 @@ def fit_network(module: nn.Module, data: ImageData, recipe: FitRecipe = FitRecip
     generator = torch.Generator().manual_seed(recipe.seed)
     optimiser = torch.optim.SGD(module.parameters(), lr=recipe.learning_rate, momentum=recipe.momentum,
                                 nesterov=recipe.momentum > 0, weight_decay=recipe.weight_decay)
-    steps_per_epoch = math.ceil(len(data.train_y) / recipe.batch_size)
+    n = len(data.train_y)
+    starts = list(range(0, n, recipe.batch_size))
+    if len(starts) > 1 and n - starts[-1] == 1:  # a batch of one image breaks batch normalisation
+        starts.pop()
+    bounds = list(zip(starts, [*starts[1:], n], strict=True))
+    steps_per_epoch = len(bounds)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimiser, T_max=recipe.epochs * steps_per_epoch)
     result = FitResult()
     start = time.perf_counter()
@@ -94,12 +99,16 @@ def fit_network(module: nn.Module, data: ImageData, recipe: FitRecipe = FitRecip
         module.train()
         order = torch.randperm(len(data.train_y), generator=generator)
         total, seen = 0.0, 0
-        for k in range(steps_per_epoch):
-            batch = order[k * recipe.batch_size:(k + 1) * recipe.batch_size]
+        for begin, end in bounds:
+            batch = order[begin:end]
             x, y = data.train_x[batch], data.train_y[batch]
             if recipe.augment:
                 x = _augment(x, generator, mirror=data.mirror)
-            loss = F.cross_entropy(module(x.to(device)), y.to(device))
+            try:
+                loss = F.cross_entropy(module(x.to(device)), y.to(device))
+            except torch.cuda.OutOfMemoryError:
+                raise NasrlmError(f"out of memory on {device} with batches of {recipe.batch_size}: "
+                                  "give a smaller --batch-size") from None
             optimiser.zero_grad(set_to_none=True)
             loss.backward()
             optimiser.step()
@@ -139,6 +148,8 @@ def trained_onnx(module: nn.Module, model: onnx.ModelProto | None = None,
                  input_shape: tuple[int, ...] | None = None) -> onnx.ModelProto:
     """``module``'s current weights as an ONNX model taking ``input_shape`` (batch, channels, height, width).
 
+    Moves ``module`` to the CPU and into eval mode.
+
     A module from ``onnx_to_torch`` writes them back into ``model``, the ONNX model it was built
     from (same graph, trained weights, the input declared as ``input_shape`` with a free batch size:
     a network trained on 8 x 8 digits takes 8 x 8 images); any other module is exported with
@@ -163,7 +174,11 @@ def trained_onnx(module: nn.Module, model: onnx.ModelProto | None = None,
         if init.name in trained:
             init.CopyFrom(numpy_helper.from_array(trained[init.name].numpy(), init.name))
     if input_shape is not None:
-        dims = out.graph.input[0].type.tensor_type.shape.dim
+        graph_input = next(i for i in out.graph.input if i.name == module.input_name)
+        dims = graph_input.type.tensor_type.shape.dim
+        if len(dims) != len(input_shape):
+            raise ValueError(f"input_shape {input_shape} has {len(input_shape)} dimensions, the model's "
+                             f"input {len(dims)}")
         for dim, size in zip(dims, input_shape, strict=True):
             dim.Clear()
             dim.dim_value = size

@@ -52,7 +52,7 @@ class SubsetSpace(SearchSpace[Arch]):
         self.input_shape = base.input_shape
         self.draw_by: Literal["params", "index"] = "params" if draw_by != "index" and has_params else "index"
         self._ids = ids
-        self._members = set(ids)
+        self._members = {arch_id: k for k, arch_id in enumerate(ids)}
         self._codes: _ParamCodes | None = None  # built on the first snap: 20,000 NB101 cells take seconds
 
     def __repr__(self) -> str:
@@ -91,7 +91,11 @@ class SubsetSpace(SearchSpace[Arch]):
 
     def params_of(self, arch: Arch) -> dict[str, Any]:
         if self.draw_by == "index":
-            return {"arch_index": self._ids.index(self.arch_id(arch))}
+            arch_id = self.arch_id(arch)
+            if arch_id not in self._members:
+                raise ValueError(f"{self.name} architecture {arch_id!r} is not among this subset's "
+                                 f"{len(self._ids):,}")
+            return {"arch_index": self._members[arch_id]}
         return self.base.params_of(arch)
 
     def enumerate(self) -> Iterator[Arch]:

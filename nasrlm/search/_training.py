@@ -1,12 +1,13 @@
 """An objective measured by training: ``val_acc``, each architecture's network trained on image data.
 
 The network of every architecture a search evaluates is built with ``SearchSpace.to_torch`` and trained
-by :func:`nasrlm.networks.fit_network`; its accuracy on the data's held-out split after the last epoch
-it ran is the objective. Weak networks stop early by the median rule of Optuna's ``MedianPruner``
-(which Optuna offers for single-objective studies only, so it is applied here): once ``startup``
-networks have finished, a network whose accuracy after an epoch is below the median of the finished
-ones' after the same epoch stops, and its accuracy so far is its value. The best network so far (by
-``val_acc``) is kept as weights, trained ONNX and a report.
+by :func:`nasrlm.networks.fit_network` on four fifths of the data's training images; its accuracy on the
+other fifth (a fixed validation split) after the last epoch it ran is the objective, so the test images
+stay unseen until the network found is trained and tested (``nasrlm fit``). Weak networks stop early by
+a median rule like Optuna's ``MedianPruner`` (whose pruners take single-objective studies only): once
+``startup`` networks have finished, a network whose accuracy after an epoch is below the median of the
+finished ones' accuracies after the same epoch stops, and its accuracy so far is its value. The best
+network so far (by ``val_acc``) is kept as weights, trained ONNX and a report.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from nasrlm.data import Objective
 from search_spaces import SearchSpace
 
 if TYPE_CHECKING:  # nasrlm.networks imports torch, which importing nasrlm.search must not
+    from nasrlm.images import ImageData
     from nasrlm.networks import FitRecipe
 
 __all__ = ["TRAINED", "NetworkTrainer", "Training"]
@@ -51,20 +53,29 @@ class NetworkTrainer:
     """Callable ``arch_id -> val_acc``, stopping weak networks early and keeping the best one in ``keep``."""
 
     def __init__(self, space: SearchSpace, training: Training, keep: str | Path | None = None) -> None:
-        from nasrlm.images import load_images
-
         self.space = space
         self.training = training
         self.keep = Path(keep) if keep is not None else None
-        self.data = load_images(training.dataset, tuple(space.input_shape[1:]), training.images_dir)
+        self._data: dict[tuple[int, ...], ImageData] = {}  # per input shape (a searched resolution)
+        self.data = self.data_for(tuple(space.input_shape[1:]))
         self.finished: list[list[float]] = []  # accuracy per epoch of every network that ran to the end
         self.stopped = 0
         self.best = -np.inf
 
+    def data_for(self, shape: tuple[int, ...]) -> ImageData:
+        """The validation split of the data at ``shape`` (channels, height, width), loaded once."""
+        from nasrlm.images import load_images
+
+        if shape not in self._data:
+            data = load_images(self.training.dataset, shape, self.training.images_dir,  # type: ignore[arg-type]
+                               option="--images-dir")
+            self._data[shape] = data.validation_split()
+        return self._data[shape]
+
     @property
     def objective(self) -> Objective:
         r = self.training.schedule
-        return Objective(TRAINED, "%", f"top-1 accuracy on the held-out split of {self.data!r} after "
+        return Objective(TRAINED, "%", f"top-1 accuracy on the {self.data!r} after "
                          f"{r.epochs} epochs (SGD, batch {r.batch_size}, peak rate {r.learning_rate:g}, "
                          "cosine; weak networks stopped early)", f"trained here ({self.training.dataset})",
                          True)
@@ -74,7 +85,8 @@ class NetworkTrainer:
 
         arch = self.space.parse(arch_id)
         module = self.space.to_torch(arch, seed=self.training.schedule.seed)
-        result = fit_network(module, self.data, self.training.schedule, device=self.training.device,
+        data = self.data_for(tuple(self.space.input_shape_of(arch)[1:]))
+        result = fit_network(module, data, self.training.schedule, device=self.training.device,
                              progress=False, on_epoch=self._stop)
         if result.stopped_early:
             self.stopped += 1
@@ -82,7 +94,7 @@ class NetworkTrainer:
             self.finished.append(result.test_accuracy)
         value = result.test_accuracy[-1]
         if self.keep is not None and value > self.best:
-            self._keep(arch, arch_id, module, result.to_json())
+            self._keep(arch, arch_id, module, data, result.to_json())
         self.best = max(self.best, value)
         return value
 
@@ -92,20 +104,18 @@ class NetworkTrainer:
             return False
         return accuracy < float(np.median([curve[epoch] for curve in self.finished]))
 
-    def _keep(self, arch: object, arch_id: str, module: object, report: dict) -> None:
+    def _keep(self, arch: object, arch_id: str, module: object, data: ImageData, report: dict) -> None:
         import onnx
-        from safetensors.torch import save_file
+        from safetensors.torch import save_model
 
         from nasrlm.networks import trained_onnx
 
         assert self.keep is not None
         self.keep.mkdir(parents=True, exist_ok=True)
-        module.to("cpu")  # type: ignore[attr-defined]
-        save_file({k: v.contiguous() for k, v in module.state_dict().items()},  # type: ignore[attr-defined]
-                  self.keep / "weights.safetensors")
         model = trained_onnx(module, self.space.to_onnx(arch, seed=self.training.schedule.seed),  # type: ignore[arg-type]
-                             (1, *self.data.image_shape))
+                             (1, *data.image_shape))
+        save_model(module, str(self.keep / "weights.safetensors"))  # type: ignore[arg-type]
         onnx.save(model, self.keep / "model.onnx")
-        report = {"space": self.space.name, "arch": arch_id, "dataset": repr(self.data),
+        report = {"space": self.space.name, "arch": arch_id, "dataset": repr(data),
                   "recipe": asdict(self.training.schedule), **report}
         (self.keep / "report.json").write_text(json.dumps(report, indent=2) + "\n")

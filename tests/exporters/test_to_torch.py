@@ -110,3 +110,18 @@ def test_unsupported_operators_and_models_are_named() -> None:
     with_function.functions.append(function)
     with pytest.raises(ValueError, match="inline the model's local functions"):
         onnx_to_torch(with_function)
+
+
+def test_clip_bounds_may_be_initializers_or_left_out() -> None:
+    weights = {"low": np.array(-0.5), "high": np.array(0.5)}
+    both = [helper.make_node("Clip", ["x", "low", "high"], ["y"])]
+    upper_only = [helper.make_node("Clip", ["x", "", "high"], ["y"])]
+    for nodes in (both, upper_only):
+        got, expected = _both(_model(nodes, weights))
+        np.testing.assert_allclose(got, expected, rtol=1e-6)
+
+
+def test_nodes_with_several_outputs_are_refused_not_run_half() -> None:
+    node = helper.make_node("MaxPool", ["x"], ["y", "indices"], kernel_shape=[2, 2], name="pool")
+    with pytest.raises(NotImplementedError, match="MaxPool node 'pool' has several outputs"):
+        onnx_to_torch(_model([node], {}))

@@ -77,3 +77,14 @@ def test_unknown_datasets_and_broken_folders_are_named(tmp_path: Path) -> None:
     (folder / "train" / "dark" / "broken.png").write_bytes(b"not an image")
     with pytest.raises(NasrlmError, match="broken.png: not a readable image"):
         load_images(str(folder), (3, 16, 16))
+
+
+def test_the_validation_split_holds_out_a_fixed_fifth_of_the_training_images() -> None:
+    data = load_images("digits", (1, 8, 8))
+    split = data.validation_split()
+    assert (len(split.train_y), len(split.test_y)) == (1078, 269)
+    pool = {tuple(x.flatten().tolist()) for x in data.train_x}
+    held = {tuple(x.flatten().tolist()) for x in split.test_x}
+    assert held <= pool and not held & {tuple(x.flatten().tolist()) for x in data.test_x}
+    assert torch.equal(split.test_y, data.validation_split().test_y)
+    assert len(set(split.test_y.tolist())) == 10  # drawn across the classes, not the last ones

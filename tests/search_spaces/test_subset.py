@@ -66,13 +66,18 @@ def test_suggest_snaps_the_base_parameters_to_the_nearest_listed_architecture() 
     assert subset.arch_id(subset.nearest(BASE.parse(far))) == far  # a listed one is itself
 
 
-def test_ties_go_to_one_architecture_per_draw() -> None:
-    subset = SubsetSpace(BASE, IDS)
-    rng = np.random.default_rng(3)
-    for _ in range(20):
-        arch = BASE.sample(rng)
-        first = subset.arch_id(subset.nearest(arch))
-        assert first in IDS and subset.arch_id(subset.nearest(arch)) == first
+def test_ties_go_to_one_of_the_tied_architectures_chosen_by_the_draw() -> None:
+    convs = "|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|nor_conv_3x3~0|nor_conv_3x3~1|nor_conv_3x3~2|"
+    far = _edit(convs, {0: "avg_pool_3x3", 1: "avg_pool_3x3", 2: "avg_pool_3x3", 3: "avg_pool_3x3"})
+    picked_first = set()
+    for op in ("none", "skip_connect", "nor_conv_1x1", "nor_conv_3x3", "avg_pool_3x3"):
+        drawn = _edit(convs, {5: op})
+        tied = [_edit(drawn, {0: "none"}), _edit(drawn, {1: "none"})]  # one parameter away, both
+        subset = SubsetSpace(BASE, [*tied, far])
+        chosen = subset.arch_id(subset.nearest(BASE.parse(drawn)))
+        assert chosen in tied and subset.arch_id(subset.nearest(BASE.parse(drawn))) == chosen
+        picked_first.add(chosen == tied[0])
+    assert picked_first == {True, False}, "ties always went to the same position"
 
 
 def test_without_params_of_it_draws_a_row_index() -> None:

@@ -47,4 +47,7 @@ def test_val_acc_needs_a_trainer_and_a_trainer_needs_val_acc(tmp_path: Path, cap
     assert main(["search", "nb201", "--objectives", "val_acc,cpu-1t-b1", "--train", "nowhere", "--budget",
                  "2", "--out", str(tmp_path / "b"), "-q"]) == 2
     assert "'nowhere' is neither one of digits" in capsys.readouterr().err
-    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    assert main(["search", "nb201", "--objectives", "val_acc,cpu-1t-b1", "--train", "cifar10", "--budget",
+                 "2", "--out", str(tmp_path / "c"), "-q"]) == 2
+    assert "give --images-dir" in capsys.readouterr().err
+    assert not any((tmp_path / d).exists() for d in "abc")
