@@ -11,6 +11,7 @@ import csv
 import importlib
 import importlib.util
 import json
+import math
 import os
 import sys
 import tempfile
@@ -227,12 +228,33 @@ def _objective_names(text: str, option: str = "--objectives") -> list[str]:
     return names
 
 
-def _profile(name: str, option: str, *, run: bool = False) -> DeviceProfile:
-    """A device profile named by ``option``; with ``run``, one this machine's onnxruntime can time."""
+#: How many times the input an inference may hold in activations, for the memory check of a batch.
+ACTIVATION_HEADROOM = 50
+
+
+def _profile(name: str, option: str, *, run: bool = False,
+             space: search_spaces.SearchSpace | None = None) -> DeviceProfile:
+    """A device profile named by ``option``; with ``run``, one this machine's onnxruntime can time.
+
+    A profile to run here may not use more threads than the machine has cores (the latencies would
+    measure the oversubscription), nor a batch of ``space``'s inputs that, with activations, could
+    not fit in the memory available now.
+    """
     try:
         profile = DeviceProfile.parse(name)
     except ValueError as error:
         raise CliError(f"{option}: {error}") from None
+    cores = os.cpu_count() or 1
+    if run and profile.provider == "cpu" and profile.threads > cores:
+        raise CliError(f"{option} {name}: {profile.threads} threads on a machine with {cores} cores would "
+                       f"time the oversubscription; use at most cpu-{cores}t-b{profile.batch}")
+    if run and space is not None:
+        need = profile.batch * math.prod(space.input_shape) * 4 * ACTIVATION_HEADROOM
+        available = _available_memory()
+        if available is not None and need > available:
+            raise CliError(f"{option} {name}: a batch of {profile.batch:,} {space.name} inputs may need "
+                           f"about {need / 2**30:.1f} GiB with activations; {available / 2**30:.1f} GiB "
+                           "are free")
     if run:
         import onnxruntime as ort
 
@@ -241,6 +263,18 @@ def _profile(name: str, option: str, *, run: bool = False) -> DeviceProfile:
             raise CliError(f"{option} {name}: needs onnxruntime's {wanted}, but this onnxruntime only has "
                            f"{', '.join(available)} (install onnxruntime-gpu for cuda profiles)")
     return profile
+
+
+def _available_memory() -> int | None:
+    """Bytes of memory available now (Linux ``MemAvailable``), or ``None`` where it cannot be read."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 def _read_table(path: str, option: str = "--data") -> Any:
@@ -345,7 +379,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
     from nasrlm.measure import LatencyStore, measure_archs
 
     space = _space(args.space)
-    profile = _profile(args.device, "--device", run=True)
+    profile = _profile(args.device, "--device", run=True, space=space)
     ids = _arch_ids(space, args)
     _check_db(args.db, "--db")
     with LatencyStore(args.db) as store:
@@ -766,7 +800,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     names = _objective_names(args.objectives)
     for name in names:
         if is_profile(name):  # measured live, here
-            _profile(name, "--objectives", run=True)
+            _profile(name, "--objectives", run=True, space=space)
     compare = _comma_list(args.compare or "")
     unknown = [n for n in compare if n not in SAMPLER_NAMES]
     if unknown:

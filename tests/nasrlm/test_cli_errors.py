@@ -102,6 +102,12 @@ CASES = [
     case("search --out unwritable", [*SEARCH, "--out", UNWRITABLE], "cannot write"),
     case("train -o FILE", [*TRAIN, "-o", "{tmp}/afile", "--size", "tiny", "--epochs", "1", "-q"],
          "exists and is not a directory"),
+    # inputs with no bound: threads beyond the cores, a batch beyond the memory
+    case("measure threads", ["measure", "nb201", "--device", "cpu-999t-b1", "--random", "1", "--db",
+                             "{tmp}/l.db"], "would time the oversubscription"),
+    case("measure batch", ["measure", "nb201", "--device", "cpu-1t-b100000000", "--random", "1", "--db",
+                           "{tmp}/l.db"], "GiB with activations"),
+    case("search threads", [*SEARCH, "--objectives", "acc,cpu-999t-b1"], "would time the oversubscription"),
     # input files and what is read from them
     case("train --data DIR", ["train", "--data", "{tmp}", "-o", "{tmp}/m"], "--data"),
     case("train --data not a table", ["train", "--data", "{tmp}/afile", "-o", "{tmp}/m"],
