@@ -28,6 +28,10 @@ from transformers import T5Config, T5Model
 from nasrlm.presets import SIZES, size_options  # noqa: F401 - re-exported beside the config
 from nasrlm.tokenizers import NumberTokenizer
 
+#: The most parameters an :class:`RLMConfig` may ask for (4 GiB of float32 weights): a config file
+#: with absurd sizes is refused before torch allocates them.
+MAX_PARAMETERS = 1_000_000_000
+
 
 @dataclass
 class RLMConfig:
@@ -49,8 +53,26 @@ class RLMConfig:
         self.objectives = tuple(self.objectives)
         if len(set(self.objectives)) != len(self.objectives):
             raise ValueError(f"objectives must be distinct, got {self.objectives}")
+        sizes = ("text_vocab_size", "d_model", "num_heads", "d_ff", "encoder_layers", "decoder_layers",
+                 "max_input_tokens")
+        for name in sizes:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if self.d_model % self.num_heads:
             raise ValueError(f"d_model {self.d_model} is not divisible by num_heads {self.num_heads}")
+        if self.approximate_parameters > MAX_PARAMETERS:
+            raise ValueError(f"these sizes make about {self.approximate_parameters:,} parameters, more "
+                             f"than the {MAX_PARAMETERS:,} a regression model may have (checked before "
+                             "allocating)")
+
+    @property
+    def approximate_parameters(self) -> int:
+        """Weights of the network these sizes make (embeddings, attention, gated feed-forward blocks)."""
+        d, ff = self.d_model, self.d_ff
+        vocab = self.text_vocab_size + len(self.objectives) + 1000  # and the decoder's number tokens
+        return vocab * d + self.encoder_layers * (4 * d * d + 3 * d * ff) + \
+            self.decoder_layers * (8 * d * d + 3 * d * ff)
 
     def to_dict(self) -> dict:
         return asdict(self)
