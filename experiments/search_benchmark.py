@@ -61,6 +61,7 @@ def main() -> None:
     optuna.logging.set_verbosity(optuna.logging.ERROR)
 
     names = args.objectives.split(",")
+    _check_transfer(json.loads(args.rlm_options), args.space)
     space = get_space(args.space)
     evaluator = ArchEvaluator.for_names(space, names, data_dir=args.data_dir)
     space, evaluator = restricted_to_table(space, evaluator)
@@ -109,6 +110,24 @@ def main() -> None:
         title = f"{args.space} {', '.join(names)}: hypervolume vs evaluations"
         plot_hypervolume(hypervolume_plot_data(curves, true_hypervolume=1.0, title=title), args.plot)
         print(f"plot: {args.plot}")
+
+
+def _check_transfer(options: dict, space: str) -> None:
+    """Refuse a transfer forest (``transfer``, or a ``base``'s own) fitted on any accuracy of the space
+    searched: the search must not know its target before it measures it."""
+    from pathlib import Path
+
+    from nasrlm.transfer import TRANSFER_FILE, AccuracyTransfer
+
+    source = options.get("transfer")
+    if source is None and options.get("base") and (Path(options["base"]) / TRANSFER_FILE).is_file():
+        source = options["base"]
+    if not isinstance(source, str):
+        return
+    leaked = sorted(t for t in AccuracyTransfer.find(source).tags if t.startswith(f"{space}:"))
+    if leaked:
+        raise SystemExit(f"transfer {source} was fitted on {leaked}, columns of the space searched: "
+                         f"pre-train it with --exclude '{space}:*acc*'")
 
 
 def merge_curves(curves: dict[str, np.ndarray], seeds: dict[str, list[int]], files: list[str],

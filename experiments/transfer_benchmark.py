@@ -17,9 +17,12 @@ feature prior on the free and graph labels, ``--prior-kind``, default ``auto``),
 the residual of a feature prior on the latencies of the devices the base saw, measured on the same
 architectures; ``rlm-ctx-free`` also on the free labels; all three also report the prior alone),
 ``forest`` (a random forest on the free and graph labels read off the ONNX graph,
-``nasrlm.free_labels``), ``cell-forest`` (the same forest on GRAF-style features of the NB201 cell,
-space-specific: what the generic labels miss), ``paths-forest`` (NB101: the forest on the graph labels
-plus the cell's path encoding, BANANAS's count of input-to-output paths per sequence of operations,
+``nasrlm.free_labels``), ``transfer-forest`` (the same forest plus the prediction of a cross-space
+accuracy forest, ``--transfer``: what other spaces' published accuracies say of each cell;
+``transfer-alone`` ranks by that prediction alone, no label used), ``cell-forest`` (the same forest
+on GRAF-style features of the NB201 cell, space-specific: what the generic labels miss),
+``paths-forest`` (NB101: the forest on the graph labels plus the cell's path encoding, BANANAS's
+count of input-to-output paths per sequence of operations,
 space-specific: what order along a path adds), ``gbdt`` (gradient-boosted trees on the one-hot encoding
 of the cell or blocks plus the free labels), ``ctx-forest`` (the forest on the graph labels plus the
 base's own predictions of every accuracy tag it has and of NB201's latencies: what the base knows, as
@@ -60,6 +63,7 @@ from nasrlm.presets import FINE_TUNE
 from nasrlm.pretraining import PRETRAINING_FILE, is_excluded, tag
 from nasrlm.selection import farthest_first
 from nasrlm.training import TrainConfig
+from nasrlm.transfer import AccuracyTransfer
 from search_spaces import SearchSpace, get_space
 
 FREE = tuple(o.name for o in ALL_FREE_OBJECTIVES[:2])
@@ -235,6 +239,16 @@ def run_accuracy(a, space_name: str, seed: int, record) -> None:
                          "--exclude")
     table = load_table(space_name, ["acc"], a.data_dir, ids=_rows(space, a))
     texts, free = encoded(space, list(table.ids), a.cache)
+    transferred = None
+    if a.methods & {"transfer-forest", "transfer-alone"}:
+        transfer = AccuracyTransfer.find(a.transfer)
+        leaked = sorted(t for t in transfer.tags if t.startswith(f"{space_name}:"))
+        if leaked:
+            raise SystemExit(f"transfer {a.transfer} was fitted on {space_name} accuracies {leaked}: "
+                             "pre-train it with --exclude")
+        transfer = transfer.narrowed(free)  # the source whose graphs are most like these (no label read)
+        print(f"  transfer from {transfer.sources[0].space} ({transfer.sources[0].rows:,} rows)", flush=True)
+        transferred = np.column_stack([free, transfer.predict(free)])
     y_all = table.column("acc")
     order = np.random.default_rng(seed).permutation(len(table.ids))
     nb201 = space_name == "nb201"  # the hand-made encodings and the latency context are NB201's
@@ -258,6 +272,10 @@ def run_accuracy(a, space_name: str, seed: int, record) -> None:
         runs = {}
         if "forest" in a.methods:
             runs["forest"] = forest(free[train], y, free[test], seed)
+        if "transfer-forest" in a.methods:
+            runs["transfer-forest"] = forest(transferred[train], y, transferred[test], seed)
+        if "transfer-alone" in a.methods:
+            runs["transfer-alone"] = transferred[test, -1]
         if cells is not None:
             runs["cell-forest"] = forest(cells[train], y, cells[test], seed)
         if paths is not None:
@@ -393,6 +411,8 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=FINE_TUNE.steps, help="fine-tuning optimiser steps")
     p.add_argument("--lr", type=float, default=FINE_TUNE.learning_rate, help="fine-tuning peak learning rate")
     p.add_argument("--samples", type=int, default=32, help="decoded samples per test architecture")
+    p.add_argument("--transfer", type=Path, help="a base model directory or transfer file (nasrlm "
+                   "pretrain writes one) for transfer-forest and transfer-alone")
     p.add_argument("--prior-kind", default="auto", help="the feature prior of rlm-graph and rlm-ctx")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--cache", type=Path, default=Path(".cache/experiments"))
@@ -405,6 +425,8 @@ def main() -> None:
     a.methods = set(a.methods.split(","))
     if a.base is None and (a.methods & BASE_METHODS or "unseen" in a.tasks):
         p.error(f"--base is needed by {', '.join(sorted(a.methods & BASE_METHODS)) or 'the unseen task'}")
+    if a.methods & {"transfer-forest", "transfer-alone"} and a.transfer is None:
+        p.error("--transfer is needed by transfer-forest and transfer-alone")
     a.spaces = a.spaces.split(",")
     a.acc_spaces = a.acc_spaces.split(",")
     a.sizes = [int(n) for n in a.sizes.split(",")]

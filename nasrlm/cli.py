@@ -617,6 +617,7 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
         PretrainState,
         collect_tasks,
         fit_normalizers,
+        fit_transfer,
         load_tasks,
         parse_exclude,
         pretrain,
@@ -655,6 +656,11 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
         fit_normalizers(predictor, tasks)
         output.mkdir(parents=True, exist_ok=True)
         save_tasks(tasks, output / ROWS_FILE)
+        transfer = fit_transfer(tasks, objectives, seed=args.seed)
+        if transfer is not None:  # saved with the model at every checkpoint from now on
+            predictor.transfer = transfer
+            log("transfer forests: " + ", ".join(f"{s.space} ({s.rows:,} rows of {', '.join(s.tags)})"
+                                                 for s in transfer.sources))
         state = PretrainState.start(tasks, config, exclude)
     tags = {o for t in tasks for o in t.objectives}
     rows = sum(len(t.texts) for t in tasks)
@@ -893,6 +899,13 @@ def _check_rlm_options(options: dict[str, Any], space: search_spaces.SearchSpace
         _check_model_settings(options["model"])
     if options.get("base") is not None:
         _load_base(options["base"], [], space.name)
+    if isinstance(options.get("transfer"), str):
+        from nasrlm.transfer import AccuracyTransfer, TransferFileError
+
+        try:
+            AccuracyTransfer.find(options["transfer"])
+        except TransferFileError as error:
+            raise CliError(f"--rlm-option transfer: {error}") from None
     if "device" in options:
         options["device"] = _device(options["device"], "--rlm-option device")
 

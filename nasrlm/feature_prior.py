@@ -77,11 +77,13 @@ class Forest:
     roots: np.ndarray  # (trees,) int
 
     @classmethod
-    def fit(cls, x: np.ndarray, y: np.ndarray, seed: int) -> tuple[Forest, np.ndarray]:
-        """The forest and its out-of-bag prediction of each training row."""
+    def fit(cls, x: np.ndarray, y: np.ndarray, seed: int, *, trees: int = TREES,
+            min_leaf: int = MIN_LEAF) -> tuple[Forest, np.ndarray]:
+        """The forest and its out-of-bag prediction of each training row (``trees`` trees whose leaves
+        hold at least ``min_leaf`` rows: larger leaves keep a forest of many rows small)."""
         from sklearn.ensemble import RandomForestRegressor
 
-        model = RandomForestRegressor(n_estimators=TREES, max_features=0.5, min_samples_leaf=MIN_LEAF,
+        model = RandomForestRegressor(n_estimators=trees, max_features=0.5, min_samples_leaf=min_leaf,
                                       oob_score=True, random_state=seed, n_jobs=1)
         model.fit(x.astype(np.float32), y)
         feature, threshold, left, right, value, roots = [], [], [], [], [], []

@@ -32,6 +32,7 @@ from nasrlm.presets import TRAIN_SIZE, size_options
 from nasrlm.prior import FreeLabelPrior, ScoresPrior, residual_weight
 from nasrlm.tokenizers import NumberTokenizer, OnnxTokenizer
 from nasrlm.training import TrainConfig, TrainReport, derived_sources, pad_batch, train
+from nasrlm.transfer import TRANSFER_FILE, TRANSFER_LABEL, AccuracyTransfer, TransferFileError
 from search_spaces import SearchSpace
 
 #: Validation rows needed before the model's residual is weighed on them: weights fitted on the 10
@@ -125,6 +126,9 @@ class RLMPredictor:
         #: scores: the prior's error on architectures it did not see (out of bag for a feature prior;
         #: in sample for the line prior, which has two parameters). See ``sample(residual_spread=)``.
         self.prior_errors: dict[str, float] = {}
+        #: a base model's cross-space accuracy forest (:mod:`nasrlm.transfer`): with a graph prior, its
+        #: prediction is one more input of the prior (:data:`~nasrlm.transfer.TRANSFER_LABEL`)
+        self.transfer: AccuracyTransfer | None = None
 
     @classmethod
     def create(cls, tokenizer: OnnxTokenizer, objectives: Sequence[Objective],
@@ -174,7 +178,9 @@ class RLMPredictor:
         metadata.update((o.name, o) for o in objectives)
         model = base.model.with_objectives(tuple(tags), renamed=renamed)
         normalizers = {renamed.get(n, n): v for n, v in base.normalizers.items()}
-        return cls(base.tokenizer, model, list(metadata.values()), normalizers)
+        predictor = cls(base.tokenizer, model, list(metadata.values()), normalizers)
+        predictor.transfer = base.transfer
+        return predictor
 
     # --- training ------------------------------------------------------------------------------
     def encode_texts(self, texts: Sequence[str]) -> list[list[int]]:
@@ -285,6 +291,9 @@ class RLMPredictor:
         free_names = [FREE_OBJECTIVES[k].name for k in free]
         inputs = {o.name: labels[:, k] for k, o in enumerate(ALL_FREE_OBJECTIVES)
                   if graph and o.name not in free_names and o.name not in names}
+        if graph and self.transfer is not None:  # from the source space most like these rows, kept
+            self.transfer = self.transfer.narrowed(labels)
+            inputs[TRANSFER_LABEL] = self.transfer.predict(labels)
         table = np.hstack([labels[:, free], np.asarray(values, dtype=np.float64).reshape(len(texts), -1)])
         return self.fit(texts, table, [*free_names, *names], config, refit_normalizers=refit_normalizers,
                         prior_from=tuple(free_names), prior_inputs=inputs, prior_kind=prior or "line",
@@ -302,13 +311,15 @@ class RLMPredictor:
         if not self.prior_inputs:
             return {}
         names = [o.name for o in ALL_FREE_OBJECTIVES]
-        unknown = [f for f in self.prior_inputs if f not in names]
+        unknown = [f for f in self.prior_inputs if f not in names
+                   and not (f == TRANSFER_LABEL and self.transfer is not None)]
         if unknown:
             raise ValueError(f"this model's prior reads {unknown}, which are not free labels: pass them to "
                              "sample() yourself")
         graph = any(f not in {o.name for o in FREE_OBJECTIVES} for f in self.prior_inputs)
         labels = free_labels(space, arch_ids, graph=graph)
-        columns = {f: labels[:, names.index(f)] for f in self.prior_inputs}
+        columns = {f: self.transfer.predict(labels) if f == TRANSFER_LABEL else labels[:, names.index(f)]
+                   for f in self.prior_inputs}
         decoded = set(self.decode_order)
         return {"given": {f: v for f, v in columns.items() if f in decoded},
                 "features": {f: v for f, v in columns.items() if f not in decoded}}
@@ -542,6 +553,9 @@ class RLMPredictor:
         (path / PRIOR_FILE).unlink(missing_ok=True)
         if arrays:
             save_arrays(arrays, path / PRIOR_FILE)
+        (path / TRANSFER_FILE).unlink(missing_ok=True)
+        if self.transfer is not None:
+            self.transfer.save(path / TRANSFER_FILE)
         (path / "config.json").write_text(json.dumps(meta, indent=2) + "\n")
         return path
 
@@ -582,6 +596,11 @@ class RLMPredictor:
         except (AttributeError, KeyError, TypeError, ValueError, SafetensorError) as error:
             raise ModelFileError(f"{files[0]}: not a nasrlm model config ({type(error).__name__}: "
                                  f"{error})") from None
+        if (path / TRANSFER_FILE).is_file():
+            try:
+                predictor.transfer = AccuracyTransfer.load(path / TRANSFER_FILE)
+            except TransferFileError as error:
+                raise ModelFileError(str(error)) from None
         return predictor
 
     def _load_prior(self, path: Path, meta: dict) -> None:

@@ -38,6 +38,7 @@ from nasrlm.free_labels import ALL_FREE_OBJECTIVES, FREE_OBJECTIVES, texts_and_f
 from nasrlm.normalize import Normalizer
 from nasrlm.predictor import RLMPredictor
 from nasrlm.training import pad_batch
+from nasrlm.transfer import AccuracyTransfer, is_accuracy
 from search_spaces import available_spaces, get_space
 
 #: Separates a space from an objective in a base model's tags.
@@ -237,6 +238,26 @@ def load_tasks(path: Path) -> list[Task]:
         tasks.append(Task(str(data[f"{k}/space"]), texts, tuple(str(o) for o in data[f"{k}/objectives"]),
                           data[f"{k}/values"]))
     return tasks
+
+
+def fit_transfer(tasks: Sequence[Task], objectives: Sequence[Objective], *, seed: int = 0
+                 ) -> AccuracyTransfer | None:
+    """The cross-space accuracy forest (:class:`~nasrlm.transfer.AccuracyTransfer`) of the accuracy
+    columns among ``tasks`` (so exactly those left after ``--exclude``); ``None`` if there is none."""
+    accuracy = {o.name for o in objectives if is_accuracy(o)}
+    width = len(ALL_FREE_OBJECTIVES)  # a task's free and graph labels come first
+    tables = []
+    for t in tasks:
+        columns = [k for k, name in enumerate(t.objectives) if name in accuracy]
+        if columns:
+            tables.append((t.space, [t.objectives[k] for k in columns], t.values[:, :width],
+                           t.values[:, columns]))
+    if not tables:
+        return None
+    try:
+        return AccuracyTransfer.fit(tables, seed=seed)
+    except ValueError:  # no accuracy column has enough values
+        return None
 
 
 # --- training ---------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -38,6 +39,7 @@ from nasrlm.search._arch_cache import ArchCache, SpaceMismatchError
 from nasrlm.search._candidates import CandidateSettings, candidate_params, draw_params
 from nasrlm.search._liveness import beating
 from nasrlm.search._surrogate import FitSettings, RLMSurrogate
+from nasrlm.transfer import TRANSFER_FILE, AccuracyTransfer, TransferFileError
 from search_spaces import SearchSpace
 
 __all__ = ["DEFAULT_MODEL", "MIN_CHECKED_PROPOSALS", "PREDICTED_ATTR", "RLMSampler", "SpaceMismatchError"]
@@ -113,6 +115,10 @@ class RLMSampler(BaseSampler):
             tokenizer and tags, instead of a model learned from scratch; ``model`` and
             ``pretrain_archs`` then do not apply. Use a base that never saw the study's objectives on
             this space (``nasrlm pretrain --exclude``) when you measure how well the search does.
+        transfer: a base model directory (or its ``transfer.safetensors``) whose cross-space accuracy
+            forest (:mod:`nasrlm.transfer`) becomes one more input of a graph prior: what other spaces'
+            published accuracies say of each candidate, before the study has a label. By default the
+            base's own, where ``base`` has one; ``False``: none.
         device: where the model trains and samples: ``"cpu"`` or ``"cuda"``.
         seed: makes the whole search reproducible (same seed, same trials).
         independent_sampler: draws the start-up trials and any parameter outside the relative space.
@@ -128,8 +134,8 @@ class RLMSampler(BaseSampler):
                  prior: str | None = "trend-forest", weigh_residual: bool = True,
                  pretrain_archs: int | None = None, fit_steps: int | None = None,
                  fit: FitSettings | None = None, candidates: CandidateSettings | None = None,
-                 model: dict[str, Any] | None = None, base: str | None = None, device: str = "cpu",
-                 seed: int | None = None,
+                 model: dict[str, Any] | None = None, base: str | None = None,
+                 transfer: str | bool | None = None, device: str = "cpu", seed: int | None = None,
                  independent_sampler: BaseSampler | None = None, progress: bool = False) -> None:
         fit = _overridden(fit or FitSettings(), fit_steps=fit_steps, pretrain_archs=pretrain_archs)
         candidates = _overridden(candidates or CandidateSettings(), num_candidates=num_candidates,
@@ -171,7 +177,14 @@ class RLMSampler(BaseSampler):
         self._rng = np.random.default_rng(self._seed)
         self._independent = independent_sampler or RandomSampler(seed=self._seed)
         self._lock = threading.RLock()
-        self.cache = ArchCache(space, graph=prior not in (None, "line"), progress=progress)
+        graph = prior not in (None, "line")
+        if not graph and transfer not in (None, False):
+            raise ValueError(f"transfer= feeds a graph prior; prior={prior!r} reads no graph labels")
+        #: the cross-space accuracy forest the prior reads (``None``: none)
+        self.transfer = _transfer(transfer, base) if graph else None
+        if self.transfer is not None:  # the source space most like this one
+            self.transfer = self.transfer.for_space(space, seed=self._seed)
+        self.cache = ArchCache(space, graph=graph, transfer=self.transfer, progress=progress)
         self._surrogate: RLMSurrogate | None = None  # created with the first fit: it needs the objectives
         self._queue: list[_Proposal] = []
         self._handed_out: dict[str, set[str]] = {}  # per study: proposals whose trials may not be stored yet
@@ -400,6 +413,23 @@ class RLMSampler(BaseSampler):
 def _overridden(settings: Any, **fields: Any) -> Any:
     """``settings`` (a frozen dataclass) with the ``fields`` that were given (not ``None``) changed."""
     return replace(settings, **{name: value for name, value in fields.items() if value is not None})
+
+
+def _transfer(transfer: str | bool | None, base: str | None) -> AccuracyTransfer | None:
+    """The transfer forest ``RLMSampler(transfer=, base=)`` asks for (see the class's arguments)."""
+    if transfer is False:
+        return None
+    if transfer is None or transfer is True:
+        if base is None:
+            if transfer:
+                raise ValueError("transfer=True reads the base model's transfer forest: give base= too")
+            return None
+        if not (Path(base) / TRANSFER_FILE).is_file():
+            if transfer:
+                raise TransferFileError(f"{base}: this base model has no {TRANSFER_FILE}")
+            return None
+        transfer = base
+    return AccuracyTransfer.find(transfer)
 
 
 def _objectives(study: Study) -> list[Objective]:

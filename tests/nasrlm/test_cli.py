@@ -237,6 +237,32 @@ def test_pretrain_then_fine_tune_a_new_column_with_init(capsys, tmp_path: Path, 
     assert code == 0 and 60 <= json.loads(out)[ids[0]]["acc"]["median"] <= 90
 
 
+@pytest.mark.slow
+def test_pretrain_writes_a_transfer_forest_train_init_reads(capsys, tmp_path: Path, data_dir: Path) -> None:
+    import numpy as np
+
+    from nasrlm.data import Objective
+    from nasrlm.predictor import RLMPredictor
+    from nasrlm.transfer import TRANSFER_LABEL, AccuracyTransfer
+    from search_spaces import NasBench201
+
+    base = tmp_path / "base"
+    code, _, err = run(capsys, "pretrain", "--data-dir", str(data_dir), "-o", str(base), "--spaces", "nb101",
+                       "--max-rows", "40", "--free-rows", "0", "--max-steps", "1", "--size", "tiny")
+    assert code == 0 and "transfer forests: nb101 (40 rows of nb101:acc)" in err, err
+    assert AccuracyTransfer.find(base).tags == ("nb101:acc",)
+    ids = NasBench201().sample_ids(12, seed=5)
+    table = BenchmarkTable("nb201", ids, [Objective("acc", "%", "toy accuracy", "test", True)],
+                           np.linspace(60, 90, 12)[:, None])
+    model = tmp_path / "model"
+    code, _, err = run(capsys, "train", "--data", str(table.to_csv(tmp_path / "few.csv")), "-o", str(model),
+                       "--init", str(base), "--epochs", "1", "--quiet")
+    assert code == 0, err
+    assert RLMPredictor.load(model).prior_inputs[-1] == TRANSFER_LABEL  # the prior reads what NB101 says
+    code, out, _ = run(capsys, "predict", str(model), "--space", "nb201", "--arch", ids[0], "--samples", "4")
+    assert code == 0 and 60 <= json.loads(out)[ids[0]]["acc"]["median"] <= 90
+
+
 @pytest.mark.parametrize(("argv", "says"), [
     (["train", "--data", "{table}", "-o", "{tmp}/m", "--init", "{tmp}"], "not a usable base model"),
     (["train", "--data", "{table}", "-o", "{tmp}/m", "--init", "{tmp}", "--pretrain", "5"],

@@ -564,3 +564,44 @@ def test_an_objective_named_like_a_free_label_is_searched_under_its_own_tag() ->
     ids = SPACE.sample_ids(5, seed=2)
     samples = sampler.predict_samples(ids, num_samples=4)
     assert samples.shape == (5, 4, 2) and np.isfinite(samples).all()
+
+
+def test_a_transfer_forest_is_one_more_input_of_the_graph_prior(tmp_path) -> None:
+    from nasrlm.free_labels import ALL_FREE_OBJECTIVES, free_labels
+    from nasrlm.predictor import RLMPredictor
+    from nasrlm.tokenizers import OnnxTokenizer
+    from nasrlm.transfer import TRANSFER_FILE, TRANSFER_LABEL, AccuracyTransfer, TransferFileError
+
+    ids = SPACE.sample_ids(60, seed=3)
+    labels = free_labels(SPACE, ids, graph=True)
+    accuracy = np.array([toy_values(i)[0] for i in ids])
+    transfer = AccuracyTransfer.fit([("other", ["other:acc"], labels, accuracy),
+                                     ("far", ["far:acc"], labels * 0, labels[:, 0])])
+    transfer.save(tmp_path / "transfer.safetensors")
+    sampler = tiny_sampler(prior="forest", transfer=str(tmp_path / "transfer.safetensors"))
+    make_study(sampler).optimize(toy_objective, n_trials=12)
+    assert sampler.predictor.prior_inputs[-1] == TRANSFER_LABEL
+    assert sampler.cache.columns[-1] == TRANSFER_LABEL
+    probe = SPACE.sample_ids(5, seed=8)
+    assert sampler.transfer.tags == ("other:acc",)  # the source whose graphs are like NB201's
+    np.testing.assert_allclose(sampler.cache.labels_of(probe)[:, -1],
+                               transfer.sources[0].predict(free_labels(SPACE, probe, graph=True)))
+    assert np.isfinite(sampler.predict_samples(probe, num_samples=2)).all()
+
+    ids30 = ids[:30]
+    tokenizer = OnnxTokenizer.train([SPACE.to_text(SPACE.parse(i)) for i in ids30], vocab_size=1000)
+    base = RLMPredictor.create(tokenizer, list(ALL_FREE_OBJECTIVES[:2]), **TINY)
+    base.transfer = transfer
+    base.save(tmp_path / "base")
+    assert (tmp_path / "base" / TRANSFER_FILE).is_file()
+    with_base = tiny_sampler(prior="forest", base=str(tmp_path / "base"), model=None)
+    assert with_base.transfer is not None and with_base.transfer.tags == ("other:acc",)  # the base's own
+    unused = tiny_sampler(prior="forest", base=str(tmp_path / "base"), model=None, transfer=False)
+    assert unused.transfer is None
+    assert tiny_sampler(prior="forest").transfer is None
+    with pytest.raises(ValueError, match="give base= too"):
+        tiny_sampler(prior="forest", transfer=True)
+    with pytest.raises(ValueError, match="reads no graph labels"):
+        tiny_sampler(prior="line", transfer=str(tmp_path / "transfer.safetensors"))
+    with pytest.raises(TransferFileError, match="no such transfer file"):
+        tiny_sampler(prior="forest", transfer=str(tmp_path / "absent.safetensors"))
