@@ -536,6 +536,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     refit = list(names) if prior else (new if args.init else True)
     report = predictor.fine_tune(space, ids, values, names, config, prior=prior, refit_normalizers=refit,
                                  derived_from=derived_from, progress=not args.quiet)
+    if prior not in (None, "line") and predictor.transfer is not None:
+        print(f"the prior also reads what {predictor.transfer.sources[0].space}'s published accuracy says "
+              "of each architecture (the base's transfer forest of the space most like this one)",
+              file=sys.stderr)
     predictor.to("cpu").save(args.output)
     print(f"saved {args.output}: best epoch {report.best_epoch + 1} of {len(report.train_loss)} "
           f"({report.stopped_by}), {report.seconds:.0f} s", file=sys.stderr)

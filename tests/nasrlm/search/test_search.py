@@ -594,10 +594,10 @@ def test_a_transfer_forest_is_one_more_input_of_the_graph_prior(tmp_path) -> Non
     base.transfer = transfer
     base.save(tmp_path / "base")
     assert (tmp_path / "base" / TRANSFER_FILE).is_file()
-    with_base = tiny_sampler(prior="forest", base=str(tmp_path / "base"), model=None)
+    with_base = tiny_sampler(prior="forest", base=str(tmp_path / "base"), model=None, transfer=True)
     assert with_base.transfer is not None and with_base.transfer.tags == ("other:acc",)  # the base's own
-    unused = tiny_sampler(prior="forest", base=str(tmp_path / "base"), model=None, transfer=False)
-    assert unused.transfer is None
+    unused = tiny_sampler(prior="forest", base=str(tmp_path / "base"), model=None)
+    assert unused.transfer is None  # off by default: it searched worse
     assert tiny_sampler(prior="forest").transfer is None
     with pytest.raises(ValueError, match="give base= too"):
         tiny_sampler(prior="forest", transfer=True)
