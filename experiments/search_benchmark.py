@@ -120,8 +120,9 @@ def _check_transfer(options: dict, space: str) -> None:
     from nasrlm.transfer import TRANSFER_FILE, AccuracyTransfer
 
     source = options.get("transfer")
-    if source is None and options.get("base") and (Path(options["base"]) / TRANSFER_FILE).is_file():
-        source = options["base"]
+    if source is True or (source is None and options.get("base")
+                          and (Path(options["base"]) / TRANSFER_FILE).is_file()):
+        source = options.get("base")
     if not isinstance(source, str):
         return
     leaked = sorted(t for t in AccuracyTransfer.find(source).tags if t.startswith(f"{space}:"))

@@ -291,8 +291,8 @@ class RLMPredictor:
         free_names = [FREE_OBJECTIVES[k].name for k in free]
         inputs = {o.name: labels[:, k] for k, o in enumerate(ALL_FREE_OBJECTIVES)
                   if graph and o.name not in free_names and o.name not in names}
-        if graph and self.transfer is not None:  # from the source space most like these rows, kept
-            self.transfer = self.transfer.narrowed(labels)
+        if graph and self.transfer is not None:  # from the source space most like this one, kept
+            self.transfer = self.transfer.for_space(space)
             inputs[TRANSFER_LABEL] = self.transfer.predict(labels)
         table = np.hstack([labels[:, free], np.asarray(values, dtype=np.float64).reshape(len(texts), -1)])
         return self.fit(texts, table, [*free_names, *names], config, refit_normalizers=refit_normalizers,
@@ -601,6 +601,9 @@ class RLMPredictor:
                 predictor.transfer = AccuracyTransfer.load(path / TRANSFER_FILE)
             except TransferFileError as error:
                 raise ModelFileError(str(error)) from None
+        elif TRANSFER_LABEL in predictor.prior_inputs:
+            raise ModelNotFoundError(f"{path} is not a complete nasrlm model directory: missing "
+                                     f"{TRANSFER_FILE} (the transfer forest its prior reads)")
         return predictor
 
     def _load_prior(self, path: Path, meta: dict) -> None:

@@ -109,7 +109,7 @@ def test_fit_transfer_reads_only_the_accuracy_columns_the_tasks_hold() -> None:
 
 def test_a_predictor_carries_its_transfer_forest_into_its_prior_and_its_checkpoints(tmp_path) -> None:
     from nasrlm.free_labels import free_labels
-    from nasrlm.predictor import ModelFileError, RLMPredictor
+    from nasrlm.predictor import ModelFileError, ModelNotFoundError, RLMPredictor
     from nasrlm.tokenizers import OnnxTokenizer
     from nasrlm.training import TrainConfig
     from nasrlm.transfer import TRANSFER_FILE, TRANSFER_LABEL
@@ -138,6 +138,11 @@ def test_a_predictor_carries_its_transfer_forest_into_its_prior_and_its_checkpoi
     predictor.save(tmp_path / "tuned")
     again = RLMPredictor.load(tmp_path / "tuned")
     assert again.transfer is not None and again.prior_inputs == predictor.prior_inputs
+    np.testing.assert_array_equal(again.known_labels(space, ids[20:])["features"][TRANSFER_LABEL],
+                                  known["features"][TRANSFER_LABEL])
     (tmp_path / "tuned" / TRANSFER_FILE).write_bytes(b"truncated")
     with pytest.raises(ModelFileError, match="transfer.safetensors: not a transfer file"):
+        RLMPredictor.load(tmp_path / "tuned")
+    (tmp_path / "tuned" / TRANSFER_FILE).unlink()
+    with pytest.raises(ModelNotFoundError, match="missing transfer.safetensors"):
         RLMPredictor.load(tmp_path / "tuned")
