@@ -30,9 +30,22 @@ def test_smoke_run_prints_every_table(tmp_path: Path, data_dir: Path) -> None:
     # a base that saw its targets is refused
     leaky = tmp_path / "leaky"
     assert main(["pretrain", "--data-dir", str(data_dir), "-o", str(leaky), "--spaces", "nb201",
-                 "--max-rows", "8", "--free-rows", "0", "--max-steps", "1", "--size", "tiny", "--quiet"]) == 0
+                 "--max-rows", "24", "--free-rows", "0", "--max-steps", "1", "--size", "tiny",
+                 "--quiet"]) == 0
     run = _benchmark(data_dir, leaky, tmp_path, "--tasks", "acc")
     assert run.returncode != 0 and "saw nb201 accuracy columns" in run.stderr
+    # so is a transfer forest fitted on them; one fitted on another space's accuracy is read
+    run = _benchmark(data_dir, base, tmp_path, "--tasks", "acc", "--methods", "forest,transfer-forest",
+                     "--transfer", str(leaky))
+    assert run.returncode != 0 and "was fitted on nb201 accuracies ['nb201:acc']" in run.stderr
+    other = tmp_path / "nb101"
+    assert main(["pretrain", "--data-dir", str(data_dir), "-o", str(other), "--spaces", "nb101",
+                 "--max-rows", "24", "--free-rows", "0", "--max-steps", "1", "--size", "tiny",
+                 "--quiet"]) == 0
+    run = _benchmark(data_dir, base, tmp_path, "--tasks", "acc", "--methods", "forest,transfer-forest",
+                     "--transfer", str(other))
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "| nb201 acc | forest | transfer-forest |" in run.stdout
 
 
 def _benchmark(data_dir: Path, base: Path, tmp_path: Path, *options: str) -> subprocess.CompletedProcess:
