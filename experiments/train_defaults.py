@@ -6,7 +6,8 @@ Runs the command line as a user would: ``nasrlm data`` writes the table (NB201 u
 each seed's ``default_rng(seed).permutation`` of it labels its first N rows and tests on the next 5,000
 (the split of ``transfer_benchmark.py``), ``nasrlm train --data train.csv -o M --size S`` trains, and
 ``nasrlm eval M --data test.csv`` ranks the test rows (median of ``--samples`` samples, Kendall τ).
-Inference speed per size: ``experiments/inference_speed.py``.
+With ``--init BASE[,BASE...]`` it fine-tunes each base instead (``nasrlm train --init BASE``; the base
+has its own size). Inference speed per size: ``experiments/inference_speed.py``.
 """
 
 from __future__ import annotations
@@ -35,24 +36,28 @@ def main() -> None:
     p.add_argument("--test", type=int, default=5000)
     p.add_argument("--samples", type=int, default=16)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--init", help="comma-separated base model directories to fine-tune instead of --sizes")
     a = p.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
         subprocess.run(["nasrlm", "data", a.space, "--objectives", a.objective, "--data-dir", a.data_dir,
                         "-o", str(work / "all.csv")], check=True)
         table = BenchmarkTable.read_csv(work / "all.csv")
-        print("| size | labels | seed | τ | train s |\n|---|---|---|---|---|", flush=True)
+        print(f"| {'base' if a.init else 'size'} | labels | seed | τ | train s |\n|---|---|---|---|---|",
+              flush=True)
+        models = {b: ["--init", b] for b in a.init.split(",")} if a.init else \
+            {s: ["--size", s] for s in a.sizes.split(",")}
         for seed in (int(s) for s in a.seeds.split(",")):
             order = np.random.default_rng(seed).permutation(len(table.ids))
             for n in (int(x) for x in a.labels.split(",")):
                 train, test = order[:n], order[n : n + a.test]
                 subset(table, train).to_csv(work / "train.csv")
                 subset(table, test).to_csv(work / "test.csv")
-                for size in a.sizes.split(","):
-                    out = work / f"{size}-{n}-{seed}"
+                for k, (size, how) in enumerate(models.items()):
+                    out = work / f"{k}-{n}-{seed}"
                     start = time.perf_counter()
                     subprocess.run(["nasrlm", "train", "--data", str(work / "train.csv"), "-o", str(out),
-                                    "--size", size, "--seed", str(seed), "--threads", str(a.threads), "-q"],
+                                    *how, "--seed", str(seed), "--threads", str(a.threads), "-q"],
                                    check=True)
                     seconds = time.perf_counter() - start
                     scores = subprocess.run(["nasrlm", "eval", str(out), "--data", str(work / "test.csv"),
