@@ -21,7 +21,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -39,7 +38,7 @@ from nasrlm.search._arch_cache import ArchCache, SpaceMismatchError
 from nasrlm.search._candidates import CandidateSettings, candidate_params, draw_params
 from nasrlm.search._liveness import beating
 from nasrlm.search._surrogate import FitSettings, RLMSurrogate
-from nasrlm.transfer import TRANSFER_FILE, AccuracyTransfer, TransferFileError
+from nasrlm.transfer import AccuracyTransfer
 from search_spaces import SearchSpace
 
 __all__ = ["DEFAULT_MODEL", "MIN_CHECKED_PROPOSALS", "PREDICTED_ATTR", "RLMSampler", "SpaceMismatchError"]
@@ -423,9 +422,7 @@ def _transfer(transfer: str | bool | None, base: str | None) -> AccuracyTransfer
     if transfer is True:
         if base is None:
             raise ValueError("transfer=True reads the base model's transfer forest: give base= too")
-        if not (Path(base) / TRANSFER_FILE).is_file():
-            raise TransferFileError(f"{base}: this base model has no {TRANSFER_FILE}")
-        transfer = base
+        transfer = base  # find() names the missing file of a base without one
     return AccuracyTransfer.find(transfer)
 
 
