@@ -7,7 +7,8 @@ BPE model with *long* pieces (spanning spaces and line ends) swallows whole, whi
 keeps the parts that differ between architectures at about one piece per statement, e.g.
 ``"▁=▁nb201.rcb3_16▁(t0"`` and ``")\nt3▁=▁Add▁(t1,t2"``. With the defaults (BPE, pieces of up to 256
 characters, 1,024 pieces per search space, 1,000 samples per space) an NB201 architecture is ~43 tokens,
-against ~3,400 for the byte-level tokenizer of the published RLM. A larger vocabulary barely shortens
+against ~3,400 for the byte-level tokenizer of the published RLM; one space's longer texts get more
+pieces (:data:`TARGET_TOKENS`). A larger vocabulary barely shortens
 that further but spends its extra pieces on rare combinations of statements, each seen by few
 architectures (whose embeddings few labels train). ``experiments/tokenizer_stats.py`` measures this.
 
@@ -76,8 +77,13 @@ _DEFAULT_OPTIONS: dict[str, Any] = {
 #: Pieces per search space (256 of them are bytes): NB201 has its knee here (median tokens 768: 176,
 #: 896: 70, 1,024: 43, 1,280: 31, 2,048: 26), and beyond it the extra pieces are rare ones.
 DEFAULT_VOCAB_SIZE = 1024
-#: Upper bound of the default vocabulary of :meth:`OnnxTokenizer.train_on_spaces`, however many spaces.
+#: Upper bound of the default vocabulary of :meth:`OnnxTokenizer.train_on_spaces`, however many spaces,
+#: and of the vocabulary :meth:`OnnxTokenizer.train` grows to by default.
 MAX_DEFAULT_VOCAB_SIZE = 8192
+#: :meth:`OnnxTokenizer.train`'s default vocabulary grows (doubling from :data:`DEFAULT_VOCAB_SIZE`) until
+#: the median text is at most this many tokens: spaces of long texts (OFA, FBNet: 12,000-17,000
+#: characters, ~440 tokens with 1,024 pieces, ~90 with 2,048) need more pieces than NB201's knee.
+TARGET_TOKENS = 128
 #: 100 per space: 16 spaces train in ~18 s on two cores (1,000: ~4 min) for 2-4 % longer NB201 texts.
 DEFAULT_SAMPLES_PER_SPACE = 100
 
@@ -133,9 +139,14 @@ class OnnxTokenizer:
 
     # --- training -----------------------------------------------------------------------------
     @classmethod
-    def train(cls, texts: Iterable[str], vocab_size: int = DEFAULT_VOCAB_SIZE, *, seed: int = 0,
+    def train(cls, texts: Iterable[str], vocab_size: int | None = None, *, seed: int = 0,
               **options: Any) -> OnnxTokenizer:
         """Learn a tokenizer from ``texts``, in memory.
+
+        ``vocab_size`` ``None`` (the default): the smallest of :data:`DEFAULT_VOCAB_SIZE`, twice,
+        four times ... that many pieces (up to :data:`MAX_DEFAULT_VOCAB_SIZE`) that encodes the median
+        text in at most :data:`TARGET_TOKENS` tokens, so that one space's long texts do not make every
+        step of the model that reads them several times slower.
 
         Deterministic: the same texts (in the same order) and options give a byte-identical model.
         ``options`` are sentencepiece trainer options overriding the defaults, e.g.
@@ -144,6 +155,8 @@ class OnnxTokenizer:
         a corpus too small for it yields fewer pieces (see :attr:`vocab_size`). ``seed`` seeds
         sentencepiece's random generator (only used by options that sample, e.g. ``input_sentence_size``).
         """
+        if vocab_size is None:
+            return cls._train_to_target(list(texts), seed=seed, **options)
         texts = [_escape(t) for t in texts]
         if not texts:
             raise ValueError("cannot train a tokenizer on no texts")
@@ -163,6 +176,20 @@ class OnnxTokenizer:
         model = io.BytesIO()
         spm.SentencePieceTrainer.train(sentence_iterator=iter(texts), model_writer=model, **kwargs)
         return cls.from_bytes(model.getvalue())
+
+    @classmethod
+    def _train_to_target(cls, texts: list[str], *, seed: int, **options: Any) -> OnnxTokenizer:
+        """``train`` with the vocabulary grown until the median text fits :data:`TARGET_TOKENS`."""
+        size = DEFAULT_VOCAB_SIZE
+        probe = texts[:: max(1, len(texts) // 200)]  # about 200 texts say where the median lies
+        while True:
+            tokenizer = cls.train(texts, size, seed=seed, **options)
+            if size >= MAX_DEFAULT_VOCAB_SIZE or tokenizer.vocab_size < size:  # no more pieces to learn
+                return tokenizer
+            lengths = sorted(len(tokenizer.encode(t)) for t in probe)
+            if lengths[len(lengths) // 2] <= TARGET_TOKENS:
+                return tokenizer
+            size *= 2
 
     @classmethod
     def train_on_spaces(cls, spaces: Sequence[str] | None = None,

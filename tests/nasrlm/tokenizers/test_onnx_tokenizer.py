@@ -10,7 +10,7 @@ import statistics
 import pytest
 import sentencepiece as spm
 
-from nasrlm.tokenizers._onnx import OnnxTokenizer
+from nasrlm.tokenizers._onnx import DEFAULT_VOCAB_SIZE, TARGET_TOKENS, OnnxTokenizer
 from search_spaces import get_space
 
 TRAIN_ARCHS = 200
@@ -194,6 +194,25 @@ def test_long_texts_are_not_dropped():
     text = "t0 = Conv <kernel_shape = [3,3]> (x,w0)\n" * 200  # 8,000 characters
     tok = OnnxTokenizer.train([text] * 3, vocab_size=400)
     assert len(tok.encode(text)) < len(text) / 20
+
+
+def test_default_vocabulary_stays_at_the_knee_for_short_texts(tokenizer, nb201_texts):
+    assert tokenizer.vocab_size == DEFAULT_VOCAB_SIZE
+    assert statistics.median(len(tokenizer.encode(t)) for t in nb201_texts[1]) <= TARGET_TOKENS
+
+
+def test_default_vocabulary_grows_until_long_texts_fit_the_target():
+    rng = random.Random(0)
+    lines = [f"t{i} = Conv{rng.randint(1, 7)}x{rng.randint(1, 7)} (t{i - 1}, w{rng.randint(0, 59)})"
+             for i in range(200)]
+    texts = ["\n".join(f"{line} k{rng.randint(0, 4)}" for line in lines) for _ in range(120)]
+    at_default = OnnxTokenizer.train(texts, DEFAULT_VOCAB_SIZE)
+    assert statistics.median(len(at_default.encode(t)) for t in texts) > TARGET_TOKENS
+    grown = OnnxTokenizer.train(texts)
+    assert grown.vocab_size > DEFAULT_VOCAB_SIZE
+    assert statistics.median(len(grown.encode(t)) for t in texts) <= TARGET_TOKENS
+    assert all(grown.decode(grown.encode(t)) == t for t in texts[:5])
+    assert OnnxTokenizer.train(texts).to_bytes() == grown.to_bytes()  # still deterministic
 
 
 def test_small_corpus_gives_smaller_vocab():
