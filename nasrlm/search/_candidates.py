@@ -59,7 +59,14 @@ def candidate_params(search_space: dict[str, BaseDistribution], settings: Candid
 
 def mutants(parent: Params, search_space: dict[str, BaseDistribution], grid: dict[str, list[Any]] | None,
             settings: CandidateSettings, rng: np.random.Generator) -> list[Params]:
-    """``parent`` with one parameter changed: to every other value when it has few, else to random draws."""
+    """``parent`` with one parameter changed: to every other value when it has few, else to random draws.
+
+    Parameters of the search space that ``parent`` does not use (a conditional space's blocks beyond a
+    stage's depth) are drawn once for all its mutants, so a mutant that deepens a stage has them.
+    """
+    missing = {name: d for name, d in search_space.items() if name not in parent}
+    if missing:
+        parent = {**draw_params(missing, rng), **parent}
     out = []
     for name in sorted(search_space):
         if grid is not None and len(grid[name]) <= settings.mutate_every_value_up_to:

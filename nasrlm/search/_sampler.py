@@ -330,7 +330,10 @@ class RLMSampler(BaseSampler):
         out: dict[str, dict[str, Any]] = {}
         for params in candidate_params(search_space, self.candidate_settings, pool=self._pool_params,
                                        front=front, rng=self._rng, draw=partial(self._draw, search_space)):
-            arch_id = self.arch_id_of(params)
+            try:
+                arch_id = self.arch_id_of(params)
+            except SpaceMismatchError:  # needs a parameter no trial has suggested: nothing to draw it from
+                continue
             if arch_id not in taken:
                 out.setdefault(arch_id, params)
         return out

@@ -67,3 +67,20 @@ def test_a_continuous_or_log_parameter_has_no_grid() -> None:
     assert parameter_grid({"w": FloatDistribution(0, 1)}) is None
     assert parameter_grid({"n": IntDistribution(1, 64, log=True)}) is None
     assert parameter_grid(SMALL) == {"a": ["x", "y", "z"], "b": [0, 1, 2, 3]}
+
+
+def test_a_mutant_that_deepens_a_stage_gets_the_parameters_its_parent_did_not_use() -> None:
+    # a conditional space: "k2" exists only when depth is 3 (as OFA's blocks beyond a stage's depth)
+    space = {"depth": CategoricalDistribution([2, 3]), "k0": CategoricalDistribution([3, 5]),
+             "k1": CategoricalDistribution([3, 5]), "k2": CategoricalDistribution([3, 5])}
+    parent = {"depth": 2, "k0": 3, "k1": 5}
+    children = mutants(parent, space, parameter_grid(space), CandidateSettings(), np.random.default_rng(0))
+    deeper = [c for c in children if c["depth"] == 3]
+    assert len(deeper) == 1 and deeper[0]["k2"] in (3, 5)
+    assert all(c["k0"] == 3 and c["k1"] == 5 for c in children if c["depth"] == 3)
+
+
+def test_a_parent_that_uses_every_parameter_draws_nothing() -> None:
+    rng = np.random.default_rng(0)
+    mutants({"a": "x", "b": 1}, SMALL, parameter_grid(SMALL), CandidateSettings(), rng)
+    assert rng.random() == np.random.default_rng(0).random()  # the stream of later draws is unchanged

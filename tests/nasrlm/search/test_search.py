@@ -28,6 +28,7 @@ from nasrlm.search import (
     write_report,
 )
 from search_spaces import NasBench201, SubsetSpace, get_space
+from search_spaces.nasbench201 import EDGES, OPS, NB201Arch
 
 SPACE = NasBench201()
 TINY = {"d_model": 16, "num_heads": 2, "d_ff": 32, "encoder_layers": 1, "decoder_layers": 1, "dropout": 0.0}
@@ -215,6 +216,41 @@ def test_random_candidates_on_a_table_subset_cover_its_rows_evenly() -> None:
     counts = Counter(sampler.arch_id_of(sampler._draw(trial.distributions, rng)) for _ in range(1000))
     assert set(counts) == set(ids)
     assert np.std([counts[i] for i in ids]) < 7
+
+
+class _ConditionalCells(NasBench201):
+    """NB201 cells whose first ``edges`` edges are searched and the rest cut (a conditional space, as OFA's
+    stages are: a block's parameters exist only below the stage's depth)."""
+
+    def suggest(self, trial: optuna.Trial):
+        edges = trial.suggest_int("edges", 1, len(EDGES))
+        return NB201Arch(tuple(trial.suggest_categorical(f"edge_{i}_{j}", OPS) if k < edges else "none"
+                               for k, (i, j) in enumerate(EDGES)))
+
+    def params_of(self, arch) -> dict:
+        edges = max([k + 1 for k, op in enumerate(arch.ops) if op != "none"], default=1)
+        used = zip(EDGES[:edges], arch.ops[:edges], strict=True)
+        return {"edges": edges, **{f"edge_{i}_{j}": op for (i, j), op in used}}
+
+
+def test_a_conditional_space_whose_trials_never_used_some_parameters_is_searched() -> None:
+    space = _ConditionalCells()
+    sampler = RLMSampler(space, n_startup_trials=4, proposals_per_fit=3, num_candidates=40,
+                         fresh_candidates=10, num_samples=4, pretrain_archs=0, fit_steps=3, model=TINY,
+                         seed=0)
+    study = make_study(sampler)
+    for edges in (1, 2, 1, 2):  # start-up trials that never reach edges 3-6: nothing to draw them from
+        study.enqueue_trial({"edges": edges})
+
+    def objective(trial: optuna.Trial) -> tuple[float, float]:
+        arch_id = space.arch_id(space.suggest(trial))
+        trial.set_user_attr("arch_id", arch_id)
+        return toy_values(arch_id)
+
+    study.optimize(objective, n_trials=10)
+    assert len(study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))) == 10
+    # mutants that deepen a cell draw the edges their parent did not use, once some trial has used them
+    assert max(t.params["edges"] for t in study.trials) > 2
 
 
 def test_an_objective_that_ignores_the_space_gets_a_clear_error() -> None:
