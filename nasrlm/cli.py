@@ -838,7 +838,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     data_dir = resolve_data_dir(args.data_dir)
     storage = args.storage
     if storage is not None:
-        _check_storage(storage, args.workers)
+        storage = _check_storage(storage, args.workers)
     study_name = args.study_name or f"{space.name}-{args.sampler}-seed{args.seed}"
     _check_study(storage or (f"sqlite:///{out.resolve() / 'study.db'}" if args.workers > 1 else None),
                  study_name, names)
@@ -986,10 +986,14 @@ def _check_sampler(name: str, space: search_spaces.SearchSpace, seed: int, optio
         raise CliError(f"--rlm-option: {error}") from None
 
 
-def _check_storage(url: str, workers: int) -> None:
+def _check_storage(url: str, workers: int) -> str:
     """``--storage``: a database URL that SQLAlchemy parses, of a database it knows, whose driver is
     installed; an SQLite file must be an SQLite database in a directory that exists. Refused before
-    the run directory is made, with the URL (password hidden) in the message."""
+    the run directory is made, with the URL (password hidden) in the message.
+
+    Returns the URL to connect with: a PostgreSQL URL that names no driver gets psycopg 3, the one
+    ``pip install "nasrlm[postgres]"`` installs (SQLAlchemy 2.0 would otherwise look for psycopg2).
+    """
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
@@ -998,6 +1002,9 @@ def _check_storage(url: str, workers: int) -> None:
     except ArgumentError:
         raise CliError(f"--storage {url!r}: not a database URL; expected e.g. sqlite:///study.db or "
                        "postgresql://user@host/db") from None
+    if parsed.drivername == "postgresql":
+        parsed = parsed.set(drivername="postgresql+psycopg")
+        url = parsed.render_as_string(hide_password=False)
     shown = parsed.render_as_string(hide_password=True)
     try:
         dialect = parsed.get_dialect()
@@ -1007,19 +1014,21 @@ def _check_storage(url: str, workers: int) -> None:
     try:
         dialect.import_dbapi()
     except ImportError as error:
+        hint = ' (pip install "nasrlm[postgres]")' if parsed.get_backend_name() == "postgresql" else ""
         raise CliError(f"--storage {shown}: the {parsed.drivername} driver is not installed "
-                       f"({error})") from None
+                       f"({error}){hint}") from None
     if parsed.get_backend_name() != "sqlite":
-        return
+        return url
     if parsed.database in (None, "", ":memory:"):
         if workers > 1:
             raise CliError(f"--storage {shown}: several workers need a storage they share (a file, a server)")
-        return
+        return url
     if parsed.database.startswith("file:"):
-        return
+        return url
     if not Path(parsed.database).parent.is_dir():
         raise CliError(f"--storage {shown}: directory {Path(parsed.database).parent} does not exist")
     _check_db(parsed.database, "--storage")
+    return url
 
 
 def _check_study(storage: str | None, study_name: str, names: Sequence[str]) -> None:

@@ -37,9 +37,9 @@ def postgres_unavailable() -> str | None:
     if _binaries() is None:
         return "PostgreSQL is not installed (initdb and pg_ctl not found; Debian: apt install postgresql)"
     try:
-        import psycopg2  # noqa: F401  (SQLAlchemy's default PostgreSQL driver)
+        import psycopg  # noqa: F401  (the driver nasrlm[postgres] installs)
     except ImportError:
-        return "the PostgreSQL driver is not installed (pip install psycopg2-binary)"
+        return 'the PostgreSQL driver is not installed (pip install "nasrlm[postgres]")'
     if os.geteuid() == 0 and shutil.which("runuser") is None:
         return "running as root, and runuser (to run the server as the 'postgres' user) is not found"
     return None
@@ -72,7 +72,7 @@ class PostgresServer:
     @property
     def url(self) -> str:
         """SQLAlchemy URL of the server's ``postgres`` database, user ``nasrlm``."""
-        return f"postgresql+psycopg2://nasrlm@127.0.0.1:{self.port}/postgres"
+        return f"postgresql+psycopg://nasrlm@127.0.0.1:{self.port}/postgres"
 
     def start(self) -> None:
         """Start the server and wait until it accepts connections."""

@@ -141,3 +141,13 @@ def test_workers_wait_out_a_database_outage(postgres) -> None:
     postgres.start()
     ids = completed_ids(finish(workers, postgres.url))
     assert len(ids) == 20 and len(set(ids)) == 20
+
+
+def test_a_postgresql_url_without_a_driver_connects_as_the_readme_writes_it(postgres) -> None:
+    from nasrlm.cli import _check_storage
+
+    bare = postgres.url.replace("postgresql+psycopg://", "postgresql://")
+    url = _check_storage(bare, workers=4)
+    assert url.startswith("postgresql+psycopg://")  # the driver nasrlm[postgres] installs
+    optuna.create_study(study_name="bare-url", storage=url)
+    assert "bare-url" in optuna.get_all_study_names(storage=url)
