@@ -73,7 +73,11 @@ def score(result: SearchResult, reference: np.ndarray, truth: Truth | None) -> S
 def write_report(result: SearchResult, out_dir: str | Path, *, space: str, truth: Truth | None = None,
                  predicted: PredictedFront | None = None, baselines: Sequence[SearchResult] = (),
                  command: str = "") -> dict[str, Path]:
-    """Write the four files into ``out_dir`` and return their paths by name."""
+    """Write the four files into ``out_dir`` and return their paths by name.
+
+    With one objective there is no Pareto plot (a front of one axis is its best architecture), and the
+    report names the best architecture found instead of a front: three files.
+    """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     objectives, maximize = result.objectives, result.maximize
@@ -82,6 +86,8 @@ def write_report(result: SearchResult, out_dir: str | Path, *, space: str, truth
     scores = {r.sampler: score(r, reference, truth) for r in [result, *baselines]}
     paths = {"csv": out / "pareto.csv", "pareto": out / "pareto.png", "hypervolume": out / "hypervolume.png",
              "report": out / "report.md"}
+    if len(objectives) < 2:
+        del paths["pareto"]
 
     front = result.front
     front = front[np.lexsort(result.values[front].T[::-1])]  # sorted by the first objective
@@ -92,26 +98,28 @@ def write_report(result: SearchResult, out_dir: str | Path, *, space: str, truth
         for k in front:
             writer.writerow([result.arch_ids[k], k + 1, *(f"{v:.6g}" for v in result.values[k])])
 
-    data = pareto_plot_data(
-        axes, result.values, evaluated_ids=result.arch_ids, true_front=true_front,
-        predicted_front=predicted.median if predicted is not None else None,
-        predicted_low=predicted.low if predicted is not None else None,
-        predicted_high=predicted.high if predicted is not None else None,
-        background=truth.values if truth is not None else None,
-        title=f"{space}: {len(result.arch_ids)} evaluations with {result.sampler}")
-    plot_pareto(data, paths["pareto"])
+    if "pareto" in paths:
+        data = pareto_plot_data(
+            axes, result.values, evaluated_ids=result.arch_ids, true_front=true_front,
+            predicted_front=predicted.median if predicted is not None else None,
+            predicted_low=predicted.low if predicted is not None else None,
+            predicted_high=predicted.high if predicted is not None else None,
+            background=truth.values if truth is not None else None,
+            title=f"{space}: {len(result.arch_ids)} evaluations with {result.sampler}")
+        plot_pareto(data, paths["pareto"])
     curves = {name: s.history[None, :] for name, s in scores.items()}
     plot_hypervolume(hypervolume_plot_data(
         curves, true_hypervolume=1.0 if truth is not None else None,
         title=f"{space}: hypervolume vs evaluations"), paths["hypervolume"])
     paths["report"].write_text(_markdown(result, front, scores, reference, truth, true_front, predicted,
-                                         space=space, command=command))
+                                         space=space, command=command,
+                                         files=[p.name for p in paths.values()]))
     return paths
 
 
 def _markdown(result: SearchResult, front: np.ndarray, scores: dict[str, Scores], reference: np.ndarray,
               truth: Truth | None, true_front: np.ndarray | None, predicted: PredictedFront | None, *,
-              space: str, command: str) -> str:
+              space: str, command: str, files: Sequence[str]) -> str:
     """``front``: indices of the front found, in table order; ``true_front``: its values, if known."""
     objectives = result.objectives
     lines = [f"# Search report: {space}", ""]
@@ -130,18 +138,23 @@ def _markdown(result: SearchResult, front: np.ndarray, scores: dict[str, Scores]
         ratio = f"{s.hypervolume_ratio:.3f}" if s.hypervolume_ratio is not None else "n/a"
         recall = f"{s.pareto_recall:.3f}" if s.pareto_recall is not None else "n/a"
         lines.append(f"| {name} | {s.hypervolume:.4g} | {ratio} | {recall} |")
+    single = len(objectives) == 1
     if truth is not None and true_front is not None:
-        lines += ["", f"True front: {len(true_front)} of {len(truth.ids):,} architectures."]
-    lines += ["", "## Pareto front found", "", "| arch_id | evaluation | "
+        held = "Best value held by" if single else "True front"
+        lines += ["", f"{held}: {len(true_front)} of {len(truth.ids):,} architectures."]
+    heading = "Best architecture found" if single else "Pareto front found"
+    lines += ["", f"## {heading}", "", "| arch_id | evaluation | "
               + " | ".join(o.header for o in objectives) + " |", "|---|---|" + "---|" * len(objectives)]
     for k in front:
         cells = " | ".join(f"{v:.4g}" for v in result.values[k])
         arch_id = result.arch_ids[k].replace("|", "\\|")  # a bare | would end the table cell
         lines.append(f"| `{arch_id}` | {k + 1} | {cells} |")
-    if predicted is not None:
+    if predicted is not None and not single:
         lines += ["", f"The model's predicted front ({len(predicted.ids)} architectures, medians with "
                   "quartiles) is drawn dashed in `pareto.png`."]
-    lines += ["", "Files: `pareto.csv` (the front found), `pareto.png`, `hypervolume.png`.", ""]
+    described = {"pareto.csv": f"`pareto.csv` (the {'best' if single else 'front'} found)"}
+    shown = [described.get(name, f"`{name}`") for name in files if name != "report.md"]
+    lines += ["", f"Files: {', '.join(shown)}.", ""]
     return "\n".join(lines)
 
 

@@ -453,6 +453,21 @@ def test_report_files_and_scores(tmp_path) -> None:
         assert len(cells) == 4 and cells[0].replace("\\|", "|").strip("` ") in result.arch_ids
 
 
+def test_a_single_objective_search_reports_its_best_architecture_without_a_pareto_plot(tmp_path) -> None:
+    ids = [SPACE.arch_id(a) for a in SPACE.enumerate()]
+    two = toy_table(ids)
+    table = BenchmarkTable("nb201", ids, two.objectives[:1], two.values[:, :1])
+    evaluator = ArchEvaluator(SPACE, table.objectives, table)
+    result = run_search(SPACE, evaluator, optuna.samplers.RandomSampler(seed=0), budget=12, progress=False)
+    files = write_report(result, tmp_path, space="nb201", truth=Truth(*evaluator.truth()))
+    assert {p.name for p in files.values()} == {"pareto.csv", "hypervolume.png", "report.md"}
+    assert not (tmp_path / "pareto.png").exists()
+    report = files["report"].read_text()
+    best = max(result.values[:, 0])
+    assert "## Best architecture found" in report and f"| {best:.4g} |" in report
+    assert "pareto.png" not in report
+
+
 def test_search_job_end_to_end_with_the_rlm(tmp_path, monkeypatch) -> None:
     ids = [SPACE.arch_id(a) for a in SPACE.enumerate()]
     monkeypatch.setattr("nasrlm.search._evaluate.load_table", lambda space, names, data_dir: toy_table(ids))
