@@ -501,6 +501,14 @@ def cmd_train(args: argparse.Namespace) -> int:
     _check_table_ids(space, ids, args.data)
     if len(ids) < 2:
         raise CliError(f"{args.data} has fewer than two rows with a value for {', '.join(names)}")
+    for name, column in zip(names, values.T, strict=True):
+        if np.count_nonzero(~np.isnan(column)) < 2:
+            raise CliError(f"{args.data}: column {name!r} has fewer than two values (leave it out with "
+                           f"--objectives)")
+        infinite = np.flatnonzero(np.isinf(column))
+        if infinite.size:  # a model would learn it as the column's best or worst value
+            raise CliError(f"{args.data}: column {name!r} of {ids[infinite[0]]} is {column[infinite[0]]:g}, "
+                           "which is not a measurement (leave a missing value empty)")
     if args.init and args.pretrain:
         raise CliError("--init and --pretrain: a base model is already pre-trained; give one of them")
     torch_threads(args.threads)

@@ -70,7 +70,11 @@ class BenchmarkTable:
             raise ValueError(f"values has shape {self.values.shape}, expected "
                              f"({len(self.ids)}, {len(self.objectives)}) = (ids, objectives)")
         if len(set(self.ids)) != len(self.ids):
-            raise ValueError("duplicate arch ids in table")
+            rows: dict[str, int] = {}
+            for row, arch_id in enumerate(self.ids):
+                if arch_id in rows:
+                    raise ValueError(f"arch id {arch_id!r} is in rows {rows[arch_id] + 1} and {row + 1}")
+                rows[arch_id] = row
         names = self.names
         if len(set(names)) != len(names):
             raise ValueError(f"duplicate objective names in table: {names}")
@@ -128,7 +132,7 @@ class BenchmarkTable:
         if not path.is_file():
             raise DataFileError(f"{path}: not a file (expected a table written by 'nasrlm data')")
         try:
-            with path.open(newline="", encoding="utf-8") as f:
+            with path.open(newline="", encoding="utf-8-sig") as f:  # a spreadsheet's byte-order mark
                 rows = list(csv.reader(f))
         except (UnicodeDecodeError, csv.Error) as error:
             raise DataFileError(f"{path}: not a CSV table ({error})") from None
@@ -154,16 +158,20 @@ class BenchmarkTable:
             except ValueError as error:
                 raise DataFileError(f"{path}: {error}") from None
         values = np.empty((len(body), len(objectives)), dtype=np.float64)
+        lines: dict[str, int] = {}
         for i, row in enumerate(body):
             if len(row) != len(header):
                 raise DataFileError(f"{path}: line {i + 2} has {len(row)} fields, expected {len(header)}")
+            if row[0] in lines:
+                raise DataFileError(f"{path}: arch id {row[0]!r} is on lines {lines[row[0]]} and {i + 2}")
+            lines[row[0]] = i + 2
             try:
                 values[i] = [float(v) if v != "" else math.nan for v in row[1:]]
             except ValueError as error:
                 raise DataFileError(f"{path}: line {i + 2}: {error}") from None
         try:
             return cls(space or "unknown", [row[0] for row in body], objectives, values, data_dir)
-        except ValueError as error:  # duplicate ids or columns
+        except ValueError as error:  # duplicate columns
             raise DataFileError(f"{path}: {error}") from None
 
 

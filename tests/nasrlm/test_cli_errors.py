@@ -75,6 +75,16 @@ def _config_huge(model: Path) -> None:
     (model / "config.json").write_text(json.dumps(meta))
 
 
+def _table(name: str, *rows: str) -> Callable[[Path], None]:
+    """Writes ``{tmp}/name`` beside the model copy: a CSV without sidecar, ``arch_id,acc[%],lat[ms]``."""
+    def write(model: Path) -> None:
+        (model.parent / name).write_text("\n".join(["arch_id,acc[%],lat[ms]", *rows]) + "\n")
+    return write
+
+
+OTHER = "|skip_connect~0|+|none~0|none~1|+|skip_connect~0|none~1|none~2|"
+
+
 def _mysql_installed() -> bool:
     return any(importlib.util.find_spec(m) is not None for m in ("MySQLdb", "pymysql", "mysql"))
 
@@ -120,6 +130,14 @@ CASES = [
          "not a benchmark table"),
     case("train --objectives absent", [*TRAIN, "--objectives", "lat"], "not among the columns"),
     case("train --space other", [*TRAIN, "--space", "fbnet"], "not a fbnet architecture id"),
+    case("train inf label", ["train", "--data", "{tmp}/t.csv", "--space", "nb201", "-o", "{tmp}/m"],
+         f"column 'lat' of {OTHER} is inf, which is not a measurement",
+         _table("t.csv", f"{ARCH},70,1.5", f"{OTHER},80,inf")),
+    case("train duplicate id", ["train", "--data", "{tmp}/t.csv", "--space", "nb201", "-o", "{tmp}/m"],
+         f"arch id '{ARCH}' is on lines 2 and 4",
+         _table("t.csv", f"{ARCH},70,1.5", f"{OTHER},80,2", f"{ARCH},71,1.6")),
+    case("train empty column", ["train", "--data", "{tmp}/t.csv", "--space", "nb201", "-o", "{tmp}/m"],
+         "column 'lat' has fewer than two values", _table("t.csv", f"{ARCH},70,", f"{OTHER},80,")),
     case("predict truncated weights", PREDICT, "model.safetensors", _truncate_weights),
     case("predict random weights", PREDICT, "model.safetensors", _random_weights),
     case("eval truncated weights", EVAL, "model.safetensors", _truncate_weights),

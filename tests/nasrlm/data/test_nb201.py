@@ -16,6 +16,7 @@ from scipy.stats import spearmanr
 from nasrlm.data import (
     NB201_OBJECTIVES,
     BenchmarkTable,
+    DataFileError,
     DataFileNotFoundError,
     Objective,
     UnknownObjectiveError,
@@ -278,7 +279,7 @@ def test_table_validation() -> None:
     obj = Objective("acc", "%", "d", "s", True)
     with pytest.raises(ValueError, match="shape"):
         BenchmarkTable("nb201", ["a", "b"], [obj], np.zeros((3, 1)))
-    with pytest.raises(ValueError, match="duplicate arch ids"):
+    with pytest.raises(ValueError, match="is in rows 1 and 2"):
         BenchmarkTable("nb201", ["a", "a"], [obj], np.zeros((2, 1)))
     with pytest.raises(ValueError, match="duplicate objective"):
         BenchmarkTable("nb201", ["a"], [obj, obj], np.zeros((1, 2)))
@@ -286,3 +287,19 @@ def test_table_validation() -> None:
         Objective("acc[%]", "%", "d", "s", True)
     with pytest.raises(KeyError, match="no objective 'pixel3'"):
         BenchmarkTable("nb201", ["a"], [obj], np.zeros((1, 1))).column("pixel3")
+
+
+def test_a_csv_with_a_byte_order_mark_reads_like_one_without(tmp_path: Path) -> None:
+    path = _table().to_csv(tmp_path / "t.csv")
+    (tmp_path / "t.csv.meta.json").unlink()
+    path.write_bytes("\ufeff".encode() + path.read_bytes())  # as spreadsheets save "CSV UTF-8"
+    back = BenchmarkTable.read_csv(path, space="nb201")
+    assert back.names == ["acc", "pixel3", "zc_nwot"]
+    np.testing.assert_array_equal(back.values, _table().values)
+
+
+def test_a_duplicate_id_is_named_with_its_lines(tmp_path: Path) -> None:
+    path = tmp_path / "t.csv"
+    path.write_text("arch_id,acc[%]\na,1\nb,2\na,3\n")
+    with pytest.raises(DataFileError, match=r"arch id 'a' is on lines 2 and 4"):
+        BenchmarkTable.read_csv(path, space="nb201")
