@@ -8,6 +8,9 @@ per objective — plus the objectives' names and units, and saves them as a dire
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import tempfile
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
@@ -530,9 +533,37 @@ class RLMPredictor:
 
     # --- checkpoints ----------------------------------------------------------------------------
     def save(self, path: str | Path) -> Path:
-        """Write ``config.json``, ``model.safetensors`` and ``tokenizer.model`` into directory ``path``."""
+        """Write ``config.json``, ``model.safetensors`` and ``tokenizer.model`` into directory ``path``.
+
+        Never half-written: the files are written into a temporary directory beside ``path`` first,
+        which then becomes ``path`` (one rename) or, when ``path`` exists (a checkpoint written again),
+        whose files each replace their namesake, ``config.json`` last. Other files in ``path`` (a
+        pre-training's optimiser state) stay.
+        """
         path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+        try:
+            self._write_files(staging)
+            mask = os.umask(0)
+            os.umask(mask)
+            for file in staging.iterdir():  # one mode for all (safetensors writes its file 0600)
+                file.chmod(0o666 & ~mask)
+            if not path.exists():
+                staging.chmod(0o777 & ~mask)
+                os.replace(staging, path)
+                return path
+            stale = {PRIOR_FILE, TRANSFER_FILE} - {f.name for f in staging.iterdir()}
+            for name in stale:
+                (path / name).unlink(missing_ok=True)
+            for file in sorted(staging.iterdir(), key=lambda f: f.name == "config.json"):
+                os.replace(file, path / file.name)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        return path
+
+    def _write_files(self, path: Path) -> None:
+        """The files of :meth:`save`, into the empty directory ``path``."""
         device = self.device
         save_model(self.model.cpu(), path / "model.safetensors")  # de-duplicates the tied embeddings
         self.model.to(device)
@@ -550,14 +581,11 @@ class RLMPredictor:
             meta["prior"] = {"inputs": list(self.prior_inputs), "predicts": list(self.prior_objectives),
                              "fit": self.prior.to_dict(), "residual_weights": self.residual_weights}
             arrays = self.prior.arrays() if isinstance(self.prior, FeaturePrior) else {}
-        (path / PRIOR_FILE).unlink(missing_ok=True)
         if arrays:
             save_arrays(arrays, path / PRIOR_FILE)
-        (path / TRANSFER_FILE).unlink(missing_ok=True)
         if self.transfer is not None:
             self.transfer.save(path / TRANSFER_FILE)
         (path / "config.json").write_text(json.dumps(meta, indent=2) + "\n")
-        return path
 
     @classmethod
     def load(cls, path: str | Path) -> RLMPredictor:

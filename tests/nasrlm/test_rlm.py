@@ -7,6 +7,7 @@ import pytest
 import torch
 from scipy.stats import kendalltau, norm
 
+import nasrlm.predictor
 from nasrlm.data import Objective
 from nasrlm.inference import _IncrementalDecoder, sample_digits
 from nasrlm.model import RegressionLM, RLMConfig
@@ -177,6 +178,33 @@ def test_training_learns_is_deterministic_and_survives_a_checkpoint(corpus, tmp_
     assert loaded.trained_objectives == ("acc", "lat")
     np.testing.assert_array_equal(loaded.sample(texts[:4], num_samples=16, seed=3),
                                   first.sample(texts[:4], num_samples=16, seed=3))
+
+
+def test_a_save_is_never_half_written_and_keeps_other_files(corpus, tmp_path, monkeypatch) -> None:
+    tokenizer, texts, _ = corpus
+    torch.manual_seed(0)
+    predictor = RLMPredictor.create(tokenizer, OBJECTIVES, **TINY)
+    path = predictor.save(tmp_path / "model")
+    modes = {f.name: f.stat().st_mode & 0o777 for f in path.iterdir()}
+    assert set(modes) == {"config.json", "model.safetensors", "tokenizer.model"}
+    assert len(set(modes.values())) == 1  # one file mode for all
+    (path / "optimizer.safetensors").write_bytes(b"a pre-training's own file")
+    before = {f.name: f.read_bytes() for f in path.iterdir()}
+
+    def fail(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(nasrlm.predictor, "save_model", fail)  # dies while writing the weights
+    with pytest.raises(OSError, match="disk full"):
+        predictor.save(path)
+    with pytest.raises(OSError, match="disk full"):
+        predictor.save(tmp_path / "new")
+    assert {f.name: f.read_bytes() for f in path.iterdir()} == before  # the old checkpoint, untouched
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["model"]  # no half model, no staging left
+    monkeypatch.undo()
+    predictor.save(path)
+    assert (path / "optimizer.safetensors").read_bytes() == b"a pre-training's own file"
+    RLMPredictor.load(path)
 
 
 def test_loading_something_else_fails_clearly(tmp_path) -> None:
