@@ -753,13 +753,12 @@ def _check_samples(samples: int) -> None:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from nasrlm.predictor import RLMPredictor
 
     _check_samples(args.samples)
     device = _device(args.device)
     space = _space(args.space)
     ids = _arch_ids(space, args)
-    predictor = RLMPredictor.load(args.model).to(device)
+    predictor = _load_model_for(args.model, space).to(device)
     predictions = predictor.predict(_texts(space, ids), num_samples=args.samples, seed=args.seed,
                                     **predictor.known_labels(space, ids))
     out = {i: {k: v.to_dict() for k, v in p.items()} for i, p in zip(ids, predictions, strict=True)}
@@ -767,17 +766,28 @@ def cmd_predict(args: argparse.Namespace) -> int:
     return 0
 
 
+def _load_model_for(path: str, space: Any) -> Any:
+    """The model at ``path``, refused (one line) if it records the spaces it was trained on and
+    ``space`` is not among them."""
+    from nasrlm.predictor import RLMPredictor
+
+    predictor = RLMPredictor.load(path)
+    if predictor.spaces and space.name not in predictor.spaces:
+        raise CliError(f"{path} was trained on {', '.join(predictor.spaces)} architectures, not "
+                       f"{space.name}'s: its predictions for them would be extrapolation")
+    return predictor
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     from scipy import stats
 
-    from nasrlm.predictor import RLMPredictor
 
     _check_samples(args.samples)
     device = _device(args.device)
     table = _read_table(args.data)
     space = _table_space(args.space, table, args.data)
     _check_table_ids(space, table.ids, args.data)
-    predictor = RLMPredictor.load(args.model).to(device)
+    predictor = _load_model_for(args.model, space).to(device)
     if args.objectives:
         names = _table_columns(table, args.objectives, args.data)
         untrained = [n for n in names if n not in predictor.trained_objectives]

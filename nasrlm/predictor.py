@@ -132,6 +132,9 @@ class RLMPredictor:
         #: a base model's cross-space accuracy forest (:mod:`nasrlm.transfer`): with a graph prior, its
         #: prediction is one more input of the prior (:data:`~nasrlm.transfer.TRANSFER_LABEL`)
         self.transfer: AccuracyTransfer | None = None
+        #: the search spaces whose architectures it was trained on (empty: not recorded); ``nasrlm
+        #: predict`` and ``eval`` refuse others, whose predictions would be extrapolation
+        self.spaces: tuple[str, ...] = ()
 
     @classmethod
     def create(cls, tokenizer: OnnxTokenizer, objectives: Sequence[Objective],
@@ -183,6 +186,7 @@ class RLMPredictor:
         normalizers = {renamed.get(n, n): v for n, v in base.normalizers.items()}
         predictor = cls(base.tokenizer, model, list(metadata.values()), normalizers)
         predictor.transfer = base.transfer
+        predictor.spaces = base.spaces
         return predictor
 
     # --- training ------------------------------------------------------------------------------
@@ -298,6 +302,7 @@ class RLMPredictor:
             self.transfer = self.transfer.for_space(space)
             inputs[TRANSFER_LABEL] = self.transfer.predict(labels)
         table = np.hstack([labels[:, free], np.asarray(values, dtype=np.float64).reshape(len(texts), -1)])
+        self.spaces = tuple(sorted({*self.spaces, space.name}))
         return self.fit(texts, table, [*free_names, *names], config, refit_normalizers=refit_normalizers,
                         prior_from=tuple(free_names), prior_inputs=inputs, prior_kind=prior or "line",
                         derived_from=derived_from)
@@ -575,6 +580,7 @@ class RLMPredictor:
             "objectives": [asdict(o) for o in self.objectives.values()],
             "normalizers": {k: v.to_dict() for k, v in self.normalizers.items()},
             "decode_order": list(self.decode_order),
+            "spaces": list(self.spaces),
         }
         arrays = {}
         if self.prior is not None:
@@ -621,6 +627,7 @@ class RLMPredictor:
                             meta["decode_order"])
             if "prior" in meta:
                 predictor._load_prior(path, meta["prior"])
+            predictor.spaces = tuple(str(name) for name in meta.get("spaces", ()))
         except (AttributeError, KeyError, TypeError, ValueError, SafetensorError) as error:
             raise ModelFileError(f"{files[0]}: not a nasrlm model config ({type(error).__name__}: "
                                  f"{error})") from None

@@ -284,6 +284,7 @@ def pretrain(predictor: RLMPredictor, tasks: Sequence[Task], config: PretrainCon
     warms up, then follows a cosine over whichever budget (time or steps) runs out first.
     """
     state = state or PretrainState.start(tasks, config)
+    predictor.spaces = tuple(sorted({*predictor.spaces, *(t.space for t in tasks)}))
     model = predictor.model.to(device)
     free = len(FREE_OBJECTIVES)
     encoded = [predictor.encode_texts(t.texts) for t in tasks]

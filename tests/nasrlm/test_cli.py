@@ -126,6 +126,7 @@ def test_train_predict_eval_end_to_end(capsys, tmp_path: Path) -> None:
     code, _, err = run(capsys, "train", "--data", str(data), "-o", str(model), "--size", "tiny",
                        "--epochs", "2", "--pretrain", "8", "--quiet")
     assert code == 0 and "saved" in err and (model / "model.safetensors").is_file()
+    assert json.loads((model / "config.json").read_text())["spaces"] == ["nb201"]  # predict checks it
     code, out, _ = run(capsys, "predict", str(model), "--space", "nb201", "--arch", ids[0], "--samples", "8")
     prediction = json.loads(out)[ids[0]]
     assert code == 0 and set(prediction) == {"acc", "lat"} and prediction["lat"]["unit"] == "ms"

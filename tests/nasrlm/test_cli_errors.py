@@ -45,6 +45,7 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tokenizer = OnnxTokenizer.train([space.to_text(space.parse(i)) for i in space.sample_ids(20)], 400)
     predictor = RLMPredictor.from_scratch([Objective("acc", "%", "", "test", True)], size="tiny",
                                           tokenizer=tokenizer)
+    predictor.spaces = ("nb201",)  # as fine_tune records them
     path = predictor.save(tmp_path_factory.mktemp("model") / "model")
     RLMPredictor.load(path)  # intact, so each case fails for its own damage only
     return path
@@ -145,6 +146,8 @@ CASES = [
     case("eval config unknown key", EVAL, "unknown model setting(s) bogus", _config_unknown_key),
     case("predict config huge", PREDICT, "more than the 1,000,000,000", _config_huge),
     case("predict --samples 0", [*PREDICT[:-1], "0"], "--samples 0"),
+    case("predict another space", ["predict", "{model}", "--space", "fbnet", "--random", "1"],
+         "was trained on nb201 architectures, not fbnet's"),
     case("objectives unknown space", ["objectives", "nb999"], "unknown search space 'nb999'"),
     # the latency store
     case("measure --db DIR", ["measure", "nb201", "--random", "1", "--db", "{tmp}", "-q"], "--db"),
