@@ -82,6 +82,10 @@ def _read_model_config(path: Path) -> dict:
     wrong = [key for key, kind in shapes.items() if not isinstance(meta.get(key), kind)]
     if wrong:
         raise ModelFileError(f"{path}: missing or malformed {', '.join(wrong)}")
+    keys = {"format", "nasrlm_version", "prior", "spaces", *shapes}
+    unknown = sorted(set(meta) - keys)
+    if unknown:
+        raise ModelFileError(f"{path}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(keys))}")
     known = {f.name for f in fields(RLMConfig)}
     unknown = sorted(set(meta["model"]) - known)
     if unknown:

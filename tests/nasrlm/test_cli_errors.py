@@ -70,6 +70,12 @@ def _config_unknown_key(model: Path) -> None:
     (model / "config.json").write_text(json.dumps(meta))
 
 
+def _config_unknown_top_key(model: Path) -> None:
+    meta = json.loads((model / "config.json").read_text())
+    meta["objectivs"] = []  # a hand edit's typo
+    (model / "config.json").write_text(json.dumps(meta))
+
+
 def _config_huge(model: Path) -> None:
     meta = json.loads((model / "config.json").read_text())
     meta["model"].update(d_model=65536, d_ff=262144)  # 10^11 parameters: refused before allocating
@@ -144,6 +150,8 @@ CASES = [
     case("eval truncated weights", EVAL, "model.safetensors", _truncate_weights),
     case("predict config list", PREDICT, "config.json: expected a JSON object", _config_list),
     case("eval config unknown key", EVAL, "unknown model setting(s) bogus", _config_unknown_key),
+    case("predict config unknown top-level key", PREDICT, "unknown key(s) objectivs",
+         _config_unknown_top_key),
     case("predict config huge", PREDICT, "more than the 1,000,000,000", _config_huge),
     case("predict --samples 0", [*PREDICT[:-1], "0"], "--samples 0"),
     case("predict another space", ["predict", "{model}", "--space", "fbnet", "--random", "1"],
