@@ -5,8 +5,9 @@ by :func:`nasrlm.networks.fit_network` on four fifths of the data's training ima
 other fifth (a fixed validation split) after the last epoch it ran is the objective, so the test images
 stay unseen until the network found is trained and tested (``nasrlm fit``). Weak networks stop early by
 a median rule like Optuna's ``MedianPruner`` (whose pruners take single-objective studies only): once
-``startup`` networks have finished, a network whose accuracy after an epoch is below the median of the
-finished ones' accuracies after the same epoch stops, and its accuracy so far is its value. The best
+``startup`` networks have finished, a network past its ``warmup_epochs`` whose accuracy after an epoch
+is below the median of every earlier network's accuracy after the same epoch (stopped ones included,
+as Optuna's pruner counts pruned trials) stops, and its accuracy so far is its value. The best
 network so far (by ``val_acc``) is kept as weights, trained ONNX and a report.
 """
 
@@ -40,6 +41,7 @@ class Training:
     images_dir: str | None = None  # where cifar10 / cifar100 are extracted
     recipe: FitRecipe | None = None  # None: nasrlm.networks.default_recipe(dataset, epochs=5)
     startup: int = 5  # finished networks before the median rule may stop one
+    warmup_epochs: int = 1  # epochs every network trains before the rule may stop it (the first is noisy)
     device: str = "cpu"
 
     @property
@@ -59,6 +61,7 @@ class NetworkTrainer:
         self._data: dict[tuple[int, ...], ImageData] = {}  # per input shape (a searched resolution)
         self.data = self.data_for(tuple(space.input_shape[1:]))
         self.finished: list[list[float]] = []  # accuracy per epoch of every network that ran to the end
+        self.curves: list[list[float]] = []  # ... and of every network, stopped ones included
         self.stopped = 0
         self.best = -np.inf
 
@@ -92,6 +95,7 @@ class NetworkTrainer:
             self.stopped += 1
         else:
             self.finished.append(result.test_accuracy)
+        self.curves.append(result.test_accuracy)
         value = result.test_accuracy[-1]
         if self.keep is not None and value > self.best:
             self._keep(arch, arch_id, module, data, result.to_json())
@@ -99,10 +103,11 @@ class NetworkTrainer:
         return value
 
     def _stop(self, epoch: int, accuracy: float) -> bool:
-        """The median rule: below the finished networks' median accuracy after the same epoch."""
-        if len(self.finished) < self.training.startup or epoch + 1 >= self.training.schedule.epochs:
+        """The median rule: below the median accuracy of every earlier network after the same epoch."""
+        if (len(self.finished) < self.training.startup or epoch < self.training.warmup_epochs
+                or epoch + 1 >= self.training.schedule.epochs):
             return False
-        return accuracy < float(np.median([curve[epoch] for curve in self.finished]))
+        return accuracy < float(np.median([curve[epoch] for curve in self.curves if len(curve) > epoch]))
 
     def _keep(self, arch: object, arch_id: str, module: object, data: ImageData, report: dict) -> None:
         import onnx

@@ -16,13 +16,15 @@ SPACE = NasBench201()
 QUICK = Training(recipe=FitRecipe(epochs=1, batch_size=128))
 
 
-def test_the_median_rule_stops_networks_below_the_finished_ones_after_the_same_epoch() -> None:
-    trainer = NetworkTrainer(SPACE, Training(recipe=FitRecipe(epochs=3), startup=2))
-    assert not trainer._stop(0, 0.0)  # no finished network to compare with yet
-    trainer.finished = [[50.0, 80.0, 90.0], [30.0, 60.0, 85.0]]
-    assert trainer._stop(0, 39.0) and not trainer._stop(0, 41.0)  # median after epoch 1: 40
-    assert trainer._stop(1, 69.0) and not trainer._stop(1, 71.0)
-    assert not trainer._stop(2, 0.0)  # the last epoch is the value itself, never a stop
+def test_the_median_rule_stops_networks_below_the_earlier_ones_after_the_same_epoch() -> None:
+    trainer = NetworkTrainer(SPACE, Training(recipe=FitRecipe(epochs=4), startup=2, warmup_epochs=1))
+    assert not trainer._stop(1, 0.0)  # no finished network to compare with yet
+    trainer.finished = [[50.0, 80.0, 90.0, 95.0], [30.0, 60.0, 85.0, 90.0]]
+    trainer.curves = [*trainer.finished, [20.0, 30.0]]  # a stopped network counts where it ran
+    assert not trainer._stop(0, 0.0)  # the warm-up epoch: never a stop
+    assert trainer._stop(1, 59.0) and not trainer._stop(1, 61.0)  # median of 80, 60, 30 after epoch 2
+    assert trainer._stop(2, 87.0) and not trainer._stop(2, 88.0)  # of 90 and 85: the stopped one ended
+    assert not trainer._stop(3, 0.0)  # the last epoch is the value itself, never a stop
 
 
 def test_trained_accuracy_is_an_objective_beside_measured_ones(tmp_path: Path) -> None:
