@@ -87,6 +87,7 @@ def hypervolume_figure(data: HypervolumePlotData) -> Figure:
     """The figure :func:`plot_hypervolume` saves (mean line and min–max band per method), outside pyplot."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
     fig = Figure(figsize=(6.4, 4.4), dpi=150, layout="constrained")
     FigureCanvasAgg(fig)
@@ -102,6 +103,7 @@ def hypervolume_figure(data: HypervolumePlotData) -> Figure:
         ax.axhline(1.0, color="black", lw=0.9, ls=":", label="true front")
         ax.set_ylim(bottom=0.0, top=max(1.05, max(float(c.high.max()) for c in data.curves) * 1.02))
     ax.set_xlim(left=1)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # evaluations are whole: no tick at 2.5
     ax.set_xlabel("evaluations")
     ax.set_ylabel(data.y_label)
     ax.grid(True, alpha=0.35)

@@ -196,6 +196,13 @@ def test_plot_hypervolume_writes_a_png(tmp_path: Path, no_pyplot_figures: None) 
     assert fig.axes[0].get_lines()[0].get_xdata()[0] == 1  # x counts evaluations from 1
 
 
+def test_a_short_search_has_whole_numbers_of_evaluations_on_its_axis() -> None:
+    fig = hypervolume_figure(hypervolume_plot_data({"random": np.array([[0.1, 0.2, 0.2, 0.5, 0.6]])}))
+    fig.canvas.draw()
+    ticks = [t for t in fig.axes[0].get_xticks() if 1 <= t <= 5]
+    assert ticks and all(float(t).is_integer() for t in ticks)
+
+
 def test_a_far_dominated_outlier_does_not_stretch_the_axes() -> None:
     rng = np.random.default_rng(0)
     values = np.column_stack([rng.uniform(85, 94, 40), rng.uniform(1, 5, 40)])
