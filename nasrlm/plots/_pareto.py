@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,10 +31,16 @@ LOG_SPAN = 100.0
 #: Evaluated points worse than this many interquartile ranges beyond the quartiles (Tukey's fence) do
 #: not stretch an axis: one chance-level network at 10 % accuracy would squash every front to a line.
 FENCE_IQR = 1.5
+#: A point this many interquartile ranges beyond the quartiles on an axis' worse side (Tukey's "far
+#: out") sets neither the scale nor the range of any axis, even on a front: NB201's cells that compute
+#: nothing reach chance accuracy in microseconds, and would stretch a latency axis by three decades.
+FAR_IQR = 3.0
 
 _FOUND = "tab:orange"
 _PREDICTED = "tab:blue"
 _DOMINATED = "0.6"
+#: colours of other searches' fronts (``--compare``), after the found (orange) and predicted (blue) ones
+_BASELINES = ("tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:olive")
 _BACKGROUND = "0.82"
 
 
@@ -71,6 +77,8 @@ class ParetoPlotData:
     title: str
     #: per axis, the shown (low, high) when far-off dominated points are left out, else None
     limits: tuple[tuple[float, float] | None, ...] = ()
+    #: (label, front) of other searches drawn for comparison, each front (k, m) non-dominated
+    baseline_fronts: tuple[tuple[str, np.ndarray], ...] = ()
 
     @property
     def n_objectives(self) -> int:
@@ -123,14 +131,17 @@ def _wants_log(column_parts: Sequence[np.ndarray]) -> bool:
 
 def pareto_plot_data(axes: Sequence[Axis], evaluated: Any, *, evaluated_ids: Sequence[Any] | None = None,
                      true_front: Any = None, predicted_front: Any = None, predicted_low: Any = None,
-                     predicted_high: Any = None, background: Any = None, title: str = "") -> ParetoPlotData:
+                     predicted_high: Any = None, background: Any = None,
+                     baselines: Mapping[str, Any] | None = None, title: str = "") -> ParetoPlotData:
     """Validate a search's results and derive what the plot needs.
 
     ``evaluated`` (n, m): the values the search evaluated, in evaluation order; the non-dominated ones
     are found here (:func:`nasrlm.metrics.pareto_mask`). ``true_front`` (k, m): the real front from a
     full table. ``predicted_front`` (k, m): predicted medians of the model's front, optionally with
     ``predicted_low``/``predicted_high`` quantiles of the same shape for error bars. ``background``
-    (N, m): the whole space, drawn faintly. An axis gets a log scale when its data span > 2 decades.
+    (N, m): the whole space, drawn faintly. ``baselines``: label -> values (n, m) other searches
+    evaluated (``nasrlm search --compare``), whose fronts are drawn beside the one found. An axis gets
+    a log scale when its data span > 2 decades.
     """
     axes = tuple(axes)
     if len(axes) < 2:
@@ -165,28 +176,64 @@ def pareto_plot_data(axes: Sequence[Axis], evaluated: Any, *, evaluated_ids: Seq
             low = arr
         else:
             high = arr
+    maximize = [a.maximize for a in axes]
+    others = []
+    for label, other in (baselines or {}).items():
+        other = _rows(f"baselines[{label!r}]", other, axes, allow_empty=False)
+        others.append((str(label), other[pareto_mask(other, maximize)]))
+    # a point far out on the worse side of an axis (a chance-level network, however fast) sets neither
+    # the scale nor the range of any axis, even on a front (FAR_IQR)
+    fences = [_fence(values[:, k], maximize[k], FAR_IQR) for k in range(len(axes))]
+
+    def tame(points: np.ndarray) -> np.ndarray:
+        return points[_within(points, fences, maximize)]
+
+    on_front = pareto_mask(values, maximize)
+    kept = _within(values, fences, maximize)
     # what was measured sets the scale; predictions far beyond it are said to be off the axes
-    parts = [p for p in (values, true, bg) if p is not None]
+    parts = [tame(p) for p in (values, true, bg, *(front for _, front in others)) if p is not None]
     log_scale = tuple(_wants_log([p[:, i] for p in parts]) for i in range(len(axes)))
-    on_front = pareto_mask(values, [a.maximize for a in axes])
-    must_show = [p for p in (values[on_front], true) if p is not None]
-    limits = tuple(_limits(values[:, i], [p[:, i] for p in must_show], None if pred is None else pred[:, i],
-                           axes[i].maximize, log_scale[i])
+    must_show = [tame(p) for p in (values[on_front], true, *(front for _, front in others)) if p is not None]
+    wild = [p[~_within(p, fences, maximize)] for p in (values, true, bg, *(f for _, f in others))
+            if p is not None]
+    limits = tuple(_limits(values[kept, i], [p[:, i] for p in must_show],
+                           None if pred is None else pred[:, i], axes[i].maximize, log_scale[i],
+                           dropped=np.concatenate([p[:, i] for p in wild]))
                    for i in range(len(axes)))
     return ParetoPlotData(
         axes=axes, evaluated=values, on_front=on_front, evaluated_ids=ids, true_front=true,
         predicted_front=pred, predicted_low=low, predicted_high=high, background=bg, log_scale=log_scale,
-        title=title, limits=limits,
+        title=title, limits=limits, baseline_fronts=tuple(others),
     )
 
 
+def _fence(column: np.ndarray, maximize: bool, iqr: float) -> float | None:
+    """Tukey's fence ``iqr`` ranges out on the worse side of an axis' finite values (``None``: < 4)."""
+    finite = column[np.isfinite(column)]
+    if finite.size < 4:
+        return None
+    q1, q3 = np.percentile(finite, [25, 75])
+    return float(q1 - iqr * (q3 - q1) if maximize else q3 + iqr * (q3 - q1))
+
+
+def _within(points: np.ndarray, fences: Sequence[float | None], maximize: Sequence[bool]) -> np.ndarray:
+    """Rows of ``points`` inside every axis' fence (see :func:`_fence`)."""
+    keep = np.ones(len(points), dtype=bool)
+    for k, (fence, up) in enumerate(zip(fences, maximize, strict=True)):
+        if fence is not None:
+            keep &= ~(points[:, k] < fence if up else points[:, k] > fence)
+    return keep
+
+
 def _limits(column: np.ndarray, must_show: Sequence[np.ndarray], predicted: np.ndarray | None,
-            maximize: bool, log: bool) -> tuple[float, float] | None:
+            maximize: bool, log: bool, *, dropped: np.ndarray | None = None) -> tuple[float, float] | None:
     """The axis range of what was measured, or None when everything fits in it anyway.
 
-    Evaluated points beyond Tukey's fence on the axis' *worse* side are left out; the found and true
-    fronts are always inside. Predicted medians outside that range (a model extrapolating past every
-    measurement) are left out too, so that they do not set the scale.
+    Evaluated points beyond Tukey's fence on the axis' *worse* side are left out; ``must_show`` (the
+    fronts within every axis' fence) is always inside. Predicted medians outside that range (a model
+    extrapolating past every measurement) are left out too, so that they do not set the scale.
+    ``dropped``: values of points left out for another axis' fence; the range is set if they fall
+    outside it here.
     """
     transform = np.log10 if log else (lambda v: v)
 
@@ -212,7 +259,8 @@ def _limits(column: np.ndarray, must_show: Sequence[np.ndarray], predicted: np.n
     low, high = low - pad, high + pad
     guesses = np.zeros(0) if predicted is None else finite(predicted)
     extrapolated = bool(np.any((guesses < low) | (guesses > high)))
-    if not outside.any() and not extrapolated:
+    left = np.zeros(0) if dropped is None else finite(dropped)
+    if not outside.any() and not extrapolated and not np.any((left < low) | (left > high)):
         return None
     return (10**low, 10**high) if log else (low, high)
 
@@ -221,6 +269,12 @@ def _best_first(points: np.ndarray, x_axis: Axis, y_axis: Axis) -> np.ndarray:
     """Order of ``points`` (k, 2) from the best x to the worst, so that ``steps-post`` draws the staircase."""
     loss = to_minimization(points, [x_axis.maximize, y_axis.maximize])
     return np.lexsort((loss[:, 1], loss[:, 0]))
+
+
+def _counted(name: str, points: np.ndarray, data: ParetoPlotData, i: int, j: int) -> str:
+    """A legend label: ``name``, how many ``points``, and how many of them lie off panel (i, j)."""
+    off = data.beyond_limits(points, (i, j))
+    return f"{name} ({len(points)}" + (f"; {off} off the axes)" if off else ")")
 
 
 def _draw_panel(ax: Any, data: ParetoPlotData, i: int, j: int) -> None:
@@ -243,7 +297,7 @@ def _draw_panel(ax: Any, data: ParetoPlotData, i: int, j: int) -> None:
         big = len(true) <= 150  # hundreds of rings would hide everything else
         ax.scatter(true[:, 0], true[:, 1], s=46 if big else 16, facecolors="none", edgecolors="black",
                    linewidths=1.0 if big else 0.6,
-                   zorder=5, label=f"true front ({len(true)})")
+                   zorder=5, label=_counted("true front", data.true_front, data, i, j))
     if data.predicted_front is not None and len(data.predicted_front):
         med = data.predicted_front
         has_err = data.predicted_low is not None or data.predicted_high is not None
@@ -261,12 +315,20 @@ def _draw_panel(ax: Any, data: ParetoPlotData, i: int, j: int) -> None:
                     ecolor=_PREDICTED, elinewidth=0.8, capsize=2, alpha=0.85, zorder=3,
                     label=f"predicted front ({len(pred)}" + (f"; {off} off the axes" if off else "")
                           + (", with quantile range)" if has_err else ")"))
+    for (label, front), color in zip(data.baseline_fronts, itertools.cycle(_BASELINES), strict=False):
+        points = front[:, [i, j]]
+        if staircase:
+            points = points[_best_first(points, x_axis, y_axis)]
+            ax.plot(points[:, 0], points[:, 1], drawstyle="steps-post", color=color, lw=1.1, ls="-.",
+                    zorder=3)
+        ax.scatter(points[:, 0], points[:, 1], s=22, marker="s", c=color, linewidths=0, alpha=0.85,
+                   zorder=3, label=_counted(f"{label}'s front", front, data, i, j))
     found = data.evaluated[data.on_front][:, [i, j]]
     if staircase and len(found):
         line = found[_best_first(found, x_axis, y_axis)]
         ax.plot(line[:, 0], line[:, 1], drawstyle="steps-post", color=_FOUND, lw=1.6, zorder=3)
     ax.scatter(found[:, 0], found[:, 1], s=34, c=_FOUND, edgecolors="black", linewidths=0.5, zorder=4,
-               label=f"found front ({len(found)})")
+               label=_counted("found front", data.evaluated[data.on_front], data, i, j))
     ax.set_xlabel(x_axis.label)
     ax.set_ylabel(y_axis.label)
     if data.log_scale[i]:

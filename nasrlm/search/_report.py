@@ -105,6 +105,7 @@ def write_report(result: SearchResult, out_dir: str | Path, *, space: str, truth
             predicted_low=predicted.low if predicted is not None else None,
             predicted_high=predicted.high if predicted is not None else None,
             background=truth.values if truth is not None else None,
+            baselines={b.sampler: b.values for b in baselines if len(b.values)},
             title=f"{space}: {len(result.arch_ids)} evaluations with {result.sampler}")
         plot_pareto(data, paths["pareto"])
     curves = {name: s.history[None, :] for name, s in scores.items()}

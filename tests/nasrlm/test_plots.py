@@ -148,6 +148,20 @@ def test_pareto_staircase_runs_from_best_x_to_worst() -> None:
     np.testing.assert_array_equal(line.get_ydata(), [5.0, 2.0, 1.0])
 
 
+def test_compared_searches_fronts_are_drawn_beside_the_one_found() -> None:
+    values = np.array([[70.0, 1.0], [90.0, 5.0], [80.0, 2.0]])
+    random = np.array([[60.0, 0.5], [85.0, 9.0], [50.0, 8.0]])  # (50, 8) is dominated
+    data = pareto_plot_data([ACC, PIXEL3], values, baselines={"random": random})
+    (label, front), = data.baseline_fronts
+    assert label == "random" and sorted(front[:, 0]) == [60.0, 85.0]
+    fig = pareto_figure(data)
+    assert any(text.get_text() == "random's front (2)" for text in fig.legends[0].get_texts())
+    staircases = [ln for ln in fig.axes[0].get_lines() if ln.get_drawstyle() == "steps-post"]
+    assert len(staircases) == 2  # the found front's and random's
+    with pytest.raises(ValueError, match="baselines\\['random'\\]"):
+        pareto_plot_data([ACC, PIXEL3], values, baselines={"random": random[:, :1]})
+
+
 def test_hypervolume_plot_data_summarises_seeds() -> None:
     curves = {"random": np.array([[0.0, 1.0, 2.0], [1.0, 1.0, 4.0]]), "rlm": np.array([1.0, 3.0])}
     data = hypervolume_plot_data(curves, title="t")
@@ -212,9 +226,15 @@ def test_a_far_dominated_outlier_does_not_stretch_the_axes() -> None:
     (low, high), latency = data.limits
     assert 10.0 < low < values[:, 0].min() and high > values[:, 0].max() and latency is None
     assert data.beyond_limits(chance, (0, 1)) == 1 and data.beyond_limits(values, (0, 1)) == 0
-    # a front is always shown, however far: here the outlier is the only fast network
-    fast = np.vstack([values, [[10.0, 0.1]]])
-    assert pareto_plot_data([ACC, PIXEL3], fast).limits[0] is None
+    # on the front too when it is far out: a chance-level network faster than all (NB201's cells that
+    # compute nothing) would otherwise stretch the latency axis by decades
+    fast = np.vstack([values, [[10.0, 0.001]]])
+    far = pareto_plot_data([ACC, PIXEL3], fast)
+    assert far.on_front[-1] and far.log_scale == (False, False)
+    (acc_low, _), (lat_low, _) = far.limits
+    assert acc_low > 10.0 and lat_low > 0.001
+    assert any("found front" in t.get_text() and "1 off the axes" in t.get_text()
+               for t in pareto_figure(far).legends[0].get_texts())
     figure = pareto_figure(data)
     assert figure.axes[0].get_xlim()[0] == pytest.approx(low)
     assert any("1 off the axes" in t.get_text() for t in figure.legends[0].get_texts())
