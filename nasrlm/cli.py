@@ -760,7 +760,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     ids = _arch_ids(space, args)
     predictor = _load_model_for(args.model, space).to(device)
     predictions = predictor.predict(_texts(space, ids), num_samples=args.samples, seed=args.seed,
-                                    **predictor.known_labels(space, ids))
+                                    progress=not args.quiet, **predictor.known_labels(space, ids))
     out = {i: {k: v.to_dict() for k, v in p.items()} for i, p in zip(ids, predictions, strict=True)}
     print(json.dumps(out, indent=2))
     return 0
@@ -1242,6 +1242,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_selection(p)
     p.add_argument("--samples", type=int, default=64, help="decoder samples per architecture")
     _add_device(p)
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar (on stderr)")
     p.set_defaults(func=cmd_predict)
 
     p = command("eval", help="rank correlation of predictions with a 'nasrlm data' table, as JSON")
