@@ -134,7 +134,8 @@ class Ridge:
     """``y ≈ intercept + (x - centre) @ coef``, the penalty chosen by exact leave-one-out error.
 
     The inputs are centred, not scaled: on logs of latencies a device whose latencies barely vary
-    should weigh little (scaling it up cost 0.01-0.04 Spearman on unseen devices from 20 rows).
+    should weigh little (scaling them up ranked unseen devices worse from 20 rows: experiments/README.md,
+    "Latency on an unseen device from 20 measurements").
     With ``log_target`` the target is the log of the objective (positive in every training row).
     """
 

@@ -8,8 +8,8 @@ one such forest per space a base model is pre-trained on (``nasrlm pretrain`` wr
 :data:`TRANSFER_FILE` beside the base's weights), and a search or a fine-tuning reads the one of the
 space most like its own (:meth:`AccuracyTransfer.narrowed`): which operator families and structures
 its graphs have at all. Not all spaces agree on what makes a network good (NAS-Bench-301's ranks
-transferred to NB201 at Kendall τ 0.23, NB101's at 0.65), and one forest pooled over both lost most of
-NB101's gain. The chosen forest's prediction for an architecture is one more input of the feature
+transfer to NB201 far worse than NB101's), and one forest pooled over both lost most of NB101's gain.
+The chosen forest's prediction for an architecture is one more input of the feature
 prior (:data:`TRANSFER_LABEL`): where the prior has a few dozen labels it leans on it, with a thousand
 the forest of the space's own labels outgrows it.
 
