@@ -23,7 +23,13 @@ from nasrlm.search._report import (
     write_report,
 )
 from nasrlm.search._run import DUPLICATE_ATTR, SURPLUS_ATTR, SearchResult, run_search
-from nasrlm.search._sampler import DEFAULT_MODEL, PREDICTED_ATTR, RLMSampler, SpaceMismatchError
+from nasrlm.search._sampler import (
+    DEFAULT_MODEL,
+    PREDICTED_ATTR,
+    PREDICTED_USER_ATTR,
+    RLMSampler,
+    SpaceMismatchError,
+)
 from nasrlm.search._surrogate import FitSettings, RLMSurrogate
 from nasrlm.search._training import TRAINED, NetworkTrainer, Training
 
@@ -31,6 +37,7 @@ __all__ = [
     "DEFAULT_MODEL",
     "DUPLICATE_ATTR",
     "PREDICTED_ATTR",
+    "PREDICTED_USER_ATTR",
     "SURPLUS_ATTR",
     "TRAINED",
     "NetworkTrainer",

@@ -41,7 +41,8 @@ from nasrlm.search._surrogate import FitSettings, RLMSurrogate
 from nasrlm.transfer import AccuracyTransfer
 from search_spaces import SearchSpace
 
-__all__ = ["DEFAULT_MODEL", "MIN_CHECKED_PROPOSALS", "PREDICTED_ATTR", "RLMSampler", "SpaceMismatchError"]
+__all__ = ["DEFAULT_MODEL", "MIN_CHECKED_PROPOSALS", "PREDICTED_ATTR", "PREDICTED_USER_ATTR", "RLMSampler",
+           "SpaceMismatchError"]
 
 #: Network for the sampler's model: small enough to refit in seconds on two cores (the ``compact`` size;
 #: why no dropout: experiments/README.md, "Pareto search").
@@ -50,6 +51,8 @@ DEFAULT_MODEL = SIZES["compact"]
 MIN_CHECKED_PROPOSALS = 5
 #: Trial system attribute holding the model's unweighted median prediction for a trial it proposed.
 PREDICTED_ATTR = "nasrlm:predicted"
+#: Trial user attribute with the same prediction by objective name, for people watching the study.
+PREDICTED_USER_ATTR = "predicted"
 
 #: ``RLMSampler(spread=)`` choices.
 SPREADS = ("auto", "prior", "trees", "model")
@@ -234,6 +237,10 @@ class RLMSampler(BaseSampler):
             self._handed_out[study.study_name].add(self.arch_id_of(params))
             if predicted is not None:  # kept with the trial, so a resumed search still has it
                 study._storage.set_trial_system_attr(trial._trial_id, PREDICTED_ATTR, predicted)
+                # and where people look (optuna-dashboard shows user attributes): the model's median
+                names = study.metric_names or [f"objective_{k}" for k in range(len(predicted))]
+                study._storage.set_trial_user_attr(trial._trial_id, PREDICTED_USER_ATTR,
+                                                   dict(zip(names, predicted, strict=True)))
             return {k: v for k, v in params.items() if k in search_space}
 
     def sample_independent(self, study: Study, trial: FrozenTrial, param_name: str,

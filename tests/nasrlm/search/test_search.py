@@ -15,6 +15,7 @@ from nasrlm.measure import LatencyStore
 from nasrlm.search import (
     DUPLICATE_ATTR,
     PREDICTED_ATTR,
+    PREDICTED_USER_ATTR,
     SAMPLERS,
     ArchEvaluator,
     MissingValueError,
@@ -148,6 +149,9 @@ def test_the_residual_is_weighted_by_how_well_the_model_predicted_its_own_propos
     assert set(weights) == {"acc", "lat"} and all(0.0 <= w <= 1.0 for w in weights.values())
     proposed = [t for t in study.trials if PREDICTED_ATTR in t.system_attrs]
     assert len(proposed) >= 6 and not any(PREDICTED_ATTR in t.system_attrs for t in study.trials[:4])
+    for t in proposed:  # the same prediction by objective name, where optuna-dashboard shows it
+        acc, lat = t.system_attrs[PREDICTED_ATTR]
+        assert t.user_attrs[PREDICTED_USER_ATTR] == {"acc": acc, "lat": lat}
     prior = sampler.predictor.prior
     free = sampler.free_labels_of([sampler.arch_id_of(t.params) for t in proposed])
     actual = prior.residuals(free, np.array([t.values for t in proposed]))
