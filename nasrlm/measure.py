@@ -214,14 +214,6 @@ class LatencyStore:
             values,
         )
 
-    def provenance(self, space: str, arch_id: str, profile: str | DeviceProfile) -> dict[str, str] | None:
-        """``{"measured_at", "host", "cpu"}`` of a stored measurement, or ``None`` if absent."""
-        row = self._conn.execute(
-            "SELECT measured_at, host, cpu FROM latency WHERE space = ? AND arch_id = ? AND profile = ?",
-            (space, arch_id, _profile_name(profile)),
-        ).fetchone()
-        return None if row is None else dict(zip(("measured_at", "host", "cpu"), row, strict=True))
-
 
 def is_profile(name: str) -> bool:
     """Whether ``name`` names a device profile such as ``cpu-1t-b1`` (measured, not looked up).

@@ -656,7 +656,6 @@ class RLMPredictor:
             self.prior = FeaturePrior.from_dict(fit, arrays)
         else:
             self.prior = FreeLabelPrior.from_dict(fit)
-        # checkpoints before feature priors called the inputs "free_labels"
-        self.prior_inputs = tuple(meta.get("inputs", meta.get("free_labels")))
+        self.prior_inputs = tuple(meta["inputs"])
         self.prior_objectives = tuple(meta["predicts"])
         self.residual_weights = dict(meta.get("residual_weights", {}))

@@ -55,7 +55,7 @@ class NormalScores:
     @classmethod
     def from_dict(cls, data: dict) -> NormalScores:
         return cls(np.asarray(data["knots"], dtype=np.float64), np.asarray(data["scores"], dtype=np.float64),
-                   bool(data.get("log", False)))  # checkpoints before the option took the room linearly
+                   bool(data["log"]))
 
     @property
     def _slope(self) -> float:  # scores per unit of value, for the straight tails

@@ -94,11 +94,6 @@ class ParetoPlotData:
         return int(out.sum())
 
     @property
-    def found_front(self) -> np.ndarray:
-        """Values of the evaluated architectures on the found front, in evaluation order."""
-        return self.evaluated[self.on_front]
-
-    @property
     def found_front_ids(self) -> tuple[Any, ...]:
         """Ids of the found front's architectures (needs ``evaluated_ids``)."""
         if self.evaluated_ids is None:

@@ -136,11 +136,6 @@ class NumberTokenizer:
         return self.max_exponent - self.min_exponent + 1
 
     @property
-    def sign_ids(self) -> tuple[int, int]:
-        """Ids of ``<+>`` and ``<->``."""
-        return (0, 1)
-
-    @property
     def exponent_offset(self) -> int:
         """Id of ``<E{min_exponent}>``; exponent ``e`` has id ``exponent_offset + e - min_exponent``."""
         return 2
@@ -405,5 +400,5 @@ class NumberTokenizer:
             mantissa_digits=d["mantissa_digits"],
             min_exponent=d["min_exponent"],
             max_exponent=d["max_exponent"],
-            signed=d.get("signed", True),  # configs written before the option were all signed
+            signed=d["signed"],
         )

@@ -63,16 +63,17 @@ def test_pareto_plot_data_marks_the_found_front_and_its_ids() -> None:
     data = pareto_plot_data([ACC, PIXEL3], values, evaluated_ids=["a", "b", "c", "d", "e"])
     np.testing.assert_array_equal(data.on_front, [True, False, True, True, True])
     assert data.found_front_ids == ("a", "c", "d", "e")
-    np.testing.assert_array_equal(data.found_front, values[[0, 2, 3, 4]])
     with pytest.raises(ValueError, match="no evaluated_ids"):
         _ = pareto_plot_data([ACC, PIXEL3], values).found_front_ids
 
 
 @pytest.mark.parametrize("m", [2, 3, 5])
-def test_pareto_plot_data_front_matches_metrics(m: int) -> None:
-    values = nb201_like(400, m, seed=m)
+def test_the_found_front_is_every_point_no_other_point_dominates(m: int) -> None:
+    values = nb201_like(120, m, seed=m)
     data = pareto_plot_data(AXES[:m], values)
-    np.testing.assert_array_equal(data.on_front, pareto_mask(values, [a.maximize for a in AXES[:m]]))
+    loss = np.where([a.maximize for a in AXES[:m]], -values, values)  # smaller is better on every axis
+    dominated = [any((other <= point).all() and (other < point).any() for other in loss) for point in loss]
+    np.testing.assert_array_equal(data.on_front, ~np.array(dominated))
 
 
 def test_pareto_plot_data_validates_shapes() -> None:

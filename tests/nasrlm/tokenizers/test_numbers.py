@@ -439,5 +439,3 @@ def test_unsigned_single_decade_format_forces_sign_and_exponent() -> None:
     with pytest.raises(ValueError, match="not allowed"):
         tok.decode([tok.token_to_id("<->"), tok.token_to_id("<E0>"), *[tok.digit_offset] * 4])
     assert NumberTokenizer.from_dict(tok.to_dict()) == tok
-    legacy = {k: v for k, v in NumberTokenizer().to_dict().items() if k != "signed"}
-    assert NumberTokenizer.from_dict(legacy).signed  # configs saved before the option stay signed
