@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from _gbdt import gbdt_predict
+from _common import gbdt_predict
 from scipy import stats
 
 from nasrlm.augment import equivalent_rows

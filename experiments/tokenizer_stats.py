@@ -13,17 +13,13 @@ from __future__ import annotations
 import argparse
 import platform
 import statistics
-import sys
 import time
 from collections import Counter
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import sentencepiece
 
-import sentencepiece  # noqa: E402
-
-from nasrlm.tokenizers._onnx import DEFAULT_SAMPLES_PER_SPACE, DEFAULT_VOCAB_SIZE, OnnxTokenizer  # noqa: E402
-from search_spaces import available_spaces, get_space  # noqa: E402
+from nasrlm.tokenizers._onnx import DEFAULT_SAMPLES_PER_SPACE, DEFAULT_VOCAB_SIZE, OnnxTokenizer
+from search_spaces import available_spaces, get_space
 
 # (label, training samples, vocab size, trainer options); the first row is the default.
 CONFIGS: list[tuple[str, int, int, dict]] = [

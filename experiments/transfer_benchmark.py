@@ -52,12 +52,12 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from _gbdt import gbdt_predict
+from _common import encoded, gbdt_predict
 from scipy import stats
 
 from nasrlm.data import load_table
 from nasrlm.feature_prior import FeaturePrior
-from nasrlm.free_labels import ALL_FREE_OBJECTIVES, FREE_LABELS_VERSION, texts_and_free_labels
+from nasrlm.free_labels import ALL_FREE_OBJECTIVES
 from nasrlm.predictor import RLMPredictor
 from nasrlm.presets import FINE_TUNE
 from nasrlm.pretraining import PRETRAINING_FILE, is_excluded, tag
@@ -76,20 +76,6 @@ DEVICES = {"nb201": ("titan_rtx_1", "gold_6226", "pixel2", "raspi4", "eyeriss", 
 
 
 # --- data, cached -----------------------------------------------------------------------------------
-def encoded(space: SearchSpace, ids: list[str], cache: Path) -> tuple[list[str], np.ndarray]:
-    """Texts and every free label (graph labels included) of ``ids``, computed once and kept in ``cache``."""
-    key = hashlib.sha256("\n".join([f"v{FREE_LABELS_VERSION}", *ids]).encode()).hexdigest()[:16]
-    path = cache / f"{space.name}-{key}.npz"
-    if path.exists():
-        z = np.load(path, allow_pickle=False)
-        return [str(t) for t in z["texts"]], z["free"]
-    print(f"  {space.name}: texts and free labels of {len(ids):,} architectures", flush=True)
-    texts, free = texts_and_free_labels(space, ids, graph=True, progress=True)
-    cache.mkdir(parents=True, exist_ok=True)
-    np.savez(path, texts=np.array(texts), free=free)
-    return texts, free
-
-
 def one_hot(space: SearchSpace, ids: list[str]) -> np.ndarray:
     """The usual hand-made encoding: NB201 one-hot ops per edge, FBNet one-hot blocks per layer."""
     if space.name == "nb201":

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 import optuna
+from _common import encoded
 from scipy import stats
-from transfer_benchmark import encoded
 
 from nasrlm.data import load_table
 from nasrlm.feature_prior import FeaturePrior
