@@ -20,16 +20,16 @@ import csv
 import functools
 import math
 import os
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
 
 import numpy as np
 
-from nasrlm.data._datadir import DataFileError, data_file, file_version, resolve_data_dir
-from nasrlm.data._loader_utils import check_names, checked_extra, extra_ids, require_names
-from nasrlm.data._nb201 import _BATCH1_DEVICES, _GPUS, _ZC_LOWER_IS_BETTER
+from nasrlm.data._catalogue import Catalogue, Column, Query, Rows
+from nasrlm.data._datadir import DataFileError, data_file, file_version
+from nasrlm.data._devices import BATCH1_DEVICES, GPUS, ZC_LOWER_IS_BETTER
+from nasrlm.data._loader_utils import extra_ids
 from nasrlm.data._table import BenchmarkTable, Objective
 from search_spaces.fbnet import FBNet, FBNetArch
 
@@ -43,72 +43,75 @@ ZC_PROXIES = ("synflow", "zen", "epe_nas", "fisher", "grad_norm", "grasp", "jaco
               "plain", "snip")
 
 
-@dataclass(frozen=True)
-class _Spec:
-    objective: Objective
-    file: str
-    column: str
-    divide: float = 1.0  # objective value = file value / divide
+def _per_million(values: np.ndarray) -> np.ndarray:
+    return values / 1e6
 
 
-def _catalogue() -> dict[str, _Spec]:
-    specs: list[_Spec] = []
+def _columns() -> dict[str, Column]:
+    columns: list[Column] = []
 
     def add(name: str, unit: str, desc: str, file: str, column: str, origin: str, hib: bool,
-            divide: float = 1.0) -> None:
+            convert: Callable[[np.ndarray], np.ndarray] | None = None) -> None:
         source = f"{file} column {column} (data dir; {origin})"
-        specs.append(_Spec(Objective(name, unit, desc, source, hib), file, column, divide))
+        columns.append(Column(Objective(name, unit, desc, source, hib), file, column, convert))
 
     net = "the CIFAR-100 FBNet network (32x32 input)"
-    for gpu, gpu_name in _GPUS.items():
+    for gpu, gpu_name in GPUS.items():
         for batch in GPU_BATCHES:
             add(f"{gpu}_{batch}", "ms", f"latency of {net} on {gpu_name}, batch {batch}", LATENCY_CSV,
                 f"{gpu}_{batch}", _HELP, False)
-    for dev, dev_note in _BATCH1_DEVICES.items():
+    for dev, dev_note in BATCH1_DEVICES.items():
         dev_name, _, note = dev_note.partition("; ")
         desc = f"latency of {net} on {dev_name}, batch 1" + (f" ({note})" if note else "")
         add(dev, "ms", desc, LATENCY_CSV, dev, _HELP, False)
     add("params_m", "M", f"trainable parameters of {net}, millions", ZERO_COST_CSV, "params", _NASFLAT, False,
-        1e6)
+        _per_million)
     add("zc_flops_m", "MFLOPs", f"FLOPs of {net} as the table counts them (conv multiply-adds plus "
-        "element-wise ops, above nasrlm's macs_m), millions", ZERO_COST_CSV, "flops", _NASFLAT, False, 1e6)
+        "element-wise ops, above nasrlm's macs_m), millions", ZERO_COST_CSV, "flops", _NASFLAT, False,
+        _per_million)
     for proxy in ZC_PROXIES:
         add(f"zc_{proxy}", "", f"{proxy} zero-cost proxy score at initialisation, CIFAR-100 (direction "
             "taken from NB201: no FBNet accuracy to check it)", ZERO_COST_CSV, proxy, _NASFLAT,
-            proxy not in _ZC_LOWER_IS_BETTER)
-    return {s.objective.name: s for s in specs}
+            proxy not in ZC_LOWER_IS_BETTER)
+    return {c.objective.name: c for c in columns}
 
 
-_SPECS = _catalogue()
+def _rows(query: Query) -> list[str]:
+    """The files' rows (latency file first, then ids only ``extra`` has), or ``ids`` checked canonical.
+
+    The needed files are read first, so a missing one is reported before a malformed id.
+    """
+    sources: list[Rows] = [query.source(f) for f in query.needed_sources()]
+    if query.ids is not None:
+        space = FBNet()
+        for i in query.ids:
+            canonical = space.arch_id(space.parse(i))  # ValueError names a malformed id
+            if canonical != i:
+                raise ValueError(f"{i!r} is not a canonical FBNet id; its canonical form is {canonical!r}")
+        return query.ids
+    row_ids = list(dict.fromkeys(i for src in sources for i in src.keys))
+    return row_ids + extra_ids(query.extra, set(row_ids))
+
+
+def _read(root: Path | None, relpath: str) -> Rows:
+    return _read_cached(file_version(data_file(root, relpath)), relpath)
+
+
+CATALOGUE = Catalogue(SPACE, "FBNet", _columns(), _read, _rows, needs_a_name=True)
 #: every FBNet objective the data directory can provide, keyed by name.
-FBNET_OBJECTIVES: Mapping[str, Objective] = MappingProxyType({n: s.objective for n, s in _SPECS.items()})
-_FILES = (LATENCY_CSV, ZERO_COST_CSV)
+FBNET_OBJECTIVES: Mapping[str, Objective] = CATALOGUE.objectives
 
 
 def available_fbnet_objectives(data_dir: str | os.PathLike[str] | None = None) -> list[Objective]:
     """Objectives :func:`load_fbnet` can serve from this data directory (``None``: ``$NASRLM_DATA``)."""
-    root = resolve_data_dir(data_dir)
-    if root is None:
-        return []
-    return [s.objective for s in _SPECS.values() if (root / s.file).is_file()]
+    return CATALOGUE.available(data_dir)
 
 
 # --- reading ------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class _Csv:
-    ids: tuple[str, ...]  # canonical FBNet ids, file order
-    row_of: Mapping[str, int]
-    columns: Mapping[str, np.ndarray]  # read-only float64 arrays
-
-
-def _read(root: Path | None, relpath: str) -> _Csv:
-    return _read_cached(file_version(data_file(root, relpath)), relpath)
-
-
 @functools.lru_cache(maxsize=4)
-def _read_cached(version: tuple[str, int, int], relpath: str) -> _Csv:
-    """The objective columns of one file, rows keyed by canonical id (keys validated, no duplicates)."""
-    numeric = [s.column for s in _SPECS.values() if s.file == relpath]
+def _read_cached(version: tuple[str, int, int], relpath: str) -> Rows:
+    """The objective fields of one file, rows keyed by canonical id (keys validated, no duplicates)."""
+    numeric = CATALOGUE.fields(relpath)
     with open(version[0], newline="", encoding="utf-8") as f:
         reader = csv.reader(f)
         header = next(reader, [])
@@ -139,7 +142,7 @@ def _read_cached(version: tuple[str, int, int], relpath: str) -> _Csv:
         arr = np.array([float(row[k]) if row[k] else math.nan for row in rows], dtype=np.float64)
         arr.flags.writeable = False
         columns[name] = arr
-    return _Csv(tuple(ids), MappingProxyType(row_of), MappingProxyType(columns))
+    return Rows(tuple(ids), MappingProxyType(row_of), MappingProxyType(columns))
 
 
 # --- public loader ------------------------------------------------------------------------------------
@@ -157,40 +160,4 @@ def load_fbnet(objectives: Sequence[str], data_dir: str | os.PathLike[str] | Non
     Raises :class:`~nasrlm.data.UnknownObjectiveError` for an unknown name and
     :class:`~nasrlm.data.DataFileNotFoundError` when a built-in objective is asked for without its file.
     """
-    names = [objectives] if isinstance(objectives, str) else list(objectives)
-    extra = checked_extra(extra, _SPECS, "FBNet")
-    require_names(names, _SPECS, "FBNet")
-    check_names(names, _SPECS, extra, "FBNet")
-    root = resolve_data_dir(data_dir)
-    sources = {f: _read(root, f) for f in _FILES if any(_SPECS[n].file == f for n in names if n in _SPECS)}
-
-    if ids is not None:
-        row_ids = [ids] if isinstance(ids, str) else list(ids)
-        space = FBNet()
-        for i in row_ids:
-            canonical = space.arch_id(space.parse(i))  # ValueError names a malformed id
-            if canonical != i:
-                raise ValueError(f"{i!r} is not a canonical FBNet id; its canonical form is {canonical!r}")
-    else:
-        row_ids = list(dict.fromkeys(i for src in sources.values() for i in src.ids))
-        row_ids += extra_ids(extra, set(row_ids))
-
-    values = np.empty((len(row_ids), len(names)), dtype=np.float64)
-    used: list[Objective] = []
-    rows_in: dict[str, np.ndarray] = {}
-    for j, name in enumerate(names):
-        if name in extra:
-            obj, mapping = extra[name]
-            values[:, j] = [float(mapping[i]) if i in mapping else math.nan for i in row_ids]
-            used.append(obj)
-            continue
-        spec = _SPECS[name]
-        src = sources[spec.file]
-        if spec.file not in rows_in:
-            rows_in[spec.file] = np.fromiter((src.row_of.get(i, -1) for i in row_ids), np.intp,
-                                             count=len(row_ids))
-        rows = rows_in[spec.file]
-        column = src.columns[spec.column] / spec.divide
-        values[:, j] = np.where(rows >= 0, column[np.maximum(rows, 0)], math.nan) if len(column) else math.nan
-        used.append(spec.objective)
-    return BenchmarkTable(SPACE, row_ids, used, values, str(root) if root is not None else None)
+    return CATALOGUE.load(objectives, data_dir, ids, extra=extra)

@@ -9,7 +9,8 @@ Two sources, so that a fresh ``pip install`` works and a data directory adds mor
 
 Every file's arch strings are checked on reading (valid, no duplicates, all 15,625 where the file is
 complete) and ``latency_ms.csv``'s ``nb201_index`` is checked against ``archs.csv``, so a mis-keyed file
-fails loudly instead of silently scrambling a column.
+fails loudly instead of silently scrambling a column. The columns are declared as a
+:class:`~nasrlm.data._catalogue.Catalogue`, which assembles the table.
 """
 
 from __future__ import annotations
@@ -19,15 +20,14 @@ import functools
 import math
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from types import MappingProxyType
 
 import numpy as np
 
 from nasrlm.data._analog import load_analog_nasbench
-from nasrlm.data._datadir import DataFileError, data_file, file_version, resolve_data_dir
-from nasrlm.data._loader_utils import check_names, checked_extra
+from nasrlm.data._catalogue import Catalogue, Column, Query, Rows
+from nasrlm.data._datadir import DataFileError, data_file, file_version
+from nasrlm.data._devices import BATCH1_DEVICES, GPUS, ZC_LOWER_IS_BETTER
 from nasrlm.data._table import BenchmarkTable, Objective
 from search_spaces.nasbench201 import NasBench201
 
@@ -49,43 +49,23 @@ def all_arch_strings() -> frozenset[str]:
 
 
 # --- objective catalogue ------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class _Spec:
-    objective: Objective
-    file: str | None  # data-dir file, None for analog-nasbench
-    column: str
-
-
 def _file_source(file: str, column: str, origin: str) -> str:
     return f"{file} column {column} (data dir; {origin})"
 
 
-_GPUS = {"1080ti": "NVIDIA GTX 1080 Ti", "2080ti": "NVIDIA RTX 2080 Ti", "titan_rtx": "NVIDIA Titan RTX",
-         "titanx": "NVIDIA GTX Titan X", "titanxp": "NVIDIA Titan Xp"}
-_BATCH1_DEVICES = {
-    "gold_6226": "Intel Xeon Gold 6226 CPU", "gold_6240": "Intel Xeon Gold 6240 CPU",
-    "silver_4114": "Intel Xeon Silver 4114 CPU", "silver_4210r": "Intel Xeon Silver 4210R CPU",
-    "pixel2": "Google Pixel 2 phone; whole ms", "pixel3": "Google Pixel 3 phone",
-    "essential_ph_1": "Essential PH-1 phone; whole ms", "samsung_a50": "Samsung Galaxy A50 phone; whole ms",
-    "samsung_s7": "Samsung Galaxy S7 phone; whole ms", "raspi4": "Raspberry Pi 4",
-    "eyeriss": "Eyeriss ASIC; estimated by HW-NAS-Bench, not measured",
-    "fpga": "FPGA accelerator; estimated by HW-NAS-Bench, not measured",
-}
 _ZC_PROXIES = ("synflow", "grasp", "fisher", "grad_norm", "l2_norm", "plain", "nwot", "epe_nas", "jacov",
                "snip")
-#: proxies that correlate negatively with accuracy in zero_cost_725.csv (Spearman vs val_accuracy).
-_ZC_LOWER_IS_BETTER = {"plain"}  # -0.26 on the 725 CIFAR-10 cells
 #: source quirks worth a word in the description (each affects one of the 725 cells).
 _ZC_NOTES = {"epe_nas": "; -1e8 marks a failed evaluation", "jacov": "; -1e8 marks a failed evaluation",
              "nwot": "; one value is -inf", "synflow": "; one value missing"}
 
 
-def _catalogue() -> dict[str, _Spec]:
-    specs: list[_Spec] = []
+def _columns() -> dict[str, Column]:
+    columns: list[Column] = []
 
     def add(name: str, unit: str, desc: str, file: str | None, column: str, origin: str, hib: bool) -> None:
         source = _file_source(file, column, origin) if file else origin
-        specs.append(_Spec(Objective(name, unit, desc, source, hib), file, column))
+        columns.append(Column(Objective(name, unit, desc, source, hib), file or ANALOG_SOURCE, column))
 
     nb201 = "NAS-Bench-201 via BayesWatch/nas-without-training"
     add("acc", "%", "CIFAR-10 top-1 test accuracy, 200-epoch NAS-Bench-201 training", C10_200_CSV,
@@ -108,11 +88,11 @@ def _catalogue() -> dict[str, _Spec]:
     add("analog_baseline_acc", "%", "CIFAR-10 top-1 accuracy of the digital baseline model, AnalogNAS-Bench",
         None, "baseline_accuracy", ANALOG_SOURCE, True)
     help_ = "HELP, HayeonLee/HELP"
-    for gpu, gpu_name in _GPUS.items():
+    for gpu, gpu_name in GPUS.items():
         for batch in (1, 32, 256):
             add(f"{gpu}_{batch}", "ms", f"latency of the CIFAR-10 network on {gpu_name}, batch {batch}",
                 LATENCY_CSV, f"{gpu}_{batch}", help_, False)
-    for dev, dev_note in _BATCH1_DEVICES.items():
+    for dev, dev_note in BATCH1_DEVICES.items():
         dev_name, _, note = dev_note.partition("; ")
         desc = f"latency of the CIFAR-10 network on {dev_name}, batch 1" + (f" ({note})" if note else "")
         add(dev, "ms", desc, LATENCY_CSV, dev,
@@ -122,52 +102,61 @@ def _catalogue() -> dict[str, _Spec]:
         "flops", naslib, False)
     for proxy in _ZC_PROXIES:
         add(f"zc_{proxy}", "", f"{proxy} zero-cost proxy score at initialisation, CIFAR-10 (725 cells only"
-            f"{_ZC_NOTES.get(proxy, '')})", ZERO_COST_CSV, proxy, naslib, proxy not in _ZC_LOWER_IS_BETTER)
-    return {s.objective.name: s for s in specs}
+            f"{_ZC_NOTES.get(proxy, '')})", ZERO_COST_CSV, proxy, naslib, proxy not in ZC_LOWER_IS_BETTER)
+    return {c.objective.name: c for c in columns}
 
 
-_SPECS = _catalogue()
+#: ``acc`` without a data directory: analog-nasbench's accuracy instead of the official table's.
+_ACC_ANALOG = Column(
+    Objective("acc", "%", "CIFAR-10 top-1 accuracy, AnalogNAS-Bench digital baseline (no data dir given)",
+              ANALOG_SOURCE, True), ANALOG_SOURCE, "baseline_accuracy")
+
+
+def _rows(query: Query) -> list[str]:
+    """``ids`` checked to be arch strings, else archs.csv's index order (sorted arch strings without it)."""
+    if query.ids is None:
+        return list(_archs(query.root)) if query.root is not None else sorted(load_analog_nasbench())
+    valid = all_arch_strings()
+    bad = [i for i in query.ids if i not in valid]
+    if bad:
+        raise ValueError(f"{len(bad)} id(s) are not canonical NB201 arch strings "
+                         f"('|op~0|+|op~0|op~1|+|op~0|op~1|op~2|'), e.g. {bad[0]!r}")
+    return query.ids
+
+
+def _read_source(root: Path | None, file: str) -> Rows:
+    """The fields of ``file`` that objectives use (``root`` None -> DataFileNotFoundError)."""
+    if file == ANALOG_SOURCE:
+        return _analog_rows()
+    if file == LATENCY_CSV:
+        return _read_latency(root)
+    if file == ZERO_COST_CSV:  # sparse: 725 cells, one row per dataset; keep CIFAR-10
+        return _read_csv(data_file(root, file), file, CATALOGUE.fields(file), where=("dataset", "cifar10"),
+                         complete=False)
+    return _read_csv(data_file(root, file), file, CATALOGUE.fields(file))
+
+
+CATALOGUE = Catalogue(SPACE, "NB201", _columns(), _read_source, _rows, installed=frozenset({ANALOG_SOURCE}),
+                      fallback={"acc": _ACC_ANALOG})
 #: every built-in NB201 objective, keyed by name. ``acc`` is listed with its data-dir source; without a
 #: data directory it comes from analog-nasbench instead (see :func:`available_nb201_objectives`).
-NB201_OBJECTIVES: Mapping[str, Objective] = MappingProxyType({n: s.objective for n, s in _SPECS.items()})
-_ACC_ANALOG = _Spec(
-    Objective("acc", "%", "CIFAR-10 top-1 accuracy, AnalogNAS-Bench digital baseline (no data dir given)",
-              ANALOG_SOURCE, True), None, "baseline_accuracy")
-
-
-def _spec_for(name: str, root: Path | None) -> _Spec:
-    if name == "acc" and root is None:
-        return _ACC_ANALOG
-    return _SPECS[name]
+NB201_OBJECTIVES: Mapping[str, Objective] = CATALOGUE.objectives
 
 
 def available_nb201_objectives(data_dir: str | os.PathLike[str] | None = None) -> list[Objective]:
     """Objectives :func:`load_nb201` can serve from this data directory (``None``: ``$NASRLM_DATA``)."""
-    root = resolve_data_dir(data_dir)
-    out = []
-    for name in _SPECS:
-        spec = _spec_for(name, root)
-        if spec.file is None or (root is not None and (root / spec.file).is_file()):
-            out.append(spec.objective)
-    return out
+    return CATALOGUE.available(data_dir)
 
 
 # --- reading ------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class _Csv:
-    keys: tuple[str, ...]
-    row_of: Mapping[str, int]
-    columns: Mapping[str, np.ndarray]  # read-only float64 arrays
-
-
 def _read_csv(path: Path, relpath: str, numeric: Sequence[str], *, where: tuple[str, str] | None = None,
-              complete: bool = True) -> _Csv:
+              complete: bool = True) -> Rows:
     return _read_csv_cached(file_version(path), relpath, tuple(numeric), where, complete)
 
 
 @functools.lru_cache(maxsize=32)
 def _read_csv_cached(version: tuple[str, int, int], relpath: str, numeric: tuple[str, ...],
-                     where: tuple[str, str] | None, complete: bool) -> _Csv:
+                     where: tuple[str, str] | None, complete: bool) -> Rows:
     """``arch_str`` plus the named float columns of one file, keys validated (cached per file version)."""
     with open(version[0], newline="", encoding="utf-8") as f:
         reader = csv.reader(f)
@@ -203,10 +192,10 @@ def _read_csv_cached(version: tuple[str, int, int], relpath: str, numeric: tuple
         arr = np.fromiter(values, np.float64, count=len(col))
         arr.flags.writeable = False
         columns[name] = arr
-    return _Csv(keys, row_of, columns)
+    return Rows(keys, row_of, columns)
 
 
-def _index_of(t: _Csv, relpath: str) -> np.ndarray:
+def _index_of(t: Rows, relpath: str) -> np.ndarray:
     """The ``nb201_index`` column as ints, checked to be a permutation of 0..15624."""
     index = t.columns["nb201_index"]
     if not np.array_equal(np.sort(index), np.arange(len(index))):
@@ -227,9 +216,9 @@ def _archs_cached(version: tuple[str, int, int]) -> tuple[str, ...]:
     return tuple(t.keys[i] for i in order)
 
 
-def _read_latency(root: Path | None) -> _Csv:
+def _read_latency(root: Path | None) -> Rows:
     path = data_file(root, LATENCY_CSV)
-    t = _read_csv(path, LATENCY_CSV, ("nb201_index", *_columns_of(LATENCY_CSV)))
+    t = _read_csv(path, LATENCY_CSV, ("nb201_index", *CATALOGUE.fields(LATENCY_CSV)))
     _check_latency_index(file_version(path), file_version(data_file(root, ARCHS_CSV)))
     return t
 
@@ -237,24 +226,19 @@ def _read_latency(root: Path | None) -> _Csv:
 @functools.lru_cache(maxsize=4)
 def _check_latency_index(latency: tuple[str, int, int], archs: tuple[str, int, int]) -> None:
     """The file's second key must agree with archs.csv: same index <-> same arch string."""
-    t = _read_csv(Path(latency[0]), LATENCY_CSV, ("nb201_index", *_columns_of(LATENCY_CSV)))
+    t = _read_csv(Path(latency[0]), LATENCY_CSV, ("nb201_index", *CATALOGUE.fields(LATENCY_CSV)))
     order = _archs_cached(archs)
     if tuple(order[i] for i in _index_of(t, LATENCY_CSV)) != t.keys:
         raise DataFileError(f"{LATENCY_CSV}: nb201_index/arch_str pairs disagree with {ARCHS_CSV}")
 
 
-def _columns_of(file: str) -> tuple[str, ...]:
-    return tuple(s.column for s in _SPECS.values() if s.file == file)
-
-
-def _read_source(root: Path | None, file: str) -> _Csv:
-    """The columns of data-dir ``file`` that objectives use (``root`` None -> DataFileNotFoundError)."""
-    if file == LATENCY_CSV:
-        return _read_latency(root)
-    if file == ZERO_COST_CSV:  # sparse: 725 cells, one row per dataset; keep CIFAR-10
-        return _read_csv(data_file(root, file), file, _columns_of(file), where=("dataset", "cifar10"),
-                         complete=False)
-    return _read_csv(data_file(root, file), file, _columns_of(file))
+@functools.cache
+def _analog_rows() -> Rows:
+    """analog-nasbench's baseline accuracy as a source keyed by arch string."""
+    analog = load_analog_nasbench()
+    column = np.fromiter(analog.values(), np.float64, count=len(analog))
+    column.flags.writeable = False
+    return Rows(tuple(analog), {k: i for i, k in enumerate(analog)}, {"baseline_accuracy": column})
 
 
 # --- public loader ------------------------------------------------------------------------------------
@@ -271,40 +255,4 @@ def load_nb201(objectives: Sequence[str], data_dir: str | os.PathLike[str] | Non
     Raises :class:`UnknownObjectiveError` for a name found neither built in nor in ``extra``, and
     :class:`~nasrlm.data.DataFileNotFoundError` for an objective whose file is unavailable.
     """
-    names = [objectives] if isinstance(objectives, str) else list(objectives)
-    extra = checked_extra(extra, _SPECS, "NB201")
-    check_names(names, _SPECS, extra, "NB201")
-
-    root = resolve_data_dir(data_dir)
-    if ids is None:
-        row_ids = list(_archs(root)) if root is not None else sorted(load_analog_nasbench())
-    else:
-        row_ids = [ids] if isinstance(ids, str) else list(ids)
-        valid = all_arch_strings()
-        bad = [i for i in row_ids if i not in valid]
-        if bad:
-            raise ValueError(f"{len(bad)} id(s) are not canonical NB201 arch strings "
-                             f"('|op~0|+|op~0|op~1|+|op~0|op~1|op~2|'), e.g. {bad[0]!r}")
-
-    values = np.empty((len(row_ids), len(names)), dtype=np.float64)
-    used: list[Objective] = []
-    gathered: dict[str, tuple[_Csv, np.ndarray]] = {}  # file -> (table, its row of each id or -1)
-    for j, name in enumerate(names):
-        if name in extra:
-            obj, mapping = extra[name]
-            values[:, j] = [float(mapping[i]) if i in mapping else math.nan for i in row_ids]
-            used.append(obj)
-            continue
-        spec = _spec_for(name, root)
-        if spec.file is None:
-            analog = load_analog_nasbench(spec.column)
-            values[:, j] = [analog[i] for i in row_ids]
-        else:
-            if spec.file not in gathered:
-                src = _read_source(root, spec.file)
-                rows = np.fromiter((src.row_of.get(i, -1) for i in row_ids), np.intp, count=len(row_ids))
-                gathered[spec.file] = src, rows
-            src, rows = gathered[spec.file]
-            values[:, j] = np.where(rows >= 0, src.columns[spec.column][rows], math.nan)
-        used.append(spec.objective)
-    return BenchmarkTable(SPACE, row_ids, used, values, str(root) if root is not None else None)
+    return CATALOGUE.load(objectives, data_dir, ids, extra=extra)
