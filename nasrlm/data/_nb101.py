@@ -23,19 +23,18 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import math
 import os
 import sys
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
 
 import numpy as np
 
-from nasrlm.data._datadir import DataFileError, data_file, file_version, resolve_data_dir
-from nasrlm.data._loader_utils import check_names, checked_extra, extra_ids, require_names
+from nasrlm.data._catalogue import Catalogue, Column, Query, Rows
+from nasrlm.data._datadir import DataFileError, data_file, file_version
+from nasrlm.data._loader_utils import extra_ids
 from nasrlm.data._table import BenchmarkTable, Objective
 from search_spaces.nasbench101 import NUM_CELLS, NasBench101, NB101Cell, hash_labels, hash_module
 
@@ -47,67 +46,86 @@ _ORIGIN = "NAS-Bench-101 via tiga1231/nasbench-vis; 20,001 smallest module hashe
 _SPOT_CHECKS = 64
 
 
-@dataclass(frozen=True)
-class _Spec:
-    objective: Objective
-    key: str  # JSON list in the file
-    scale: float  # file value * scale = objective value
-    divide: bool = False  # file value / scale instead (exact for parameter counts in millions)
+def _percent(values: np.ndarray) -> np.ndarray:
+    return values * 100.0
 
 
-def _catalogue() -> dict[str, _Spec]:
-    specs: list[_Spec] = []
+def _per_million(values: np.ndarray) -> np.ndarray:
+    return values / 1e6  # divided, not times 1e-6: exact for parameter counts
 
-    def add(name: str, unit: str, desc: str, key: str, scale: float, hib: bool, divide: bool = False) -> None:
+
+def _columns() -> dict[str, Column]:
+    columns: list[Column] = []
+
+    def add(name: str, unit: str, desc: str, key: str, hib: bool,
+            convert: Callable[[np.ndarray], np.ndarray] | None) -> None:
         source = f"{FIRST_20K_JSON} list {key} (data dir; {_ORIGIN})"
-        specs.append(_Spec(Objective(name, unit, desc, source, hib), key, scale, divide))
+        columns.append(Column(Objective(name, unit, desc, source, hib), FIRST_20K_JSON, key, convert))
 
     run = "CIFAR-10 validation accuracy, best of 3 runs"
     add("acc", "%", f"{run}, full 108-epoch schedule (= cifar10_valid_acc_108ep)",
-        "108_final_validation_accuracy", 100.0, True)
+        "108_final_validation_accuracy", True, _percent)
     for epochs in (4, 12, 36, 108):
         add(f"cifar10_valid_acc_{epochs}ep", "%", f"{run}, {epochs}-epoch schedule",
-            f"{epochs}_final_validation_accuracy", 100.0, True)
+            f"{epochs}_final_validation_accuracy", True, _percent)
     add("params_m", "M", "trainable parameters of the CIFAR-10 network, millions", "trainable_parameters",
-        1e6, False, divide=True)
+        False, _per_million)
     add("train_time_s", "s", "training time of the 108-epoch run on a Google Cloud TPU v2 (batch 256), "
-        "seconds", "final_training_time", 1.0, False)
-    return {s.objective.name: s for s in specs}
+        "seconds", "final_training_time", False, None)
+    return {c.objective.name: c for c in columns}
 
 
-_SPECS = _catalogue()
+def _rows(query: Query) -> list[str]:
+    """``ids`` checked canonical, else the file's cells then ids only ``extra`` has (without built-in
+    objectives: those ids alone). Finds each row in the file by module hash (``query.located``)."""
+    src: Rows | None = query.source(FIRST_20K_JSON) if query.names else None
+    if query.ids is not None:
+        space = NasBench101()
+        row_ids = query.ids
+        rows = np.full(len(row_ids), -1, dtype=np.intp)
+        for k, i in enumerate(row_ids):
+            cell = space.parse(i)  # ValueError names a malformed id
+            canonical = space.arch_id(cell)
+            if canonical != i:
+                raise ValueError(f"{i!r} is not a canonical NB101 id; its canonical form is {canonical!r}")
+            if src is not None:
+                rows[k] = src.row_of.get(_cell_hash(cell), -1)
+    elif src is not None:
+        row_ids = list(_ids_for(src.keys))
+        row_ids += extra_ids(query.extra, set(row_ids))
+        rows = np.concatenate([np.arange(len(src.keys)), np.full(len(row_ids) - len(src.keys), -1)])
+    else:  # measured columns only: their ids are the rows
+        return extra_ids(query.extra)
+    if src is not None:
+        query.located[FIRST_20K_JSON] = rows
+    return row_ids
+
+
+def _read(root: Path | None, relpath: str) -> Rows:
+    return _read_cached(file_version(data_file(root, relpath)))
+
+
+CATALOGUE = Catalogue(SPACE, "NB101", _columns(), _read, _rows, needs_a_name=True)
 #: every NB101 objective the data directory can provide, keyed by name.
-NB101_OBJECTIVES: Mapping[str, Objective] = MappingProxyType({n: s.objective for n, s in _SPECS.items()})
+NB101_OBJECTIVES: Mapping[str, Objective] = CATALOGUE.objectives
 
 
 def available_nb101_objectives(data_dir: str | os.PathLike[str] | None = None) -> list[Objective]:
     """Objectives :func:`load_nb101` can serve from this data directory (``None``: ``$NASRLM_DATA``)."""
-    root = resolve_data_dir(data_dir)
-    if root is None or not (root / FIRST_20K_JSON).is_file():
-        return []
-    return list(NB101_OBJECTIVES.values())
+    return CATALOGUE.available(data_dir)
 
 
 # --- reading ------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class _Json:
-    keys: tuple[str, ...]  # module hashes, file order
-    row_of: Mapping[str, int]
-    columns: Mapping[str, np.ndarray]  # file lists as read-only float64 arrays
-
-
-def _read(root: Path | None) -> _Json:
-    return _read_cached(file_version(data_file(root, FIRST_20K_JSON)))
-
-
 @functools.lru_cache(maxsize=4)
-def _read_cached(version: tuple[str, int, int]) -> _Json:
-    """The file's lists, checked: every list as long as ``key``, hashes unique 32-digit hex, no gaps."""
+def _read_cached(version: tuple[str, int, int]) -> Rows:
+    """The file's lists, checked: every list as long as ``key``, hashes unique 32-digit hex, no gaps.
+
+    Rows are keyed by module hash (not by our ids: see :func:`_rows`)."""
     with open(version[0], encoding="utf-8") as f:
         raw = json.load(f)
     if not isinstance(raw, dict) or "key" not in raw:
         raise DataFileError(f"{FIRST_20K_JSON}: expected a JSON object of lists with a 'key' list")
-    needed = sorted({s.key for s in _SPECS.values()})
+    needed = sorted(set(CATALOGUE.fields(FIRST_20K_JSON)))
     missing = [k for k in needed if k not in raw]
     if missing:
         raise DataFileError(f"{FIRST_20K_JSON}: missing list(s) {', '.join(missing)}; found {', '.join(raw)}")
@@ -128,7 +146,7 @@ def _read_cached(version: tuple[str, int, int]) -> _Json:
             raise DataFileError(f"{FIRST_20K_JSON}: list {name} has missing or non-finite values")
         arr.flags.writeable = False
         columns[name] = arr
-    return _Json(keys, MappingProxyType(row_of), MappingProxyType(columns))
+    return Rows(keys, MappingProxyType(row_of), MappingProxyType(columns))
 
 
 # --- module hash -> canonical id ----------------------------------------------------------------------
@@ -238,45 +256,4 @@ def load_nb101(objectives: Sequence[str], data_dir: str | os.PathLike[str] | Non
     Raises :class:`~nasrlm.data.UnknownObjectiveError` for an unknown name and
     :class:`~nasrlm.data.DataFileNotFoundError` when a built-in objective is asked for without the file.
     """
-    names = [objectives] if isinstance(objectives, str) else list(objectives)
-    extra = checked_extra(extra, _SPECS, "NB101")
-    require_names(names, _SPECS, "NB101")
-    check_names(names, _SPECS, extra, "NB101")
-    space = NasBench101()
-    root = resolve_data_dir(data_dir)
-    src = _read(root) if any(n in _SPECS for n in names) else None
-
-    if ids is not None:
-        row_ids = [ids] if isinstance(ids, str) else list(ids)
-        rows = np.full(len(row_ids), -1, dtype=np.intp)
-        for k, i in enumerate(row_ids):
-            cell = space.parse(i)  # ValueError names a malformed id
-            canonical = space.arch_id(cell)
-            if canonical != i:
-                raise ValueError(f"{i!r} is not a canonical NB101 id; its canonical form is {canonical!r}")
-            if src is not None:
-                rows[k] = src.row_of.get(_cell_hash(cell), -1)
-    elif src is not None:
-        row_ids = list(_ids_for(src.keys))
-        row_ids += extra_ids(extra, set(row_ids))
-        rows = np.concatenate([np.arange(len(src.keys)), np.full(len(row_ids) - len(src.keys), -1)])
-    else:  # measured columns only: their ids are the rows
-        row_ids = extra_ids(extra)
-        rows = np.full(len(row_ids), -1)
-
-    values = np.empty((len(row_ids), len(names)), dtype=np.float64)
-    used: list[Objective] = []
-    for j, name in enumerate(names):
-        if name in extra:
-            obj, mapping = extra[name]
-            values[:, j] = [float(mapping[i]) if i in mapping else math.nan for i in row_ids]
-            used.append(obj)
-            continue
-        spec = _SPECS[name]
-        assert src is not None
-        raw = src.columns[spec.key]
-        column = raw / spec.scale if spec.divide else raw * spec.scale
-        values[:, j] = np.where(rows >= 0, column[np.maximum(rows, 0)], math.nan)
-        used.append(spec.objective)
-    return BenchmarkTable(SPACE, row_ids, used, values, str(root) if root is not None else None)
-
+    return CATALOGUE.load(objectives, data_dir, ids, extra=extra)
