@@ -158,6 +158,14 @@ def ridge(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray) -> np.nd
     return RidgeCV(alphas=np.logspace(-3, 3, 13)).fit(x_train, y_train).predict(x_test)
 
 
+def factors(source: np.ndarray, k: int) -> np.ndarray:
+    """The first ``k`` principal-component scores of the standardised source-device log latencies of
+    every row: the few directions in which devices disagree, read off the whole published table."""
+    z = (source - source.mean(axis=0)) / source.std(axis=0)
+    u, s, _ = np.linalg.svd(z, full_matrices=False)
+    return u[:, :k] * s[:k]
+
+
 def fine_tuned(base: Path, space: SearchSpace, name: str, texts: list[str], train: np.ndarray, y: np.ndarray,
                test: np.ndarray, a: argparse.Namespace, seed: int, *, kind: str | None = None,
                given: dict[str, np.ndarray] | None = None, features: dict[str, np.ndarray] | None = None
@@ -327,6 +335,9 @@ def run_unseen(a, seed: int, record) -> None:
             runs = {}
             if "ridge" in a.methods:
                 runs["ridge"] = ridge(source[train], np.log(y), source[test])
+            for method in sorted(m for m in a.methods if m.startswith("pcr")):  # e.g. pcr3
+                scores = factors(source, int(method[3:]))
+                runs[method] = ridge(scores[train], np.log(y), scores[test])
             if "ridge-free" in a.methods:  # the sources and the architecture's own size
                 with_free = np.hstack([source, np.log(free[:, :2])])
                 runs["ridge-free"] = ridge(with_free[train], np.log(y), with_free[test])
