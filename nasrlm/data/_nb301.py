@@ -21,13 +21,12 @@ import json
 import math
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from types import MappingProxyType
+from pathlib import Path
 
 import numpy as np
 
-from nasrlm.data._datadir import DataFileError, data_file, file_version, resolve_data_dir
-from nasrlm.data._loader_utils import check_names, checked_extra
+from nasrlm.data._catalogue import Catalogue, Column, Query, Rows
+from nasrlm.data._datadir import DataFileError, data_file, file_version
 from nasrlm.data._table import BenchmarkTable, Objective
 from search_spaces.nds import NB301
 
@@ -39,52 +38,45 @@ _PROXIES = ("synflow", "grasp", "fisher", "grad_norm", "l2_norm", "plain", "nwot
 _LOWER_IS_BETTER = {"fisher", "plain"}
 
 
-@dataclass(frozen=True)
-class _Spec:
-    objective: Objective
-    key: str  # record field; a dict field's value is its "score"
-
-
-def _catalogue() -> dict[str, _Spec]:
+def _columns() -> dict[str, Column]:
     source = f"{ZERO_COST_JSON} field {{}} (data dir; {_ORIGIN})"
-    specs = [
-        _Spec(Objective("acc", "%", "CIFAR-10 top-1 validation accuracy, NAS-Bench-301 pipeline (C=32, 8 "
-                        "cells, 100 epochs), as NAS-Bench-Suite-Zero records it (measured or NB301 "
-                        "surrogate: the file does not say)", source.format("val_accuracy"), True),
-              "val_accuracy"),
-        _Spec(Objective("params_m", "M", "parameters, millions, counted by NASLib (cell-op BatchNorms "
-                        "non-affine, no auxiliary head)", source.format("params"), False), "params"),
-        _Spec(Objective("flops_m", "MFLOPs", "FLOPs, millions, counted by NASLib (MACs plus BatchNorm, ReLU "
-                        "and pooling elements)", source.format("flops"), False), "flops"),
+    columns = [
+        Column(Objective("acc", "%", "CIFAR-10 top-1 validation accuracy, NAS-Bench-301 pipeline (C=32, 8 "
+                         "cells, 100 epochs), as NAS-Bench-Suite-Zero records it (measured or NB301 "
+                         "surrogate: the file does not say)", source.format("val_accuracy"), True),
+               ZERO_COST_JSON, "val_accuracy"),
+        Column(Objective("params_m", "M", "parameters, millions, counted by NASLib (cell-op BatchNorms "
+                         "non-affine, no auxiliary head)", source.format("params"), False), ZERO_COST_JSON,
+               "params"),
+        Column(Objective("flops_m", "MFLOPs", "FLOPs, millions, counted by NASLib (MACs plus BatchNorm, ReLU "
+                         "and pooling elements)", source.format("flops"), False), ZERO_COST_JSON, "flops"),
     ]
-    specs += [_Spec(Objective(f"zc_{p}", "", f"{p} zero-cost proxy score at initialisation, CIFAR-10",
-                              source.format(p), p not in _LOWER_IS_BETTER), p) for p in _PROXIES]
-    return {s.objective.name: s for s in specs}
+    columns += [Column(Objective(f"zc_{p}", "", f"{p} zero-cost proxy score at initialisation, CIFAR-10",
+                                 source.format(p), p not in _LOWER_IS_BETTER), ZERO_COST_JSON, p)
+                for p in _PROXIES]
+    return {c.objective.name: c for c in columns}
 
 
-_SPECS = _catalogue()
-#: every built-in NB301 objective, keyed by name.
-NB301_OBJECTIVES: Mapping[str, Objective] = MappingProxyType({n: s.objective for n, s in _SPECS.items()})
+def _rows(query: Query) -> list[str]:
+    """The file's 725 in NASLib's idx order, or ``ids`` checked to parse (after reading the file, where a
+    built-in objective needs it)."""
+    table: Rows | None = query.source(ZERO_COST_JSON) if query.ids is None or query.names else None
+    if query.ids is None:
+        assert table is not None
+        return list(table.keys)
+    space = NB301()
+    for i in query.ids:
+        space.parse(i)  # ValueError naming the malformed part
+    return query.ids
 
 
-def available_nb301_objectives(data_dir: str | os.PathLike[str] | None = None) -> list[Objective]:
-    """Objectives :func:`load_nb301` can serve from this data directory (``None``: ``$NASRLM_DATA``)."""
-    root = resolve_data_dir(data_dir)
-    if root is None or not (root / ZERO_COST_JSON).is_file():
-        return []
-    return list(NB301_OBJECTIVES.values())
-
-
-@dataclass(frozen=True)
-class _Table:
-    ids: tuple[str, ...]  # in NASLib's idx order
-    row_of: Mapping[str, int]
-    columns: Mapping[str, np.ndarray]  # read-only float64, by record key
+def _read_source(root: Path | None, relpath: str) -> Rows:
+    return _read(file_version(data_file(root, relpath)))
 
 
 @functools.lru_cache(maxsize=4)
-def _read(version: tuple[str, int, int]) -> _Table:
-    """Parse and check the file (cached per path, mtime and size)."""
+def _read(version: tuple[str, int, int]) -> Rows:
+    """Parse and check the file (cached per path, mtime and size); rows in NASLib's idx order."""
     with open(version[0], encoding="utf-8") as f:
         data = json.load(f)
     if not isinstance(data, dict) or not isinstance(data.get("cifar10"), dict):
@@ -107,13 +99,13 @@ def _read(version: tuple[str, int, int]) -> _Table:
     rows = sorted(range(len(ids)), key=order.__getitem__)
     recs = list(records.values())
     columns = {}
-    for spec in _SPECS.values():
-        values = [_score(recs[r], spec.key) for r in rows]
+    for key in CATALOGUE.fields(ZERO_COST_JSON):
+        values = [_score(recs[r], key) for r in rows]
         arr = np.array(values, dtype=np.float64)
         arr.flags.writeable = False
-        columns[spec.key] = arr
+        columns[key] = arr
     keys = tuple(ids[r] for r in rows)
-    return _Table(keys, {k: i for i, k in enumerate(keys)}, columns)
+    return Rows(keys, {k: i for i, k in enumerate(keys)}, columns)
 
 
 def _score(record: Mapping, key: str) -> float:
@@ -121,6 +113,16 @@ def _score(record: Mapping, key: str) -> float:
     if isinstance(value, Mapping):
         value = value.get("score")
     return math.nan if value is None else float(value)
+
+
+CATALOGUE = Catalogue(SPACE, "NB301", _columns(), _read_source, _rows)
+#: every built-in NB301 objective, keyed by name.
+NB301_OBJECTIVES: Mapping[str, Objective] = CATALOGUE.objectives
+
+
+def available_nb301_objectives(data_dir: str | os.PathLike[str] | None = None) -> list[Objective]:
+    """Objectives :func:`load_nb301` can serve from this data directory (``None``: ``$NASRLM_DATA``)."""
+    return CATALOGUE.available(data_dir)
 
 
 def load_nb301(objectives: Sequence[str], data_dir: str | os.PathLike[str] | None = None,
@@ -132,33 +134,4 @@ def load_nb301(objectives: Sequence[str], data_dir: str | os.PathLike[str] | Non
     ones. Unknown names raise :class:`UnknownObjectiveError`; a missing file
     :class:`~nasrlm.data.DataFileNotFoundError` (the file is the only source of these columns).
     """
-    names = [objectives] if isinstance(objectives, str) else list(objectives)
-    extra = checked_extra(extra, _SPECS, "NB301")
-    check_names(names, _SPECS, extra, "NB301")
-
-    root = resolve_data_dir(data_dir)
-    needs_file = ids is None or any(n in _SPECS for n in names)
-    table = _read(file_version(data_file(root, ZERO_COST_JSON))) if needs_file else None
-    if ids is None:
-        row_ids = list(table.ids)  # type: ignore[union-attr]
-    else:
-        row_ids = [ids] if isinstance(ids, str) else list(ids)
-        space = NB301()
-        for i in row_ids:
-            space.parse(i)  # ValueError naming the malformed part
-    values = np.empty((len(row_ids), len(names)), dtype=np.float64)
-    used: list[Objective] = []
-    rows = None
-    for j, name in enumerate(names):
-        if name in extra:
-            obj, mapping = extra[name]
-            values[:, j] = [float(mapping[i]) if i in mapping else math.nan for i in row_ids]
-            used.append(obj)
-            continue
-        if rows is None:
-            rows = np.fromiter((table.row_of.get(i, -1) for i in row_ids), np.intp,  # type: ignore[union-attr]
-                               count=len(row_ids))
-        column = table.columns[_SPECS[name].key]  # type: ignore[union-attr]
-        values[:, j] = np.where(rows >= 0, column[rows], math.nan)
-        used.append(_SPECS[name].objective)
-    return BenchmarkTable(SPACE, row_ids, used, values, str(root) if root is not None else None)
+    return CATALOGUE.load(objectives, data_dir, ids, extra=extra)
