@@ -28,15 +28,15 @@ import json
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
-from nasrlm.data._datadir import DataFileError, data_file, file_version, resolve_data_dir
-from nasrlm.data._loader_utils import check_names, checked_extra
+from nasrlm.data._catalogue import Catalogue, Column, Query, Rows
+from nasrlm.data._datadir import DataFileError, data_file, file_version
+from nasrlm.data._loader_utils import check_names
 from nasrlm.data._table import BenchmarkTable, Objective
 from search_spaces.anynet import ANYNET_SPACES
 from search_spaces.nds import NDS_CELL_SPACES
@@ -52,12 +52,6 @@ _SPACES: dict[str, Callable[[], Any]] = {**NDS_CELL_SPACES, **ANYNET_SPACES}
 _SAME_NETWORK_VARIANTS = ("fix-w-d", "reruns", "rng1", "rng2", "rng3")
 
 
-@dataclass(frozen=True)
-class _Spec:
-    objective: Objective
-    value: Callable[[Mapping[str, Any]], float]  # record -> value (NaN where the record lacks it)
-
-
 def _last_acc(key: str) -> Callable[[Mapping[str, Any]], float]:
     return lambda r: 100.0 - float(r[key][-1]) if r.get(key) else math.nan
 
@@ -70,29 +64,30 @@ def _millions(key: str) -> Callable[[Mapping[str, Any]], float]:
     return lambda r: float(r[key]) / 1e6 if r.get(key) is not None else math.nan
 
 
-def _catalogue() -> dict[str, _Spec]:
+def _objectives() -> dict[str, tuple[Objective, Callable[[Mapping[str, Any]], float]]]:
+    """Objective name -> (objective, record -> value)."""
     src = "NDS json field {} (data dir nds_data/<Space>.json; facebookresearch/nds)"
-    specs = [
-        _Spec(Objective("acc", "%", "CIFAR-10 top-1 test accuracy after the last epoch, NDS training",
-                        src.format("100 - test_ep_top1[-1]"), True), _last_acc("test_ep_top1")),
-        _Spec(Objective("best_acc", "%", "CIFAR-10 top-1 test accuracy of the best epoch, NDS training",
-                        src.format("100 - min(test_ep_top1)"), True), _best_acc("test_ep_top1")),
-        _Spec(Objective("train_acc", "%", "CIFAR-10 top-1 training accuracy after the last epoch",
-                        src.format("100 - train_ep_top1[-1]"), True), _last_acc("train_ep_top1")),
-        _Spec(Objective("params_m", "M", "parameters, millions, as NDS (pycls) counted them; may include an "
-                        "auxiliary head where the record's net has aux on", src.format("params"), False),
-              _millions("params")),
-        _Spec(Objective("flops_m", "MFLOPs", "FLOPs, millions, as NDS (pycls) counted them",
-                        src.format("flops"), False), _millions("flops")),
-        _Spec(Objective("n_runs", "", "number of records (training runs) averaged into this row",
-                        "count of records per architecture", True), lambda r: 1.0),
+    out = [
+        (Objective("acc", "%", "CIFAR-10 top-1 test accuracy after the last epoch, NDS training",
+                   src.format("100 - test_ep_top1[-1]"), True), _last_acc("test_ep_top1")),
+        (Objective("best_acc", "%", "CIFAR-10 top-1 test accuracy of the best epoch, NDS training",
+                   src.format("100 - min(test_ep_top1)"), True), _best_acc("test_ep_top1")),
+        (Objective("train_acc", "%", "CIFAR-10 top-1 training accuracy after the last epoch",
+                   src.format("100 - train_ep_top1[-1]"), True), _last_acc("train_ep_top1")),
+        (Objective("params_m", "M", "parameters, millions, as NDS (pycls) counted them; may include an "
+                   "auxiliary head where the record's net has aux on", src.format("params"), False),
+         _millions("params")),
+        (Objective("flops_m", "MFLOPs", "FLOPs, millions, as NDS (pycls) counted them",
+                   src.format("flops"), False), _millions("flops")),
+        (Objective("n_runs", "", "number of records (training runs) averaged into this row",
+                   "count of records per architecture", True), lambda r: 1.0),
     ]
-    return {s.objective.name: s for s in specs}
+    return {obj.name: (obj, value) for obj, value in out}
 
 
-_SPECS = _catalogue()
+_RECORD_VALUES = _objectives()
 #: every NDS objective, keyed by name.
-NDS_OBJECTIVES: Mapping[str, Objective] = MappingProxyType({n: s.objective for n, s in _SPECS.items()})
+NDS_OBJECTIVES: Mapping[str, Objective] = MappingProxyType({n: o for n, (o, _) in _RECORD_VALUES.items()})
 
 
 def nds_space_of(path: str | os.PathLike[str]) -> str:
@@ -124,15 +119,9 @@ def read_nds_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     return data
 
 
-@dataclass(frozen=True)
-class _Table:
-    ids: tuple[str, ...]  # first-appearance order
-    row_of: Mapping[str, int]
-    columns: Mapping[str, np.ndarray]  # read-only float64, by objective name
-
-
 @functools.lru_cache(maxsize=8)
-def _read(version: tuple[str, int, int], space_name: str) -> _Table:
+def _read(version: tuple[str, int, int], space_name: str) -> Rows:
+    """Records grouped by architecture (first-appearance order), each column the mean of its records."""
     path = version[0]
     space = _SPACES[space_name]()
     records = read_nds_records(path)
@@ -149,15 +138,15 @@ def _read(version: tuple[str, int, int], space_name: str) -> _Table:
     rows = np.fromiter((row_of[i] for i in ids), np.intp, count=len(ids))
     counts = np.bincount(rows, minlength=len(order)).astype(np.float64)
     columns = {}
-    for name, spec in _SPECS.items():
-        values = np.array([spec.value(r) for r in records], dtype=np.float64)
+    for name, (_, value) in _RECORD_VALUES.items():
+        values = np.array([value(r) for r in records], dtype=np.float64)
         sums = np.bincount(rows, weights=np.nan_to_num(values), minlength=len(order))
         present = np.bincount(rows, weights=~np.isnan(values), minlength=len(order))
         with np.errstate(invalid="ignore", divide="ignore"):
             column = counts if name == "n_runs" else np.where(present > 0, sums / present, math.nan)
         column.flags.writeable = False
         columns[name] = column
-    return _Table(tuple(order), row_of, columns)
+    return Rows(tuple(order), row_of, columns)
 
 
 def load_nds_json(path: str | os.PathLike[str], space: str | None = None,
@@ -170,21 +159,50 @@ def load_nds_json(path: str | os.PathLike[str], space: str | None = None,
     space = space or nds_space_of(path)
     if space not in _SPACES:
         raise ValueError(f"{space!r} is not an NDS space; expected one of {', '.join(NDS_FILES)}")
-    names = list(objectives) if objectives is not None else list(_SPECS)
-    check_names(names, _SPECS, {}, "NDS")
+    names = list(objectives) if objectives is not None else list(NDS_OBJECTIVES)
+    check_names(names, NDS_OBJECTIVES, {}, "NDS")
     table = _read(file_version(path), space)
     values = np.column_stack([table.columns[n] for n in names]) if names else None
-    return BenchmarkTable(space, list(table.ids), [_SPECS[n].objective for n in names],
-                          values if values is not None else np.empty((len(table.ids), 0)), str(path.parent))
+    return BenchmarkTable(space, list(table.keys), [NDS_OBJECTIVES[n] for n in names],
+                          values if values is not None else np.empty((len(table.keys), 0)), str(path.parent))
+
+
+def _rows(query: Query) -> list[str]:
+    """The file's architectures, or ``ids`` checked to parse (after reading the file, where a built-in
+    objective needs it)."""
+    relpath = _relpath(query.catalogue.space)
+    table: Rows | None = query.source(relpath) if query.ids is None or query.names else None
+    if query.ids is None:
+        assert table is not None
+        return list(table.keys)
+    checker = _SPACES[query.catalogue.space]()
+    for i in query.ids:
+        checker.parse(i)  # ValueError naming the malformed part
+    return query.ids
+
+
+def _relpath(space: str) -> str:
+    return f"{NDS_DIR}/{NDS_FILES[space]}.json"
+
+
+def _read_source(space: str, root: Path | None, relpath: str) -> Rows:
+    return _read(file_version(data_file(root, relpath)), space)
+
+
+def _catalogue(space: str) -> Catalogue:
+    relpath = _relpath(space)
+    columns = {name: Column(obj, relpath, name) for name, obj in NDS_OBJECTIVES.items()}
+    return Catalogue(space, "NDS", columns, functools.partial(_read_source, space), _rows)
+
+
+#: one catalogue per NDS space: the same columns, each from its own file.
+_CATALOGUES = {space: _catalogue(space) for space in NDS_FILES}
 
 
 def available_nds_objectives(data_dir: str | os.PathLike[str] | None = None, *,
                              space: str) -> list[Objective]:
     """Objectives :func:`load_nds` serves for ``space`` from ``data_dir`` (none without its NDS file)."""
-    root = resolve_data_dir(data_dir)
-    if root is None or not (root / NDS_DIR / f"{NDS_FILES[space]}.json").is_file():
-        return []
-    return list(NDS_OBJECTIVES.values())
+    return _CATALOGUES[space].available(data_dir)
 
 
 def load_nds(objectives: Sequence[str], data_dir: str | os.PathLike[str] | None = None,
@@ -194,33 +212,7 @@ def load_nds(objectives: Sequence[str], data_dir: str | os.PathLike[str] | None 
     """Table of ``objectives`` for ``space`` from ``<data_dir>/nds_data/<Space>.json`` (the loader that
     ``TABLE_LOADERS`` holds, with ``space`` bound). ``ids`` picks rows (NaN where the file lacks one);
     ``extra`` adds columns as for the other tables."""
-    names = [objectives] if isinstance(objectives, str) else list(objectives)
-    extra = checked_extra(extra, _SPECS, "NDS")
-    check_names(names, _SPECS, extra, "NDS")
-    root = resolve_data_dir(data_dir)
-    relpath = f"{NDS_DIR}/{NDS_FILES[space]}.json"
-    needs_file = ids is None or bool(set(names) - set(extra))
-    table = _read(file_version(data_file(root, relpath)), space) if needs_file else None
-    if ids is None:
-        row_ids = list(table.ids)  # type: ignore[union-attr]
-    else:
-        row_ids = [ids] if isinstance(ids, str) else list(ids)
-        checker = _SPACES[space]()
-        for i in row_ids:
-            checker.parse(i)  # ValueError naming the malformed part
-    values = np.empty((len(row_ids), len(names)), dtype=np.float64)
-    used: list[Objective] = []
-    for j, name in enumerate(names):
-        if name in extra:
-            obj, mapping = extra[name]
-            values[:, j] = [float(mapping[i]) if i in mapping else math.nan for i in row_ids]
-            used.append(obj)
-            continue
-        rows = np.fromiter((table.row_of.get(i, -1) for i in row_ids), np.intp,  # type: ignore[union-attr]
-                           count=len(row_ids))
-        values[:, j] = np.where(rows >= 0, table.columns[name][rows], math.nan)  # type: ignore[union-attr]
-        used.append(_SPECS[name].objective)
-    return BenchmarkTable(space, row_ids, used, values, str(root) if root is not None else None)
+    return _CATALOGUES[space].load(objectives, data_dir, ids, extra=extra)
 
 
 #: one ``TABLE_LOADERS`` entry per NDS space: (loader, lister), each with the space bound.
