@@ -26,13 +26,12 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import MappingProxyType
 from typing import cast
 
 import numpy as np
 
-from nasrlm.data._datadir import DataFileError, data_file, file_version, resolve_data_dir
-from nasrlm.data._loader_utils import check_names, checked_extra
+from nasrlm.data._catalogue import Catalogue, Column, Query, Rows
+from nasrlm.data._datadir import DataFileError, data_file, file_version
 from nasrlm.data._table import BenchmarkTable, Objective
 from search_spaces.ofa import EXPANDS, KERNELS, OFAMBv3Arch, OFAMobileNetV3
 
@@ -51,32 +50,47 @@ _PREDICTOR_LAYERS = {0: (400, 128), 2: (400, 400), 4: (400, 400), 6: (1, 400)}
 MIN_TRAINED_RESOLUTION = 160
 
 
-@dataclass(frozen=True)
-class _Spec:
-    objective: Objective
-    file: str
-    column: str | None  # None: computed by the predictor
+def _surrogate(query: Query) -> np.ndarray:
+    """``acc_surrogate`` of every row: the predictor on the archs the row hook parsed (or HELP's)."""
+    predictor: OFAAccuracyPredictor = query.source(PREDICTOR_NPZ)
+    return 100.0 * predictor.predict(query.state["archs"])
 
 
-def _catalogue() -> dict[str, _Spec]:
-    specs = []
+def _columns() -> dict[str, Column]:
+    columns = []
     for gpu, gpu_name in _GPUS.items():
         for batch in _BATCHES:
             name = f"{gpu}_{batch}"
             desc = (f"latency of the OFA-MobileNetV3 (w1.2) subnet at its own resolution on {gpu_name}, "
                     f"batch {batch}")
             source = f"{LATENCY_CSV} column {name} (data dir; {HELP_SOURCE})"
-            specs.append(_Spec(Objective(name, "ms", desc, source, False), LATENCY_CSV, name))
-    specs.append(_Spec(Objective(
+            columns.append(Column(Objective(name, "ms", desc, source, False), LATENCY_CSV, name))
+    columns.append(Column(Objective(
         "acc_surrogate", "%", "SURROGATE ImageNet top-1 accuracy: OFA's accuracy predictor (MLP on one-hot "
         "kernel/expand/resolution), not measured; NaN for r < 160, outside its trained resolutions",
-        f"{PREDICTOR_NPZ} (data dir; {PREDICTOR_SOURCE})", True), PREDICTOR_NPZ, None))
-    return {s.objective.name: s for s in specs}
+        f"{PREDICTOR_NPZ} (data dir; {PREDICTOR_SOURCE})", True), PREDICTOR_NPZ, None, compute=_surrogate))
+    return {c.objective.name: c for c in columns}
 
 
-_SPECS = _catalogue()
+def _rows(query: Query) -> list[str]:
+    """HELP's 5,000 subnets in file order, or ``ids`` parsed (kept in ``query.state`` for the predictor)."""
+    if query.ids is None:
+        latency: _Latency = query.source(LATENCY_CSV)
+        query.state["archs"] = list(latency.archs)
+        return list(latency.keys)
+    query.state["archs"] = _parse_ids(query.ids)
+    return query.ids
+
+
+def _read(root: Path | None, relpath: str) -> _Latency | OFAAccuracyPredictor:
+    if relpath == PREDICTOR_NPZ:
+        return _predictor_cached(file_version(data_file(root, PREDICTOR_NPZ)))
+    return _latency_cached(file_version(data_file(root, LATENCY_CSV)))
+
+
+CATALOGUE = Catalogue(SPACE, "ofa_mbv3", _columns(), _read, _rows)
 #: every ``ofa_mbv3`` objective, keyed by name.
-OFA_MBV3_OBJECTIVES: Mapping[str, Objective] = MappingProxyType({n: s.objective for n, s in _SPECS.items()})
+OFA_MBV3_OBJECTIVES: Mapping[str, Objective] = CATALOGUE.objectives
 
 
 # --- the accuracy predictor -----------------------------------------------------------------------------
@@ -135,18 +149,15 @@ def _predictor_cached(version: tuple[str, int, int]) -> OFAAccuracyPredictor:
 
 # --- HELP's latency table -------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class _Latency:
-    ids: tuple[str, ...]
-    archs: tuple[OFAMBv3Arch, ...]
-    row_of: Mapping[str, int]
-    columns: Mapping[str, np.ndarray]
+class _Latency(Rows):
+    archs: tuple[OFAMBv3Arch, ...] = ()  # of each row
 
 
 @functools.lru_cache(maxsize=4)
 def _latency_cached(version: tuple[str, int, int]) -> _Latency:
     """HELP's rows as canonical ids (every row must parse; no two may be the same network)."""
     space = OFAMobileNetV3()
-    names = [n for n, s in _SPECS.items() if s.column is not None]
+    names = CATALOGUE.fields(LATENCY_CSV)
     with open(version[0], newline="", encoding="utf-8") as f:
         reader = csv.DictReader(f)
         missing = [c for c in ("ks", "e", "d", "r", *names) if c not in (reader.fieldnames or [])]
@@ -168,15 +179,12 @@ def _latency_cached(version: tuple[str, int, int]) -> _Latency:
         col = np.array([float(row[name]) if row[name] else math.nan for row in rows], dtype=np.float64)
         col.flags.writeable = False
         columns[name] = col
-    return _Latency(ids, tuple(archs), row_of, columns)
+    return _Latency(ids, row_of, columns, tuple(archs))
 
 
 def available_ofa_mbv3_objectives(data_dir: str | os.PathLike[str] | None = None) -> list[Objective]:
     """Objectives :func:`load_ofa_mbv3` can serve from this data directory (``None``: ``$NASRLM_DATA``)."""
-    root = resolve_data_dir(data_dir)
-    if root is None:
-        return []
-    return [s.objective for s in _SPECS.values() if (root / s.file).is_file()]
+    return CATALOGUE.available(data_dir)
 
 
 def load_ofa_mbv3(objectives: Sequence[str], data_dir: str | os.PathLike[str] | None = None,
@@ -191,43 +199,7 @@ def load_ofa_mbv3(objectives: Sequence[str], data_dir: str | os.PathLike[str] | 
     Raises :class:`~nasrlm.data.UnknownObjectiveError` for an unknown name and
     :class:`~nasrlm.data.DataFileNotFoundError` where a needed file is missing.
     """
-    names = [objectives] if isinstance(objectives, str) else list(objectives)
-    extra = checked_extra(extra, _SPECS, "ofa_mbv3")
-    check_names(names, _SPECS, extra, "ofa_mbv3")
-
-    root = resolve_data_dir(data_dir)
-    latency: _Latency | None = None
-    if ids is None:
-        latency = _read_latency(root)
-        row_ids, archs = list(latency.ids), list(latency.archs)
-    else:
-        row_ids = [ids] if isinstance(ids, str) else list(ids)
-        archs = _parse_ids(row_ids)
-
-    values = np.empty((len(row_ids), len(names)), dtype=np.float64)
-    used: list[Objective] = []
-    rows: np.ndarray | None = None
-    for j, name in enumerate(names):
-        if name in extra:
-            obj, mapping = extra[name]
-            values[:, j] = [float(mapping[i]) if i in mapping else math.nan for i in row_ids]
-            used.append(obj)
-            continue
-        spec = _SPECS[name]
-        if spec.column is None:
-            predictor = _predictor_cached(file_version(data_file(root, PREDICTOR_NPZ)))
-            values[:, j] = 100.0 * predictor.predict(archs)
-        else:
-            latency = latency or _read_latency(root)
-            if rows is None:
-                rows = np.fromiter((latency.row_of.get(i, -1) for i in row_ids), np.intp, count=len(row_ids))
-            values[:, j] = np.where(rows >= 0, latency.columns[spec.column][rows], math.nan)
-        used.append(spec.objective)
-    return BenchmarkTable(SPACE, row_ids, used, values, str(root) if root is not None else None)
-
-
-def _read_latency(root: Path | None) -> _Latency:
-    return _latency_cached(file_version(data_file(root, LATENCY_CSV)))
+    return CATALOGUE.load(objectives, data_dir, ids, extra=extra)
 
 
 def _parse_ids(ids: Sequence[str]) -> list[OFAMBv3Arch]:
