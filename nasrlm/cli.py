@@ -2,6 +2,9 @@
 
 Bad input (unknown space, malformed id, unknown objective, missing file) prints one line on
 stderr and exits with status 2; anything else that goes wrong is a bug and keeps its traceback.
+
+Each command is a :class:`Command`: its arguments (``add_arguments``) beside what it does (``run``);
+:data:`COMMANDS` lists them in the order of ``nasrlm --help``.
 """
 
 from __future__ import annotations
@@ -33,7 +36,6 @@ from nasrlm.presets import FINE_TUNE, PRETRAIN_SIZE, SIZES, TRAIN, TRAIN_SIZE
 #: ``--prior``: the ``prior_kind`` values of ``RLMPredictor.fit`` (kept here so the CLI starts without numpy's
 #: heavier neighbours; a test checks it against ``nasrlm.feature_prior.PRIOR_KINDS``)
 PRIOR_KINDS = ("line", "auto", "forest", "ridge", "trend-forest")
-
 #: Exit status for bad input, as argparse uses.
 USAGE_ERROR = 2
 #: ``nasrlm search --sampler`` choices (kept in step with :data:`nasrlm.search.SAMPLERS` by a test).
@@ -197,6 +199,14 @@ def _check_output_dir(path: str | os.PathLike[str], option: str) -> None:
         raise CliError(f"{option} {path}: cannot write in {existing} ({why})")
 
 
+def _check_new_directory(path: Path, option: str) -> None:
+    """An output directory must be new or empty, so that nothing of an earlier run is overwritten."""
+    _check_output_dir(path, option)
+    if path.is_dir() and any(path.iterdir()):
+        raise CliError(f"{option} {path}: directory is not empty (pick a new one, or --resume a "
+                       "pre-training)")
+
+
 def _check_db(path: str | os.PathLike[str], option: str) -> None:
     """A latency store to open (and create where it is missing): a directory, a file that is not
     SQLite, or a place that cannot be written is refused before anything is measured or read."""
@@ -210,6 +220,11 @@ def _check_db(path: str | os.PathLike[str], option: str) -> None:
     why = _unwritable(path if path.exists() else _nearest_existing(path.parent))
     if why:
         raise CliError(f"{option} {path}: cannot write it ({why})")
+
+
+def _comma_list(text: str) -> list[str]:
+    """``"acc, pixel3,"`` -> ``["acc", "pixel3"]``: names of a comma-separated option, blanks dropped."""
+    return [n.strip() for n in text.split(",") if n.strip()]
 
 
 def _objective_names(text: str, option: str = "--objectives") -> list[str]:
@@ -299,113 +314,66 @@ def _table_columns(table: Any, text: str | None, path: str, option: str = "--obj
     return names
 
 
-def _add_selection(p: argparse.ArgumentParser, allow_all: bool = False) -> None:
-    group = p.add_mutually_exclusive_group(required=True)
-    group.add_argument("--arch", action="append", metavar="ID",
-                       help="architecture id (repeat for several); quote it, ids contain '|'")
-    group.add_argument("--random", type=_positive_int, metavar="N", help="N distinct random architectures")
-    if allow_all:
-        group.add_argument("--all", action="store_true", help="every architecture of a finite space")
-    p.add_argument("--seed", type=_count, default=0, help="seed for --random (default 0)")
+def _table_space(name: str | None, table: Any, path: str) -> search_spaces.SearchSpace:
+    """``--space``, else the space recorded with the table at ``path``."""
+    if name is None and table.space == "unknown":
+        raise CliError(f"--data {path} records no search space (no {path}{META_SUFFIX}); give --space")
+    return _space(name or table.space)
 
 
-def _add_device(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--device", default="auto",
-                   help="cpu, cuda, cuda:N, or auto (default: CUDA where torch sees a GPU, else CPU)")
+def _texts(space: search_spaces.SearchSpace, ids: Sequence[str]) -> list[str]:
+    return [space.to_text(space.parse(i)) for i in ids]
 
 
-def _db_default() -> str:
-    return os.environ.get("NASRLM_DB", DEFAULT_DB)
+def _load_base(path: str, objectives: Sequence[Any], space: str) -> Any:
+    """``--init``/``--base``: a base model directory, or a one-line error naming it."""
+    from nasrlm.predictor import RLMPredictor
 
-
-# --- commands -------------------------------------------------------------------------------------
-def cmd_spaces(args: argparse.Namespace) -> int:
-    rows = [_space(name).describe() for name in search_spaces.available_spaces()]
-    if args.json:
-        print(json.dumps(rows, indent=2))
-        return 0
-    for row in rows:
-        size = f"{row['size']:,}" if row["size"] is not None else "unbounded"
-        shape = "x".join(map(str, row["input_shape"]))
-        print(f"{row['name']:<12} {size:>12} archs  input {shape:<12} {row['doc']}")
-    return 0
-
-
-def cmd_export(args: argparse.Namespace) -> int:
-    space = _space(args.space)
-    ids = _arch_ids(space, args)
-    bar = tqdm(ids, desc=f"export {space.name}", unit="arch", disable=len(ids) < 50 or args.quiet)
-    if args.format == "onnx" and args.output is None:
-        raise CliError("--format onnx writes binary files: give -o FILE (one arch) or -o DIR (several)")
-    if args.format == "onnx" and len(ids) > 1:
-        _check_output_dir(args.output, "-o")
-    elif args.output:
-        _check_output_file(args.output, "-o")
-    if args.format == "onnx":
-        import onnx
-
-        if len(ids) == 1:
-            onnx.save_model(space.to_onnx(space.parse(ids[0])), args.output)
-            print(f"wrote {args.output}", file=sys.stderr)
-            return 0
-        out = Path(args.output)
-        out.mkdir(parents=True, exist_ok=True)
-        with open(out / "index.csv", "w", newline="") as f:
-            writer = csv.writer(f)
-            writer.writerow(["file", "arch_id"])
-            for k, arch_id in enumerate(bar):
-                name = f"{space.name}_{k:05d}.onnx"
-                onnx.save_model(space.to_onnx(space.parse(arch_id)), out / name)
-                writer.writerow([name, arch_id])
-        print(f"wrote {len(ids)} models and index.csv to {out}", file=sys.stderr)
-        return 0
-    stream = open(args.output, "w") if args.output else sys.stdout  # noqa: SIM115 - stdout is not ours to close
     try:
-        for arch_id in bar:
-            text = space.to_text(space.parse(arch_id))
-            if args.format == "jsonl":
-                stream.write(json.dumps({"space": space.name, "arch_id": arch_id, "text": text}) + "\n")
-            elif len(ids) == 1:
-                stream.write(text)
-            else:
-                stream.write(f"# {arch_id}\n{text}\n")
-    finally:
-        if stream is not sys.stdout:
-            stream.close()
-    return 0
+        return RLMPredictor.from_base(path, objectives, space=space)
+    except (NasrlmError, ValueError) as error:  # a file of it missing or unreadable; tags that clash
+        raise CliError(f"{path}: not a usable base model ({error})") from None
 
 
-def cmd_measure(args: argparse.Namespace) -> int:
-    from nasrlm.measure import LatencyStore, measure_archs
+def _load_model_for(path: str, space: Any) -> Any:
+    """The model at ``path``, refused (one line) if it records the spaces it was trained on and
+    ``space`` is not among them."""
+    from nasrlm.predictor import RLMPredictor
 
-    space = _space(args.space)
-    profile = _profile(args.device, "--device", run=True, space=space)
-    ids = _arch_ids(space, args)
-    _check_db(args.db, "--db")
-    with LatencyStore(args.db) as store:
-        before = len(store.missing(space.name, ids, profile))
-        results = measure_archs(space, ids, profile, store, warmup=args.warmup, runs=args.runs,
-                                progress=not args.quiet)
-    if args.json:
-        for arch_id, r in results.items():
-            print(json.dumps({"arch_id": arch_id, "profile": r.profile, "median_ms": r.median_ms,
-                              "p10_ms": r.p10_ms, "p90_ms": r.p90_ms, "batch": r.batch,
-                              "threads": r.threads, "provider": r.provider}))
-    elif len(results) <= 20:
-        for arch_id, r in results.items():
-            print(f"{r.median_ms:9.3f} ms  [{r.p10_ms:.3f}, {r.p90_ms:.3f}]  {arch_id}")
-    medians = sorted(r.median_ms for r in results.values())
-    print(f"{profile.name}: {before} measured now, {len(ids) - before} already in {args.db}; "
-          f"median latency {medians[len(medians) // 2]:.3f} ms (batch {profile.batch}, "
-          f"range {medians[0]:.3f}-{medians[-1]:.3f} ms)", file=sys.stderr)
-    return 0
+    predictor = RLMPredictor.load(path)
+    if predictor.spaces and space.name not in predictor.spaces:
+        raise CliError(f"{path} was trained on {', '.join(predictor.spaces)} architectures, not "
+                       f"{space.name}'s: its predictions for them would be extrapolation")
+    return predictor
 
 
-def _comma_list(text: str) -> list[str]:
-    """``"acc, pixel3,"`` -> ``["acc", "pixel3"]``: names of a comma-separated option, blanks dropped."""
-    return [n.strip() for n in text.split(",") if n.strip()]
+def _check_samples(samples: int) -> None:
+    """``--samples``: at least one decoded sample per architecture (0 fails deep inside torch)."""
+    if samples < 1:
+        raise CliError(f"--samples {samples}: expected 1 or more decoder samples")
 
 
+def _device(name: str, option: str = "--device") -> str:
+    """``--device``: ``cpu``, ``cuda`` (``cuda:N``), or ``auto`` (CUDA where torch sees a GPU)."""
+    import torch
+
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise CliError(f"{option} {name}: torch sees no CUDA GPU on this machine (use cpu)")
+    if name != "cpu" and not name.startswith("cuda"):
+        raise CliError(f"{option} {name!r}: expected cpu, cuda, cuda:N or auto")
+    return name
+
+
+def torch_threads(threads: int | None) -> None:
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+
+
+# --- options --------------------------------------------------------------------------------------
 def _positive_int(text: str) -> int:
     """An argparse type: a whole number of at least 1 (``--workers``, ``--budget``, ``--random``)."""
     value = _count(text)
@@ -436,284 +404,358 @@ def _positive_float(text: str) -> float:
     return value
 
 
-def cmd_data(args: argparse.Namespace) -> int:
-    space = _space(args.space)
-    names = _objective_names(args.objectives)
-    if args.output != "-":
-        _check_output_file(args.output, "-o")
-        _check_output_file(args.output + META_SUFFIX, "-o")
-    data_dir = resolve_data_dir(args.data_dir)
-    extra = {}
-    from nasrlm.measure import is_profile
+def _add_selection(p: argparse.ArgumentParser, allow_all: bool = False) -> None:
+    group = p.add_mutually_exclusive_group(required=True)
+    group.add_argument("--arch", action="append", metavar="ID",
+                       help="architecture id (repeat for several); quote it, ids contain '|'")
+    group.add_argument("--random", type=_positive_int, metavar="N", help="N distinct random architectures")
+    if allow_all:
+        group.add_argument("--all", action="store_true", help="every architecture of a finite space")
+    p.add_argument("--seed", type=_count, default=0, help="seed for --random (default 0)")
 
-    measured = [n for n in names if is_profile(n)]
-    if measured:
-        from nasrlm.measure import LatencyStore, measured_objective
 
-        if not Path(args.db).exists():
-            raise CliError(f"objective {measured[0]!r} is a measured profile but latency store {args.db} "
-                           f"does not exist; run 'nasrlm measure {space.name} --device {measured[0]} ...'")
+def _add_device(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", default="auto",
+                   help="cpu, cuda, cuda:N, or auto (default: CUDA where torch sees a GPU, else CPU)")
+
+
+def _db_default() -> str:
+    return os.environ.get("NASRLM_DB", DEFAULT_DB)
+
+
+# --- commands: the base -----------------------------------------------------------------------------
+class Command:
+    """One ``nasrlm`` command: its options (:meth:`add_arguments`) beside what it does (:meth:`run`).
+
+    ``add_arguments`` may import what the command needs anyway (torch, to read a default from a config
+    object): it runs only when the command is chosen, so ``nasrlm spaces`` never pays for ``train``.
+    """
+
+    name: str
+    help: str
+
+    def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        """Add the command's arguments to its subparser ``p`` (which already has ``--plugin``)."""
+
+    def run(self, args: argparse.Namespace) -> int:
+        """Do the work; returns the exit status. Bad input raises :class:`CliError`."""
+        raise NotImplementedError
+
+
+class _Commands(argparse._SubParsersAction):
+    """The subparsers of :data:`COMMANDS`: each gets its name and help at once (``nasrlm --help`` lists
+    them) and its arguments when it is chosen (see :meth:`define`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.undefined: dict[str, Command] = {}
+
+    def add_command(self, command: Command, parents: Sequence[argparse.ArgumentParser]) -> None:
+        p = self.add_parser(command.name, help=command.help, parents=list(parents))
+        p.set_defaults(func=command.run)
+        self.undefined[command.name] = command
+
+    def define(self, name: str) -> argparse.ArgumentParser:
+        """The subparser of command ``name``, with its arguments added (once)."""
+        command = self.undefined.pop(name, None)
+        if command is not None:
+            command.add_arguments(self.choices[name])
+        return self.choices[name]
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        self.define(values[0])  # argparse has checked the name against the choices
+        super().__call__(parser, namespace, values, option_string)
+
+
+# --- commands -------------------------------------------------------------------------------------
+class Spaces(Command):
+    name = "spaces"
+    help = "list the search spaces"
+
+    def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        p.add_argument("--json", action="store_true", help="machine-readable output")
+
+    def run(self, args: argparse.Namespace) -> int:
+        rows = [_space(name).describe() for name in search_spaces.available_spaces()]
+        if args.json:
+            print(json.dumps(rows, indent=2))
+            return 0
+        for row in rows:
+            size = f"{row['size']:,}" if row["size"] is not None else "unbounded"
+            shape = "x".join(map(str, row["input_shape"]))
+            print(f"{row['name']:<12} {size:>12} archs  input {shape:<12} {row['doc']}")
+        return 0
+
+
+class Export(Command):
+    name = "export"
+    help = "architecture -> canonical ONNX text or ONNX model"
+
+    def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        p.add_argument("space")
+        _add_selection(p)
+        p.add_argument("--format", choices=["text", "jsonl", "onnx"], default="text",
+                       help="text (default; '# id' headers between several), jsonl, or onnx files")
+        p.add_argument("-o", "--output", help="file (or directory for several onnx models); default stdout")
+        p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+
+    def run(self, args: argparse.Namespace) -> int:
+        space = _space(args.space)
+        ids = _arch_ids(space, args)
+        bar = tqdm(ids, desc=f"export {space.name}", unit="arch", disable=len(ids) < 50 or args.quiet)
+        if args.format == "onnx" and args.output is None:
+            raise CliError("--format onnx writes binary files: give -o FILE (one arch) or -o DIR (several)")
+        if args.format == "onnx" and len(ids) > 1:
+            _check_output_dir(args.output, "-o")
+        elif args.output:
+            _check_output_file(args.output, "-o")
+        if args.format == "onnx":
+            import onnx
+
+            if len(ids) == 1:
+                onnx.save_model(space.to_onnx(space.parse(ids[0])), args.output)
+                print(f"wrote {args.output}", file=sys.stderr)
+                return 0
+            out = Path(args.output)
+            out.mkdir(parents=True, exist_ok=True)
+            with open(out / "index.csv", "w", newline="") as f:
+                writer = csv.writer(f)
+                writer.writerow(["file", "arch_id"])
+                for k, arch_id in enumerate(bar):
+                    name = f"{space.name}_{k:05d}.onnx"
+                    onnx.save_model(space.to_onnx(space.parse(arch_id)), out / name)
+                    writer.writerow([name, arch_id])
+            print(f"wrote {len(ids)} models and index.csv to {out}", file=sys.stderr)
+            return 0
+        stream = open(args.output, "w") if args.output else sys.stdout  # noqa: SIM115 - stdout is not ours to close
+        try:
+            for arch_id in bar:
+                text = space.to_text(space.parse(arch_id))
+                if args.format == "jsonl":
+                    stream.write(json.dumps({"space": space.name, "arch_id": arch_id, "text": text}) + "\n")
+                elif len(ids) == 1:
+                    stream.write(text)
+                else:
+                    stream.write(f"# {arch_id}\n{text}\n")
+        finally:
+            if stream is not sys.stdout:
+                stream.close()
+        return 0
+
+
+class Measure(Command):
+    name = "measure"
+    help = "time architectures with onnxruntime on this machine (resumable)"
+
+    def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        p.add_argument("space")
+        p.add_argument("--device", default="cpu-1t-b1",
+                       help="profile 'cpu-<threads>t-b<batch>' or 'cuda-b<batch>' (default cpu-1t-b1)")
+        _add_selection(p, allow_all=True)
+        p.add_argument("--db", default=_db_default(),
+                       help=f"SQLite latency store (default $NASRLM_DB or {DEFAULT_DB})")
+        p.add_argument("--warmup", type=_count, default=10,
+                       help="untimed runs per architecture (default 10)")
+        p.add_argument("--runs", type=_positive_int, default=50,
+                       help="timed runs per architecture (default 50)")
+        p.add_argument("--json", action="store_true", help="print one JSON line per architecture")
+        p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+
+    def run(self, args: argparse.Namespace) -> int:
+        from nasrlm.measure import LatencyStore, measure_archs
+
+        space = _space(args.space)
+        profile = _profile(args.device, "--device", run=True, space=space)
+        ids = _arch_ids(space, args)
         _check_db(args.db, "--db")
         with LatencyStore(args.db) as store:
-            for name in measured:
-                extra[name] = measured_objective(store, space.name, name)
-    table = load_table(space.name, names, data_dir, extra=extra)
-    if args.output == "-":
-        with tempfile.TemporaryDirectory() as tmp:
-            path = table.to_csv(Path(tmp) / "table.csv")
-            sys.stdout.write(path.read_text())
-    else:
-        table.to_csv(args.output)
-        print(f"wrote {len(table.ids):,} rows x {len(names)} objectives to {args.output} "
-              f"(+ {args.output}.meta.json)", file=sys.stderr)
-    for objective in table.objectives:
-        present = int((~np.isnan(table.column(objective.name))).sum())
-        print(f"  {objective.header:<24} {present:>6,} values  source: {objective.source}", file=sys.stderr)
-    return 0
+            before = len(store.missing(space.name, ids, profile))
+            results = measure_archs(space, ids, profile, store, warmup=args.warmup, runs=args.runs,
+                                    progress=not args.quiet)
+        if args.json:
+            for arch_id, r in results.items():
+                print(json.dumps({"arch_id": arch_id, "profile": r.profile, "median_ms": r.median_ms,
+                                  "p10_ms": r.p10_ms, "p90_ms": r.p90_ms, "batch": r.batch,
+                                  "threads": r.threads, "provider": r.provider}))
+        elif len(results) <= 20:
+            for arch_id, r in results.items():
+                print(f"{r.median_ms:9.3f} ms  [{r.p10_ms:.3f}, {r.p90_ms:.3f}]  {arch_id}")
+        medians = sorted(r.median_ms for r in results.values())
+        print(f"{profile.name}: {before} measured now, {len(ids) - before} already in {args.db}; "
+              f"median latency {medians[len(medians) // 2]:.3f} ms (batch {profile.batch}, "
+              f"range {medians[0]:.3f}-{medians[-1]:.3f} ms)", file=sys.stderr)
+        return 0
 
 
-def cmd_objectives(args: argparse.Namespace) -> int:
-    space = _space(args.space)  # an unknown name is an error, not an empty list
-    for objective in available_objectives(space.name, resolve_data_dir(args.data_dir)):
-        print(f"{objective.header:<28} {objective.description}")
-    print("cpu-<T>t-b<B>, cuda-b<B>      latency measured by 'nasrlm measure' (read from --db)")
-    return 0
+class Data(Command):
+    name = "data"
+    help = "a table of objectives (published or measured), one row per architecture"
+
+    def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        p.add_argument("space")
+        p.add_argument("--objectives", required=True, help="comma-separated names, e.g. acc,pixel3,cpu-1t-b1")
+        p.add_argument("--data-dir", help="benchmark data directory (default $NASRLM_DATA)")
+        p.add_argument("--db", default=_db_default(), help="latency store for measured profiles")
+        p.add_argument("-o", "--output", required=True, help="CSV file to write ('-' for stdout)")
+
+    def run(self, args: argparse.Namespace) -> int:
+        space = _space(args.space)
+        names = _objective_names(args.objectives)
+        if args.output != "-":
+            _check_output_file(args.output, "-o")
+            _check_output_file(args.output + META_SUFFIX, "-o")
+        data_dir = resolve_data_dir(args.data_dir)
+        extra = {}
+        from nasrlm.measure import is_profile
+
+        measured = [n for n in names if is_profile(n)]
+        if measured:
+            from nasrlm.measure import LatencyStore, measured_objective
+
+            if not Path(args.db).exists():
+                raise CliError(f"objective {measured[0]!r} is a measured profile but latency store "
+                               f"{args.db} does not exist; run 'nasrlm measure {space.name} --device "
+                               f"{measured[0]} ...'")
+            _check_db(args.db, "--db")
+            with LatencyStore(args.db) as store:
+                for name in measured:
+                    extra[name] = measured_objective(store, space.name, name)
+        table = load_table(space.name, names, data_dir, extra=extra)
+        if args.output == "-":
+            with tempfile.TemporaryDirectory() as tmp:
+                path = table.to_csv(Path(tmp) / "table.csv")
+                sys.stdout.write(path.read_text())
+        else:
+            table.to_csv(args.output)
+            print(f"wrote {len(table.ids):,} rows x {len(names)} objectives to {args.output} "
+                  f"(+ {args.output}.meta.json)", file=sys.stderr)
+        for objective in table.objectives:
+            present = int((~np.isnan(table.column(objective.name))).sum())
+            print(f"  {objective.header:<24} {present:>6,} values  source: {objective.source}",
+                  file=sys.stderr)
+        return 0
 
 
-def _texts(space: search_spaces.SearchSpace, ids: Sequence[str]) -> list[str]:
-    return [space.to_text(space.parse(i)) for i in ids]
+class Train(Command):
+    name = "train"
+    help = "train a regression language model on a 'nasrlm data' table"
 
+    def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        p.add_argument("--data", required=True, help="CSV written by 'nasrlm data'")
+        p.add_argument("-o", "--output", required=True, help="model directory to write")
+        p.add_argument("--objectives",
+                       help="columns to learn, in decode order (default: all, as in the table)")
+        p.add_argument("--space", help="search space (default: the one recorded with the table)")
+        p.add_argument("--size", choices=list(SIZES), default=TRAIN_SIZE,
+                       help=f"model size (default {TRAIN_SIZE})")
+        p.add_argument("--init", metavar="BASE",
+                       help="fine-tune the base model in directory BASE ('nasrlm pretrain') instead of "
+                            "training from scratch; columns it knows keep their tags, new ones get new tags")
+        p.add_argument("--pretrain", type=_count, default=0, metavar="N",
+                       help="first pre-train on free labels (params, MACs) of N random architectures")
+        p.add_argument("--prior", choices=("none", *PRIOR_KINDS), default="forest",
+                       help="learn each objective as what a prior leaves unexplained: 'line' (a straight "
+                            "line through the best free label: params, MACs), or on the free and graph "
+                            "labels 'forest', 'ridge', 'trend-forest' (a line plus a forest on what it "
+                            "leaves) or 'auto' (per objective, forest or ridge, whichever ranks the training "
+                            "rows best out of sample); predict/eval compute the labels it reads (default: "
+                            "%(default)s)")
+        p.add_argument("--equivalents", type=_count, default=0, metavar="K",
+                       help="also train on up to K architectures equivalent to each labelled one (e.g. NB201 "
+                            "cells differing only in dead edges), labelled with the --carry objectives only")
+        p.add_argument("--carry", help="objectives equivalent architectures share (default: those in %%)")
+        p.add_argument("--epochs", type=_positive_int,
+                       help=f"maximum epochs, early stopping picks the best (default {TRAIN.max_epochs}; "
+                            f"with --init, enough for {FINE_TUNE.steps} steps)")
+        p.add_argument("--batch-size", type=_positive_int, default=32)
+        p.add_argument("--lr", type=_positive_float,
+                       help=f"peak learning rate (AdamW; default {TRAIN.learning_rate:g}, "
+                            f"{FINE_TUNE.learning_rate:g} with --init)")
+        p.add_argument("--max-minutes", type=_positive_float, help="time budget per training phase")
+        _add_device(p)
+        p.add_argument("--seed", type=_count, default=0)
+        p.add_argument("--threads", type=_positive_int, help="torch CPU threads (default: torch's choice)")
+        p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
 
-def cmd_train(args: argparse.Namespace) -> int:
-    from nasrlm.free_labels import FREE_OBJECTIVES, texts_and_free_labels
-    from nasrlm.predictor import RLMPredictor
-    from nasrlm.training import TrainConfig
+    def run(self, args: argparse.Namespace) -> int:
+        from nasrlm.free_labels import FREE_OBJECTIVES, texts_and_free_labels
+        from nasrlm.predictor import RLMPredictor
+        from nasrlm.training import TrainConfig
 
-    _check_output_dir(args.output, "-o")  # before training, not after
-    table = _read_table(args.data)
-    space = _table_space(args.space, table, args.data)
-    names = _table_columns(table, args.objectives, args.data)
-    objectives = [table.objective(n) for n in names]
-    values = np.stack([table.column(n) for n in names], axis=1)
-    keep = ~np.isnan(values).all(axis=1)
-    ids = [i for i, k in zip(table.ids, keep, strict=True) if k]
-    values = values[keep]
-    _check_table_ids(space, ids, args.data)
-    if len(ids) < 2:
-        raise CliError(f"{args.data} has fewer than two rows with a value for {', '.join(names)}")
-    for name, column in zip(names, values.T, strict=True):
-        if np.count_nonzero(~np.isnan(column)) < 2:
-            raise CliError(f"{args.data}: column {name!r} has fewer than two values (leave it out with "
-                           f"--objectives)")
-        infinite = np.flatnonzero(np.isinf(column))
-        if infinite.size:  # a model would learn it as the column's best or worst value
-            raise CliError(f"{args.data}: column {name!r} of {ids[infinite[0]]} is {column[infinite[0]]:g}, "
-                           "which is not a measurement (leave a missing value empty)")
-    if args.init and args.pretrain:
-        raise CliError("--init and --pretrain: a base model is already pre-trained; give one of them")
-    torch_threads(args.threads)
-    device = _device(args.device)
-    if args.init:
-        predictor = _load_base(args.init, objectives, space.name)
-        new = [n for n in names if n not in predictor.normalizers]
-        print(f"fine-tuning {args.init} on {len(ids):,} architectures of {space.name}: {', '.join(names)}"
-              + (f" (new: {', '.join(new)})" if new else ""), file=sys.stderr)
-    else:
-        print(f"training on {len(ids):,} architectures of {space.name}: {', '.join(names)}", file=sys.stderr)
-        predictor = RLMPredictor.from_scratch(objectives, size=args.size, seed=args.seed)
-    predictor.to(device)
-    schedule = FINE_TUNE if args.init else TRAIN
-    settings = schedule.settings(len(ids), args.batch_size)
-    settings.update({k: v for k, v in (("max_epochs", args.epochs), ("learning_rate", args.lr)) if v})
-    config = TrainConfig(batch_size=args.batch_size, seed=args.seed, max_minutes=args.max_minutes,
-                         progress=not args.quiet, **settings)
-    if args.pretrain:
-        pre_ids = space.sample_ids(args.pretrain, seed=args.seed + 1)
-        pre_texts, labels = texts_and_free_labels(space, pre_ids, progress=not args.quiet)
-        print(f"pre-training on free labels of {len(pre_ids):,} architectures", file=sys.stderr)
-        predictor.fit(pre_texts, labels, [o.name for o in FREE_OBJECTIVES], config)
-    derived_from = None
-    if args.equivalents:
-        ids, values, derived_from = _with_equivalents(space, ids, values, objectives, args)
-    prior = None if args.prior == "none" else args.prior
-    if prior:
-        print(f"{prior} prior on the free labels{'' if prior == 'line' else ' and graph labels'}: the model "
-              "learns what it leaves unexplained", file=sys.stderr)
-    # a base keeps the normalisers of what it knows (the free labels decoded first among them); prior
-    # residuals and new columns get their own
-    refit = list(names) if prior else (new if args.init else True)
-    report = predictor.fine_tune(space, ids, values, names, config, prior=prior, refit_normalizers=refit,
-                                 derived_from=derived_from, progress=not args.quiet)
-    if prior not in (None, "line") and predictor.transfer is not None:
-        print(f"the prior also reads what {predictor.transfer.sources[0].space}'s published accuracy says "
-              "of each architecture (the base's transfer forest of the space most like this one)",
-              file=sys.stderr)
-    predictor.to("cpu").save(args.output)
-    print(f"saved {args.output}: best epoch {report.best_epoch + 1} of {len(report.train_loss)} "
-          f"({report.stopped_by}), {report.seconds:.0f} s", file=sys.stderr)
-    if predictor.residual_weights:
-        from nasrlm.predictor import MIN_VALIDATION_ROWS
+        _check_output_dir(args.output, "-o")  # before training, not after
+        table = _read_table(args.data)
+        space = _table_space(args.space, table, args.data)
+        names = _table_columns(table, args.objectives, args.data)
+        objectives = [table.objective(n) for n in names]
+        values = np.stack([table.column(n) for n in names], axis=1)
+        keep = ~np.isnan(values).all(axis=1)
+        ids = [i for i, k in zip(table.ids, keep, strict=True) if k]
+        values = values[keep]
+        _check_table_ids(space, ids, args.data)
+        if len(ids) < 2:
+            raise CliError(f"{args.data} has fewer than two rows with a value for {', '.join(names)}")
+        for name, column in zip(names, values.T, strict=True):
+            if np.count_nonzero(~np.isnan(column)) < 2:
+                raise CliError(f"{args.data}: column {name!r} has fewer than two values (leave it out with "
+                               f"--objectives)")
+            infinite = np.flatnonzero(np.isinf(column))
+            if infinite.size:  # a model would learn it as the column's best or worst value
+                raise CliError(f"{args.data}: column {name!r} of {ids[infinite[0]]} is "
+                               f"{column[infinite[0]]:g}, which is not a measurement (leave a missing value "
+                               "empty)")
+        if args.init and args.pretrain:
+            raise CliError("--init and --pretrain: a base model is already pre-trained; give one of them")
+        torch_threads(args.threads)
+        device = _device(args.device)
+        if args.init:
+            predictor = _load_base(args.init, objectives, space.name)
+            new = [n for n in names if n not in predictor.normalizers]
+            print(f"fine-tuning {args.init} on {len(ids):,} architectures of {space.name}: {', '.join(names)}"
+                  + (f" (new: {', '.join(new)})" if new else ""), file=sys.stderr)
+        else:
+            print(f"training on {len(ids):,} architectures of {space.name}: {', '.join(names)}",
+                  file=sys.stderr)
+            predictor = RLMPredictor.from_scratch(objectives, size=args.size, seed=args.seed)
+        predictor.to(device)
+        schedule = FINE_TUNE if args.init else TRAIN
+        settings = schedule.settings(len(ids), args.batch_size)
+        settings.update({k: v for k, v in (("max_epochs", args.epochs), ("learning_rate", args.lr)) if v})
+        config = TrainConfig(batch_size=args.batch_size, seed=args.seed, max_minutes=args.max_minutes,
+                             progress=not args.quiet, **settings)
+        if args.pretrain:
+            pre_ids = space.sample_ids(args.pretrain, seed=args.seed + 1)
+            pre_texts, labels = texts_and_free_labels(space, pre_ids, progress=not args.quiet)
+            print(f"pre-training on free labels of {len(pre_ids):,} architectures", file=sys.stderr)
+            predictor.fit(pre_texts, labels, [o.name for o in FREE_OBJECTIVES], config)
+        derived_from = None
+        if args.equivalents:
+            ids, values, derived_from = _with_equivalents(space, ids, values, objectives, args)
+        prior = None if args.prior == "none" else args.prior
+        if prior:
+            print(f"{prior} prior on the free labels{'' if prior == 'line' else ' and graph labels'}: the "
+                  "model learns what it leaves unexplained", file=sys.stderr)
+        # a base keeps the normalisers of what it knows (the free labels decoded first among them); prior
+        # residuals and new columns get their own
+        refit = list(names) if prior else (new if args.init else True)
+        report = predictor.fine_tune(space, ids, values, names, config, prior=prior, refit_normalizers=refit,
+                                     derived_from=derived_from, progress=not args.quiet)
+        if prior not in (None, "line") and predictor.transfer is not None:
+            print(f"the prior also reads what {predictor.transfer.sources[0].space}'s published accuracy "
+                  "says of each architecture (the base's transfer forest of the space most like this one)",
+                  file=sys.stderr)
+        predictor.to("cpu").save(args.output)
+        print(f"saved {args.output}: best epoch {report.best_epoch + 1} of {len(report.train_loss)} "
+              f"({report.stopped_by}), {report.seconds:.0f} s", file=sys.stderr)
+        if predictor.residual_weights:
+            from nasrlm.predictor import MIN_VALIDATION_ROWS
 
-        rows = len(report.validation_rows)
-        source = (f"weighed on {rows} validation rows" if rows >= MIN_VALIDATION_ROWS else
-                  f"not trusted: {rows} validation rows, {MIN_VALIDATION_ROWS} are needed to weigh it")
-        print(f"share of the model's residual kept over the prior ({source}): "
-              + ", ".join(f"{k} {v:.2f}" for k, v in predictor.residual_weights.items()), file=sys.stderr)
-    return 0
-
-
-def cmd_fit(args: argparse.Namespace) -> int:
-    """Train one architecture's network on image data; save its weights, trained ONNX and a report."""
-    from dataclasses import asdict, replace
-
-    import onnx
-    from safetensors.torch import save_model
-
-    from nasrlm.images import BUILT_IN, load_images
-    from nasrlm.networks import default_recipe, fit_network, trained_onnx
-
-    output = Path(args.output)
-    _check_new_directory(output, "-o")
-    if args.data_dir is not None and args.dataset not in BUILT_IN[1:]:
-        raise CliError(f"--data-dir is where cifar10 / cifar100 are extracted; --dataset {args.dataset} "
-                       "does not read it")
-    space = _space(args.space)
-    arch = _parse_arch(space, args.arch, "--arch")
-    torch_threads(args.threads)
-    device = _device(args.device)
-    input_shape = tuple(space.input_shape_of(arch))
-    data = load_images(args.dataset, input_shape[1:], args.data_dir)
-    recipe = default_recipe(args.dataset, args.epochs, args.seed)
-    recipe = replace(recipe, batch_size=args.batch_size or recipe.batch_size,
-                     learning_rate=args.lr or recipe.learning_rate, augment=not args.no_augment)
-    arch_id = space.arch_id(arch)
-    print(f"training {space.name} {arch_id} on {data!r} ({recipe.epochs} epochs, batch {recipe.batch_size}, "
-          f"peak rate {recipe.learning_rate:g}, {device})", file=sys.stderr)
-    module = space.to_torch(arch, seed=args.seed)
-    result = fit_network(module, data, recipe, device=device, progress=not args.quiet)
-    output.mkdir(parents=True, exist_ok=True)
-    trained = trained_onnx(module, space.to_onnx(arch, seed=args.seed), (1, *data.image_shape))
-    save_model(module, str(output / "weights.safetensors"))
-    onnx.save(trained, output / "model.onnx")
-    report = {"space": space.name, "arch": arch_id, "dataset": repr(data), "device": device,
-              "recipe": asdict(recipe), **result.to_json()}
-    (output / "report.json").write_text(json.dumps(report, indent=2) + "\n")
-    print(f"test accuracy {result.test_accuracy[-1]:.2f} % after {len(result.test_accuracy)} epochs (the "
-          f"weights saved; {result.seconds:.0f} s); wrote {output}/weights.safetensors, model.onnx, "
-          "report.json")
-    return 0
-
-
-def _table_space(name: str | None, table: Any, path: str) -> search_spaces.SearchSpace:
-    """``--space``, else the space recorded with the table at ``path``."""
-    if name is None and table.space == "unknown":
-        raise CliError(f"--data {path} records no search space (no {path}{META_SUFFIX}); give --space")
-    return _space(name or table.space)
-
-
-def _load_base(path: str, objectives: Sequence[Any], space: str) -> Any:
-    """``--init``/``--base``: a base model directory, or a one-line error naming it."""
-    from nasrlm.predictor import RLMPredictor
-
-    try:
-        return RLMPredictor.from_base(path, objectives, space=space)
-    except (NasrlmError, ValueError) as error:  # a file of it missing or unreadable; tags that clash
-        raise CliError(f"{path}: not a usable base model ({error})") from None
-
-
-def cmd_pretrain(args: argparse.Namespace) -> int:
-    from nasrlm.predictor import RLMPredictor
-    from nasrlm.pretraining import (
-        ROWS_FILE,
-        PretrainConfig,
-        PretrainState,
-        collect_tasks,
-        fit_normalizers,
-        fit_transfer,
-        load_tasks,
-        parse_exclude,
-        pretrain,
-        save_tasks,
-    )
-
-    output = Path(args.output)
-    device = _device(args.device)
-    torch_threads(args.threads)
-    exclude = parse_exclude(args.exclude or "")
-    config = PretrainConfig(minutes=args.minutes, max_steps=args.max_steps, batch_size=args.batch_size,
-                            learning_rate=args.lr, seed=args.seed, progress=not args.quiet)
-    log = (lambda line: None) if args.quiet else (lambda line: print(line, file=sys.stderr))
-    if args.resume:
-        _check_output_dir(output, "-o")
-        state = _resumable(output)
-        if state.exclude != exclude:
-            before, now = ",".join(state.exclude) or "(none)", ",".join(exclude) or "(none)"
-            raise CliError(f"--resume: {output} was pre-trained with --exclude {before}, not {now}")
-        predictor, tasks = RLMPredictor.load(output), load_tasks(output / ROWS_FILE)
-        state.finished = False
-        config.minutes += state.seconds / 60  # the budget counts what the earlier runs spent
-        log(f"resuming {output} at step {state.step:,} ({state.seconds / 60:.1f} min spent)")
-    else:
-        _check_new_directory(output, "-o")
-        spaces = _comma_list(args.spaces) if args.spaces else None
-        for name in spaces or []:
-            _space(name)
-        data_dir = resolve_data_dir(args.data_dir)  # --data-dir, else $NASRLM_DATA
-        if data_dir is None:
-            log("no data directory (--data-dir or $NASRLM_DATA): pre-training on free labels only")
-        tasks, objectives = collect_tasks(data_dir, exclude=exclude, spaces=spaces,
-                                          free_rows=args.free_rows, max_rows=args.max_rows, seed=args.seed,
-                                          progress=not args.quiet, log=log)
-        predictor = RLMPredictor.from_scratch(objectives, size=args.size, seed=args.seed)
-        fit_normalizers(predictor, tasks)
-        output.mkdir(parents=True, exist_ok=True)
-        save_tasks(tasks, output / ROWS_FILE)
-        transfer = fit_transfer(tasks, objectives, seed=args.seed)
-        if transfer is not None:  # saved with the model at every checkpoint from now on
-            predictor.transfer = transfer
-            log("transfer forests: " + ", ".join(f"{s.space} ({s.rows:,} rows of {', '.join(s.tags)})"
-                                                 for s in transfer.sources))
-        state = PretrainState.start(tasks, config, exclude)
-    tags = {o for t in tasks for o in t.objectives}
-    rows = sum(len(t.texts) for t in tasks)
-    log(f"pre-training on {rows:,} rows of {len(tasks)} spaces, {len(tags)} tags, "
-        f"for {config.minutes:.0f} min on {device}")
-    state = pretrain(predictor, tasks, config, output=output, state=state, device=device)
-    print(f"saved base model {output}: {state.step:,} steps in {state.seconds / 60:.1f} min, "
-          f"final loss {state.loss[-1]:.3f}", file=sys.stderr)
-    return 0
-
-
-def _resumable(output: Path) -> Any:
-    from nasrlm.pretraining import PRETRAINING_FILE, ROWS_FILE, PretrainState
-
-    if not (output / PRETRAINING_FILE).is_file() or not (output / ROWS_FILE).is_file():
-        raise CliError(f"--resume: {output} holds no pre-training run ({PRETRAINING_FILE}, {ROWS_FILE})")
-    try:
-        return PretrainState.load(output)
-    except (ValueError, TypeError) as error:
-        raise CliError(f"--resume: {output / PRETRAINING_FILE} is not readable: {error}") from None
-
-
-def _check_new_directory(path: Path, option: str) -> None:
-    """An output directory must be new or empty, so that nothing of an earlier run is overwritten."""
-    _check_output_dir(path, option)
-    if path.is_dir() and any(path.iterdir()):
-        raise CliError(f"{option} {path}: directory is not empty (pick a new one, or --resume a "
-                       "pre-training)")
-
-
-def _device(name: str, option: str = "--device") -> str:
-    """``--device``: ``cpu``, ``cuda`` (``cuda:N``), or ``auto`` (CUDA where torch sees a GPU)."""
-    import torch
-
-    if name == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise CliError(f"{option} {name}: torch sees no CUDA GPU on this machine (use cpu)")
-    if name != "cpu" and not name.startswith("cuda"):
-        raise CliError(f"{option} {name!r}: expected cpu, cuda, cuda:N or auto")
-    return name
+            rows = len(report.validation_rows)
+            source = (f"weighed on {rows} validation rows" if rows >= MIN_VALIDATION_ROWS else
+                      f"not trusted: {rows} validation rows, {MIN_VALIDATION_ROWS} are needed to weigh it")
+            print(f"share of the model's residual kept over the prior ({source}): "
+                  + ", ".join(f"{k} {v:.2f}" for k, v in predictor.residual_weights.items()), file=sys.stderr)
+        return 0
 
 
 def _with_equivalents(space: search_spaces.SearchSpace, ids: list[str], values: np.ndarray,
@@ -739,79 +781,251 @@ def _with_equivalents(space: search_spaces.SearchSpace, ids: list[str], values: 
     return extra.joined(ids, values)
 
 
-def torch_threads(threads: int | None) -> None:
-    if threads:
-        import torch
+class Fit(Command):
+    name = "fit"
+    help = "train the network of one architecture on image data (weights, trained ONNX)"
 
-        torch.set_num_threads(threads)
+    def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        p.add_argument("space")
+        p.add_argument("--arch", required=True, metavar="ID", help="the architecture's id")
+        p.add_argument("--dataset", default="digits",
+                       help="digits (default: scikit-learn's 8x8 digits, no download), cifar10 or cifar100 "
+                            "(extracted Python archives in --data-dir), or a directory with train/ and test/ "
+                            "folders of one folder per class")
+        p.add_argument("--data-dir", help="the directory holding cifar-10-batches-py/ or cifar-100-python/")
+        p.add_argument("-o", "--output", required=True, help="directory to write (new or empty)")
+        p.add_argument("--epochs", type=_positive_int, default=10, help="default %(default)s")
+        p.add_argument("--batch-size", type=_positive_int,
+                       help="default 256 (NAS-Bench-201's), 64 on digits (1,347 training images)")
+        p.add_argument("--lr", type=_positive_float,
+                       help="peak learning rate of SGD with Nesterov momentum 0.9, weight decay 5e-4, "
+                            "annealed to 0 by a cosine (NAS-Bench-201's schedule; default 0.1, 0.02 on "
+                            "digits)")
+        p.add_argument("--no-augment", action="store_true",
+                       help="no random crops and flips (default: crops, and flips where the data allows)")
+        _add_device(p)
+        p.add_argument("--seed", type=_count, default=0, help="initial weights, batch order, augmentation")
+        p.add_argument("--threads", type=_positive_int, help="torch CPU threads (default: torch's choice)")
+        p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+
+    def run(self, args: argparse.Namespace) -> int:
+        """Train one architecture's network on image data; save its weights, trained ONNX and a report."""
+        from dataclasses import asdict, replace
+
+        import onnx
+        from safetensors.torch import save_model
+
+        from nasrlm.images import BUILT_IN, load_images
+        from nasrlm.networks import default_recipe, fit_network, trained_onnx
+
+        output = Path(args.output)
+        _check_new_directory(output, "-o")
+        if args.data_dir is not None and args.dataset not in BUILT_IN[1:]:
+            raise CliError(f"--data-dir is where cifar10 / cifar100 are extracted; --dataset {args.dataset} "
+                           "does not read it")
+        space = _space(args.space)
+        arch = _parse_arch(space, args.arch, "--arch")
+        torch_threads(args.threads)
+        device = _device(args.device)
+        input_shape = tuple(space.input_shape_of(arch))
+        data = load_images(args.dataset, input_shape[1:], args.data_dir)
+        recipe = default_recipe(args.dataset, args.epochs, args.seed)
+        recipe = replace(recipe, batch_size=args.batch_size or recipe.batch_size,
+                         learning_rate=args.lr or recipe.learning_rate, augment=not args.no_augment)
+        arch_id = space.arch_id(arch)
+        print(f"training {space.name} {arch_id} on {data!r} ({recipe.epochs} epochs, batch "
+              f"{recipe.batch_size}, peak rate {recipe.learning_rate:g}, {device})", file=sys.stderr)
+        module = space.to_torch(arch, seed=args.seed)
+        result = fit_network(module, data, recipe, device=device, progress=not args.quiet)
+        output.mkdir(parents=True, exist_ok=True)
+        trained = trained_onnx(module, space.to_onnx(arch, seed=args.seed), (1, *data.image_shape))
+        save_model(module, str(output / "weights.safetensors"))
+        onnx.save(trained, output / "model.onnx")
+        report = {"space": space.name, "arch": arch_id, "dataset": repr(data), "device": device,
+                  "recipe": asdict(recipe), **result.to_json()}
+        (output / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+        print(f"test accuracy {result.test_accuracy[-1]:.2f} % after {len(result.test_accuracy)} epochs (the "
+              f"weights saved; {result.seconds:.0f} s); wrote {output}/weights.safetensors, model.onnx, "
+              "report.json")
+        return 0
 
 
-def _check_samples(samples: int) -> None:
-    """``--samples``: at least one decoded sample per architecture (0 fails deep inside torch)."""
-    if samples < 1:
-        raise CliError(f"--samples {samples}: expected 1 or more decoder samples")
+class Pretrain(Command):
+    name = "pretrain"
+    help = "pre-train one base model on every published table (then: train --init)"
+
+    def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        p.add_argument("--data-dir", help="benchmark data directory (default $NASRLM_DATA)")
+        p.add_argument("-o", "--output", required=True, help="base model directory to write (new or empty)")
+        p.add_argument("--exclude", metavar="GLOBS",
+                       help="columns to leave out, comma-separated globs over space:objective, "
+                            "e.g. 'nb201:*acc*,*:pixel3' (a bare space name leaves out all its columns)")
+        p.add_argument("--spaces", help="comma-separated spaces (default: every registered one)")
+        p.add_argument("--minutes", type=_positive_float, default=PRETRAIN_MINUTES,
+                       help=f"time budget (default {PRETRAIN_MINUTES:g}); the learning rate decays over it")
+        p.add_argument("--max-steps", type=_positive_int, help="stop after this many steps")
+        p.add_argument("--max-rows", type=_positive_int, help="labelled rows per space (default: all)")
+        p.add_argument("--free-rows", type=_count, default=500,
+                       help="random architectures per space with free labels only (default 500)")
+        p.add_argument("--size", choices=list(SIZES), default=PRETRAIN_SIZE,
+                       help=f"model size (default {PRETRAIN_SIZE})")
+        p.add_argument("--batch-size", type=_positive_int, default=32)
+        p.add_argument("--lr", type=_positive_float, default=5e-4, help="peak learning rate (default 5e-4)")
+        p.add_argument("--resume", action="store_true",
+                       help="continue the run saved in -o for --minutes more")
+        _add_device(p)
+        p.add_argument("--seed", type=_count, default=0)
+        p.add_argument("--threads", type=_positive_int, help="torch CPU threads (default: torch's choice)")
+        p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+
+    def run(self, args: argparse.Namespace) -> int:
+        from nasrlm.predictor import RLMPredictor
+        from nasrlm.pretraining import (
+            ROWS_FILE,
+            PretrainConfig,
+            PretrainState,
+            collect_tasks,
+            fit_normalizers,
+            fit_transfer,
+            load_tasks,
+            parse_exclude,
+            pretrain,
+            save_tasks,
+        )
+
+        output = Path(args.output)
+        device = _device(args.device)
+        torch_threads(args.threads)
+        exclude = parse_exclude(args.exclude or "")
+        config = PretrainConfig(minutes=args.minutes, max_steps=args.max_steps, batch_size=args.batch_size,
+                                learning_rate=args.lr, seed=args.seed, progress=not args.quiet)
+        log = (lambda line: None) if args.quiet else (lambda line: print(line, file=sys.stderr))
+        if args.resume:
+            _check_output_dir(output, "-o")
+            state = _resumable(output)
+            if state.exclude != exclude:
+                before, now = ",".join(state.exclude) or "(none)", ",".join(exclude) or "(none)"
+                raise CliError(f"--resume: {output} was pre-trained with --exclude {before}, not {now}")
+            predictor, tasks = RLMPredictor.load(output), load_tasks(output / ROWS_FILE)
+            state.finished = False
+            config.minutes += state.seconds / 60  # the budget counts what the earlier runs spent
+            log(f"resuming {output} at step {state.step:,} ({state.seconds / 60:.1f} min spent)")
+        else:
+            _check_new_directory(output, "-o")
+            spaces = _comma_list(args.spaces) if args.spaces else None
+            for name in spaces or []:
+                _space(name)
+            data_dir = resolve_data_dir(args.data_dir)  # --data-dir, else $NASRLM_DATA
+            if data_dir is None:
+                log("no data directory (--data-dir or $NASRLM_DATA): pre-training on free labels only")
+            tasks, objectives = collect_tasks(data_dir, exclude=exclude, spaces=spaces,
+                                              free_rows=args.free_rows, max_rows=args.max_rows,
+                                              seed=args.seed, progress=not args.quiet, log=log)
+            predictor = RLMPredictor.from_scratch(objectives, size=args.size, seed=args.seed)
+            fit_normalizers(predictor, tasks)
+            output.mkdir(parents=True, exist_ok=True)
+            save_tasks(tasks, output / ROWS_FILE)
+            transfer = fit_transfer(tasks, objectives, seed=args.seed)
+            if transfer is not None:  # saved with the model at every checkpoint from now on
+                predictor.transfer = transfer
+                log("transfer forests: " + ", ".join(f"{s.space} ({s.rows:,} rows of {', '.join(s.tags)})"
+                                                     for s in transfer.sources))
+            state = PretrainState.start(tasks, config, exclude)
+        tags = {o for t in tasks for o in t.objectives}
+        rows = sum(len(t.texts) for t in tasks)
+        log(f"pre-training on {rows:,} rows of {len(tasks)} spaces, {len(tags)} tags, "
+            f"for {config.minutes:.0f} min on {device}")
+        state = pretrain(predictor, tasks, config, output=output, state=state, device=device)
+        print(f"saved base model {output}: {state.step:,} steps in {state.seconds / 60:.1f} min, "
+              f"final loss {state.loss[-1]:.3f}", file=sys.stderr)
+        return 0
 
 
-def cmd_predict(args: argparse.Namespace) -> int:
+def _resumable(output: Path) -> Any:
+    from nasrlm.pretraining import PRETRAINING_FILE, ROWS_FILE, PretrainState
 
-    _check_samples(args.samples)
-    device = _device(args.device)
-    space = _space(args.space)
-    ids = _arch_ids(space, args)
-    predictor = _load_model_for(args.model, space).to(device)
-    predictions = predictor.predict(_texts(space, ids), num_samples=args.samples, seed=args.seed,
-                                    progress=not args.quiet, **predictor.known_labels(space, ids))
-    out = {i: {k: v.to_dict() for k, v in p.items()} for i, p in zip(ids, predictions, strict=True)}
-    print(json.dumps(out, indent=2))
-    return 0
+    if not (output / PRETRAINING_FILE).is_file() or not (output / ROWS_FILE).is_file():
+        raise CliError(f"--resume: {output} holds no pre-training run ({PRETRAINING_FILE}, {ROWS_FILE})")
+    try:
+        return PretrainState.load(output)
+    except (ValueError, TypeError) as error:
+        raise CliError(f"--resume: {output / PRETRAINING_FILE} is not readable: {error}") from None
 
 
-def _load_model_for(path: str, space: Any) -> Any:
-    """The model at ``path``, refused (one line) if it records the spaces it was trained on and
-    ``space`` is not among them."""
-    from nasrlm.predictor import RLMPredictor
+class Predict(Command):
+    name = "predict"
+    help = "predicted distribution of every objective, as JSON"
 
-    predictor = RLMPredictor.load(path)
-    if predictor.spaces and space.name not in predictor.spaces:
-        raise CliError(f"{path} was trained on {', '.join(predictor.spaces)} architectures, not "
-                       f"{space.name}'s: its predictions for them would be extrapolation")
-    return predictor
+    def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        p.add_argument("model", help="model directory written by 'nasrlm train'")
+        p.add_argument("--space", required=True)
+        _add_selection(p)
+        p.add_argument("--samples", type=int, default=64, help="decoder samples per architecture")
+        _add_device(p)
+        p.add_argument("-q", "--quiet", action="store_true", help="no progress bar (on stderr)")
+
+    def run(self, args: argparse.Namespace) -> int:
+
+        _check_samples(args.samples)
+        device = _device(args.device)
+        space = _space(args.space)
+        ids = _arch_ids(space, args)
+        predictor = _load_model_for(args.model, space).to(device)
+        predictions = predictor.predict(_texts(space, ids), num_samples=args.samples, seed=args.seed,
+                                        progress=not args.quiet, **predictor.known_labels(space, ids))
+        out = {i: {k: v.to_dict() for k, v in p.items()} for i, p in zip(ids, predictions, strict=True)}
+        print(json.dumps(out, indent=2))
+        return 0
 
 
-def cmd_eval(args: argparse.Namespace) -> int:
-    from scipy import stats
+class Eval(Command):
+    name = "eval"
+    help = "rank correlation of predictions with a 'nasrlm data' table, as JSON"
+
+    def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        p.add_argument("model")
+        p.add_argument("--data", required=True)
+        p.add_argument("--space", help="search space (default: the one recorded with the table)")
+        p.add_argument("--objectives", help="columns to evaluate (default: every one the model predicts)")
+        p.add_argument("--samples", type=int, default=64, help="decoder samples per architecture")
+        p.add_argument("--seed", type=_count, default=0)
+        _add_device(p)
+        p.add_argument("-q", "--quiet", action="store_true")
+
+    def run(self, args: argparse.Namespace) -> int:
+        from scipy import stats
 
 
-    _check_samples(args.samples)
-    device = _device(args.device)
-    table = _read_table(args.data)
-    space = _table_space(args.space, table, args.data)
-    _check_table_ids(space, table.ids, args.data)
-    predictor = _load_model_for(args.model, space).to(device)
-    if args.objectives:
-        names = _table_columns(table, args.objectives, args.data)
-        untrained = [n for n in names if n not in predictor.trained_objectives]
-        if untrained:
-            raise CliError(f"--objectives: {args.model} was never trained on {', '.join(untrained)} "
-                           f"(it predicts {', '.join(predictor.trained_objectives)})")
-    else:
-        names = [n for n in table.names if n in predictor.trained_objectives]
-    if not names:
-        raise CliError(f"none of {args.data}'s columns ({', '.join(table.names)}) is predicted by "
-                       f"{args.model}")
-    truth = np.stack([table.column(n) for n in names], axis=1)
-    samples = predictor.sample(_texts(space, table.ids), names, num_samples=args.samples, seed=args.seed,
-                               progress=not args.quiet, **predictor.known_labels(space, table.ids))
-    median = np.median(samples, axis=1)
-    result = {}
-    for k, name in enumerate(names):
-        known = ~np.isnan(truth[:, k])
-        predicted, actual = median[known, k], truth[known, k]
-        result[name] = {"kendall": _json_number(stats.kendalltau(predicted, actual).statistic),
-                        "spearman": _json_number(stats.spearmanr(predicted, actual).statistic),
-                        "n": int(known.sum())}
-    print(json.dumps(result, indent=2, allow_nan=False))
-    return 0
+        _check_samples(args.samples)
+        device = _device(args.device)
+        table = _read_table(args.data)
+        space = _table_space(args.space, table, args.data)
+        _check_table_ids(space, table.ids, args.data)
+        predictor = _load_model_for(args.model, space).to(device)
+        if args.objectives:
+            names = _table_columns(table, args.objectives, args.data)
+            untrained = [n for n in names if n not in predictor.trained_objectives]
+            if untrained:
+                raise CliError(f"--objectives: {args.model} was never trained on {', '.join(untrained)} "
+                               f"(it predicts {', '.join(predictor.trained_objectives)})")
+        else:
+            names = [n for n in table.names if n in predictor.trained_objectives]
+        if not names:
+            raise CliError(f"none of {args.data}'s columns ({', '.join(table.names)}) is predicted by "
+                           f"{args.model}")
+        truth = np.stack([table.column(n) for n in names], axis=1)
+        samples = predictor.sample(_texts(space, table.ids), names, num_samples=args.samples, seed=args.seed,
+                                   progress=not args.quiet, **predictor.known_labels(space, table.ids))
+        median = np.median(samples, axis=1)
+        result = {}
+        for k, name in enumerate(names):
+            known = ~np.isnan(truth[:, k])
+            predicted, actual = median[known, k], truth[known, k]
+            result[name] = {"kendall": _json_number(stats.kendalltau(predicted, actual).statistic),
+                            "spearman": _json_number(stats.spearmanr(predicted, actual).statistic),
+                            "n": int(known.sum())}
+        print(json.dumps(result, indent=2, allow_nan=False))
+        return 0
 
 
 def _json_number(value: float) -> float | None:
@@ -820,55 +1034,117 @@ def _json_number(value: float) -> float | None:
     return float(value) if np.isfinite(value) else None
 
 
-def cmd_search(args: argparse.Namespace) -> int:
-    from nasrlm.measure import is_profile
-    from nasrlm.search import search_job, summary
+class Objectives(Command):
+    name = "objectives"
+    help = "list the objectives 'nasrlm data' knows for a space"
 
-    space = _space(args.space)
-    names = _objective_names(args.objectives)
-    for name in names:
-        if is_profile(name):  # measured live, here
-            _profile(name, "--objectives", run=True, space=space)
-    compare = _comma_list(args.compare or "")
-    unknown = [n for n in compare if n not in SAMPLER_NAMES]
-    if unknown:
-        raise CliError(f"--compare: unknown sampler {unknown[0]!r}; choose from {', '.join(SAMPLER_NAMES)}")
-    if space.size is not None and args.budget > space.size:
-        raise CliError(f"--budget {args.budget}: search space {space.name} has only {space.size:,} "
-                       "architectures")
-    rlm_only = [o for o, given in (("--rlm-option", args.rlm_option), ("--base", args.base),
-                                   ("--device", args.device != "cpu" and "val_acc" not in names)) if given]
-    if rlm_only and args.sampler != "rlm":
-        raise CliError(f"{rlm_only[0]} applies to --sampler rlm, not {args.sampler}")
-    options = _rlm_options(args.rlm_option)
-    _check_rlm_options(options, space)
-    if args.base:
-        _load_base(args.base, [], space.name)  # a bad base is a one-line error now, not at the first fit
-        options["base"] = args.base
-    if args.device != "cpu" and args.sampler == "rlm":
-        options["device"] = _device(args.device)
-    _check_sampler(args.sampler, space, args.seed, options)
-    training = _training(args, names)
-    out = Path(args.out or f"runs/{space.name}-{args.sampler}-seed{args.seed}")
-    _check_output_dir(out, "--out")
-    if args.db:
-        _check_db(args.db, "--db")
-    data_dir = resolve_data_dir(args.data_dir)
-    storage = args.storage
-    if storage is not None:
-        storage = _check_storage(storage, args.workers)
-    study_name = args.study_name or f"{space.name}-{args.sampler}-seed{args.seed}"
-    _check_study(storage or (f"sqlite:///{out.resolve() / 'study.db'}" if args.workers > 1 else None),
-                 study_name, names)
-    torch_threads(args.threads)
-    job = search_job(space, names, budget=args.budget, out_dir=out, sampler=args.sampler, seed=args.seed,
-                     storage=storage, study_name=args.study_name, data_dir=data_dir, db=args.db,
-                     compare=compare, sampler_options=options, workers=args.workers, threads=args.threads,
-                     progress=not args.quiet, command=" ".join(["nasrlm", *sys.argv[1:]]),
-                     training=training)
-    for line in summary(job):
-        print(line)
-    return 0
+    def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        p.add_argument("space")
+        p.add_argument("--data-dir", help="benchmark data directory (default $NASRLM_DATA)")
+
+    def run(self, args: argparse.Namespace) -> int:
+        space = _space(args.space)  # an unknown name is an error, not an empty list
+        for objective in available_objectives(space.name, resolve_data_dir(args.data_dir)):
+            print(f"{objective.header:<28} {objective.description}")
+        print("cpu-<T>t-b<B>, cuda-b<B>      latency measured by 'nasrlm measure' (read from --db)")
+        return 0
+
+
+class Search(Command):
+    name = "search"
+    help = "multi-objective architecture search; writes plots and a report"
+
+    def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        p.add_argument("space")
+        p.add_argument("--objectives", required=True,
+                       help="comma-separated, e.g. acc,pixel3 (tables), acc,cpu-1t-b1 (measured live) or "
+                            "val_acc,cpu-1t-b1 (val_acc: each network trained here, see --train)")
+        p.add_argument("--budget", type=_positive_int, required=True,
+                       help="objective evaluations (completed trials)")
+        p.add_argument("--sampler", choices=list(SAMPLER_NAMES), default="rlm",
+                       help="default rlm; tpe-mv: multivariate TPE; gp: Optuna's Gaussian-process sampler")
+        p.add_argument("--compare", metavar="NAMES", help="also run these samplers, e.g. random,nsga2,tpe")
+        p.add_argument("--rlm-option", action="append", default=[], metavar="KEY=VALUE",
+                       help="an RLMSampler setting, e.g. num_candidates=4000 or temperature=2 (repeatable; "
+                            "see the README)")
+        p.add_argument("--base", metavar="BASE",
+                       help="start every refit of the rlm sampler from this base model ('nasrlm pretrain')")
+        p.add_argument("--device", default="cpu",
+                       help="where the rlm sampler's model and the networks of --train run: cpu (default), "
+                            "cuda, cuda:N or auto")
+        p.add_argument("--train", metavar="DATASET",
+                       help="for the objective val_acc, train each architecture's network on DATASET: digits "
+                            "(the default: scikit-learn's digits, no download), cifar10, cifar100 (extracted "
+                            "in --images-dir) or a folder of train/ and test/ class folders; networks below "
+                            "the median of the finished ones after an epoch stop early")
+        p.add_argument("--epochs", type=_positive_int, default=5,
+                       help="epochs per network with val_acc (default %(default)s; as 'nasrlm fit' trains)")
+        p.add_argument("--images-dir", help="the directory holding cifar-10-batches-py/ or cifar-100-python/")
+        p.add_argument("--seed", type=_count, default=0)
+        p.add_argument("--storage", help="Optuna storage URL, e.g. sqlite:///study.db or "
+                                         "postgresql://user@host/db (resumes; workers on other machines join "
+                                         "it); default memory")
+        p.add_argument("--study-name", help="default <space>-<sampler>-seed<seed>")
+        p.add_argument("--workers", type=_positive_int, default=1,
+                       help="processes sharing the study and its budget (default 1; with more and no "
+                            "--storage, the study is <out>/study.db)")
+        p.add_argument("--out", help="output directory (default runs/<space>-<sampler>-seed<seed>)")
+        p.add_argument("--data-dir", help="benchmark data directory (default $NASRLM_DATA)")
+        p.add_argument("--db", help="latency store for measured objectives (default <out>/latency.db)")
+        p.add_argument("--threads", type=_positive_int, help="torch CPU threads (default: torch's choice)")
+        p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+
+    def run(self, args: argparse.Namespace) -> int:
+        from nasrlm.measure import is_profile
+        from nasrlm.search import search_job, summary
+
+        space = _space(args.space)
+        names = _objective_names(args.objectives)
+        for name in names:
+            if is_profile(name):  # measured live, here
+                _profile(name, "--objectives", run=True, space=space)
+        compare = _comma_list(args.compare or "")
+        unknown = [n for n in compare if n not in SAMPLER_NAMES]
+        if unknown:
+            raise CliError(f"--compare: unknown sampler {unknown[0]!r}; choose from "
+                           f"{', '.join(SAMPLER_NAMES)}")
+        if space.size is not None and args.budget > space.size:
+            raise CliError(f"--budget {args.budget}: search space {space.name} has only {space.size:,} "
+                           "architectures")
+        rlm_only = [o for o, given in (("--rlm-option", args.rlm_option), ("--base", args.base),
+                                       ("--device", args.device != "cpu" and "val_acc" not in names))
+                    if given]
+        if rlm_only and args.sampler != "rlm":
+            raise CliError(f"{rlm_only[0]} applies to --sampler rlm, not {args.sampler}")
+        options = _rlm_options(args.rlm_option)
+        _check_rlm_options(options, space)
+        if args.base:
+            _load_base(args.base, [], space.name)  # a bad base is a one-line error now, not at the first fit
+            options["base"] = args.base
+        if args.device != "cpu" and args.sampler == "rlm":
+            options["device"] = _device(args.device)
+        _check_sampler(args.sampler, space, args.seed, options)
+        training = _training(args, names)
+        out = Path(args.out or f"runs/{space.name}-{args.sampler}-seed{args.seed}")
+        _check_output_dir(out, "--out")
+        if args.db:
+            _check_db(args.db, "--db")
+        data_dir = resolve_data_dir(args.data_dir)
+        storage = args.storage
+        if storage is not None:
+            storage = _check_storage(storage, args.workers)
+        study_name = args.study_name or f"{space.name}-{args.sampler}-seed{args.seed}"
+        _check_study(storage or (f"sqlite:///{out.resolve() / 'study.db'}" if args.workers > 1 else None),
+                     study_name, names)
+        torch_threads(args.threads)
+        job = search_job(space, names, budget=args.budget, out_dir=out, sampler=args.sampler, seed=args.seed,
+                         storage=storage, study_name=args.study_name, data_dir=data_dir, db=args.db,
+                         compare=compare, sampler_options=options, workers=args.workers, threads=args.threads,
+                         progress=not args.quiet, command=" ".join(["nasrlm", *sys.argv[1:]]),
+                         training=training)
+        for line in summary(job):
+            print(line)
+        return 0
 
 
 def _training(args: argparse.Namespace, names: Sequence[str]) -> Any:
@@ -1077,32 +1353,50 @@ def _check_study(storage: str | None, study_name: str, names: Sequence[str]) -> 
                        f"{', '.join(study.metric_names)}, not {', '.join(names)}; pick another --study-name")
 
 
-def cmd_demo(args: argparse.Namespace) -> int:
-    import time
+class Demo(Command):
+    name = "demo"
+    help = "the main job: NB201 accuracy vs latency search, plots in runs/demo"
 
-    from nasrlm.search import search_job, summary
+    def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        p.add_argument("--budget", type=_positive_int, default=100, help="evaluations (default 100)")
+        p.add_argument("--out", default="runs/demo", help="output directory (default runs/demo)")
+        p.add_argument("--data-dir", help="use published tables (acc, pixel3) instead of live measurement")
+        p.add_argument("--seed", type=_count, default=0)
+        p.add_argument("--threads", type=_positive_int, help="torch CPU threads (default: torch's choice)")
+        p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
 
-    start = time.perf_counter()
-    _check_output_dir(args.out, "--out")
-    data_dir = resolve_data_dir(args.data_dir)
-    space = _space("nb201")
-    names = ["acc", "pixel3"] if data_dir is not None else ["acc", "cpu-1t-b1"]
-    where = (f"published tables in {data_dir}" if data_dir is not None else
-             "accuracy from analog-nasbench, latency measured live on this CPU")
-    print(f"nasrlm demo: NAS-Bench-201, maximise {names[0]} and minimise {names[1]} ({where}); "
-          f"{args.budget} evaluations with the RLM sampler, random search for comparison", file=sys.stderr)
-    torch_threads(args.threads)
-    job = search_job(space, names, budget=args.budget, out_dir=args.out, sampler="rlm", seed=args.seed,
-                     data_dir=data_dir, compare=["random"], progress=not args.quiet,
-                     command=" ".join(["nasrlm", *sys.argv[1:]]))
-    for line in summary(job):
-        print(line)
-    seconds = time.perf_counter() - start
-    print(f"done in {seconds:.0f} s; open {job.files['pareto']} and {job.files['report']}")
-    return 0
+    def run(self, args: argparse.Namespace) -> int:
+        import time
+
+        from nasrlm.search import search_job, summary
+
+        start = time.perf_counter()
+        _check_output_dir(args.out, "--out")
+        data_dir = resolve_data_dir(args.data_dir)
+        space = _space("nb201")
+        names = ["acc", "pixel3"] if data_dir is not None else ["acc", "cpu-1t-b1"]
+        where = (f"published tables in {data_dir}" if data_dir is not None else
+                 "accuracy from analog-nasbench, latency measured live on this CPU")
+        print(f"nasrlm demo: NAS-Bench-201, maximise {names[0]} and minimise {names[1]} ({where}); "
+              f"{args.budget} evaluations with the RLM sampler, random search for comparison",
+              file=sys.stderr)
+        torch_threads(args.threads)
+        job = search_job(space, names, budget=args.budget, out_dir=args.out, sampler="rlm", seed=args.seed,
+                         data_dir=data_dir, compare=["random"], progress=not args.quiet,
+                         command=" ".join(["nasrlm", *sys.argv[1:]]))
+        for line in summary(job):
+            print(line)
+        seconds = time.perf_counter() - start
+        print(f"done in {seconds:.0f} s; open {job.files['pareto']} and {job.files['report']}")
+        return 0
 
 
 # --- parser ---------------------------------------------------------------------------------------
+#: The commands, in the order ``nasrlm --help`` lists them.
+COMMANDS: tuple[Command, ...] = (Spaces(), Export(), Measure(), Data(), Train(), Fit(), Pretrain(), Predict(),
+                                 Eval(), Objectives(), Search(), Demo())
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nasrlm", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"nasrlm {__version__}")
@@ -1114,202 +1408,9 @@ def build_parser() -> argparse.ArgumentParser:
     plugins = argparse.ArgumentParser(add_help=False)
     plugins.add_argument("--plugin", action="append", default=[], dest="command_plugins",
                          metavar="MODULE|FILE.py", help=plugin_help)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    def command(name: str, **options: Any) -> argparse.ArgumentParser:
-        return sub.add_parser(name, parents=[plugins], **options)
-
-    p = command("spaces", help="list the search spaces")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(func=cmd_spaces)
-
-    p = command("export", help="architecture -> canonical ONNX text or ONNX model")
-    p.add_argument("space")
-    _add_selection(p)
-    p.add_argument("--format", choices=["text", "jsonl", "onnx"], default="text",
-                   help="text (default; '# id' headers between several), jsonl, or onnx files")
-    p.add_argument("-o", "--output", help="file (or directory for several onnx models); default stdout")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(func=cmd_export)
-
-    p = command("measure", help="time architectures with onnxruntime on this machine (resumable)")
-    p.add_argument("space")
-    p.add_argument("--device", default="cpu-1t-b1",
-                   help="profile 'cpu-<threads>t-b<batch>' or 'cuda-b<batch>' (default cpu-1t-b1)")
-    _add_selection(p, allow_all=True)
-    p.add_argument("--db", default=_db_default(),
-                   help=f"SQLite latency store (default $NASRLM_DB or {DEFAULT_DB})")
-    p.add_argument("--warmup", type=_count, default=10, help="untimed runs per architecture (default 10)")
-    p.add_argument("--runs", type=_positive_int, default=50, help="timed runs per architecture (default 50)")
-    p.add_argument("--json", action="store_true", help="print one JSON line per architecture")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(func=cmd_measure)
-
-    p = command("data", help="a table of objectives (published or measured), one row per architecture")
-    p.add_argument("space")
-    p.add_argument("--objectives", required=True, help="comma-separated names, e.g. acc,pixel3,cpu-1t-b1")
-    p.add_argument("--data-dir", help="benchmark data directory (default $NASRLM_DATA)")
-    p.add_argument("--db", default=_db_default(), help="latency store for measured profiles")
-    p.add_argument("-o", "--output", required=True, help="CSV file to write ('-' for stdout)")
-    p.set_defaults(func=cmd_data)
-
-    p = command("train", help="train a regression language model on a 'nasrlm data' table")
-    p.add_argument("--data", required=True, help="CSV written by 'nasrlm data'")
-    p.add_argument("-o", "--output", required=True, help="model directory to write")
-    p.add_argument("--objectives", help="columns to learn, in decode order (default: all, as in the table)")
-    p.add_argument("--space", help="search space (default: the one recorded with the table)")
-    p.add_argument("--size", choices=list(SIZES), default=TRAIN_SIZE,
-                   help=f"model size (default {TRAIN_SIZE})")
-    p.add_argument("--init", metavar="BASE",
-                   help="fine-tune the base model in directory BASE ('nasrlm pretrain') instead of training "
-                        "from scratch; columns it knows keep their tags, new ones get new tags")
-    p.add_argument("--pretrain", type=_count, default=0, metavar="N",
-                   help="first pre-train on free labels (params, MACs) of N random architectures")
-    p.add_argument("--prior", choices=("none", *PRIOR_KINDS), default="forest",
-                   help="learn each objective as what a prior leaves unexplained: 'line' (a straight line "
-                        "through the best free label: params, MACs), or on the free and graph labels "
-                        "'forest', 'ridge', 'trend-forest' (a line plus a forest on what it leaves) or "
-                        "'auto' (per objective, forest or ridge, whichever ranks the training rows best out "
-                        "of sample); predict/eval compute the labels it reads (default: %(default)s)")
-    p.add_argument("--equivalents", type=_count, default=0, metavar="K",
-                   help="also train on up to K architectures equivalent to each labelled one (e.g. NB201 "
-                        "cells differing only in dead edges), labelled with the --carry objectives only")
-    p.add_argument("--carry", help="objectives equivalent architectures share (default: those in %%)")
-    p.add_argument("--epochs", type=_positive_int,
-                   help=f"maximum epochs, early stopping picks the best (default {TRAIN.max_epochs}; "
-                        f"with --init, enough for {FINE_TUNE.steps} steps)")
-    p.add_argument("--batch-size", type=_positive_int, default=32)
-    p.add_argument("--lr", type=_positive_float,
-                   help=f"peak learning rate (AdamW; default {TRAIN.learning_rate:g}, "
-                        f"{FINE_TUNE.learning_rate:g} with --init)")
-    p.add_argument("--max-minutes", type=_positive_float, help="time budget per training phase")
-    _add_device(p)
-    p.add_argument("--seed", type=_count, default=0)
-    p.add_argument("--threads", type=_positive_int, help="torch CPU threads (default: torch's choice)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
-    p.set_defaults(func=cmd_train)
-
-    p = command("fit", help="train the network of one architecture on image data (weights, trained ONNX)")
-    p.add_argument("space")
-    p.add_argument("--arch", required=True, metavar="ID", help="the architecture's id")
-    p.add_argument("--dataset", default="digits",
-                   help="digits (default: scikit-learn's 8x8 digits, no download), cifar10 or cifar100 "
-                        "(extracted Python archives in --data-dir), or a directory with train/ and test/ "
-                        "folders of one folder per class")
-    p.add_argument("--data-dir", help="the directory holding cifar-10-batches-py/ or cifar-100-python/")
-    p.add_argument("-o", "--output", required=True, help="directory to write (new or empty)")
-    p.add_argument("--epochs", type=_positive_int, default=10, help="default %(default)s")
-    p.add_argument("--batch-size", type=_positive_int,
-                   help="default 256 (NAS-Bench-201's), 64 on digits (1,347 training images)")
-    p.add_argument("--lr", type=_positive_float,
-                   help="peak learning rate of SGD with Nesterov momentum 0.9, weight decay 5e-4, annealed "
-                        "to 0 by a cosine (NAS-Bench-201's schedule; default 0.1, 0.02 on digits)")
-    p.add_argument("--no-augment", action="store_true",
-                   help="no random crops and flips (default: crops, and flips where the data allows)")
-    _add_device(p)
-    p.add_argument("--seed", type=_count, default=0, help="initial weights, batch order, augmentation")
-    p.add_argument("--threads", type=_positive_int, help="torch CPU threads (default: torch's choice)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(func=cmd_fit)
-
-    p = command("pretrain", help="pre-train one base model on every published table (then: train --init)")
-    p.add_argument("--data-dir", help="benchmark data directory (default $NASRLM_DATA)")
-    p.add_argument("-o", "--output", required=True, help="base model directory to write (new or empty)")
-    p.add_argument("--exclude", metavar="GLOBS",
-                   help="columns to leave out, comma-separated globs over space:objective, "
-                        "e.g. 'nb201:*acc*,*:pixel3' (a bare space name leaves out all its columns)")
-    p.add_argument("--spaces", help="comma-separated spaces (default: every registered one)")
-    p.add_argument("--minutes", type=_positive_float, default=PRETRAIN_MINUTES,
-                   help=f"time budget (default {PRETRAIN_MINUTES:g}); the learning rate decays over it")
-    p.add_argument("--max-steps", type=_positive_int, help="stop after this many steps")
-    p.add_argument("--max-rows", type=_positive_int, help="labelled rows per space (default: all)")
-    p.add_argument("--free-rows", type=_count, default=500,
-                   help="random architectures per space with free labels only (default 500)")
-    p.add_argument("--size", choices=list(SIZES), default=PRETRAIN_SIZE,
-                   help=f"model size (default {PRETRAIN_SIZE})")
-    p.add_argument("--batch-size", type=_positive_int, default=32)
-    p.add_argument("--lr", type=_positive_float, default=5e-4, help="peak learning rate (default 5e-4)")
-    p.add_argument("--resume", action="store_true", help="continue the run saved in -o for --minutes more")
-    _add_device(p)
-    p.add_argument("--seed", type=_count, default=0)
-    p.add_argument("--threads", type=_positive_int, help="torch CPU threads (default: torch's choice)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
-    p.set_defaults(func=cmd_pretrain)
-
-    p = command("predict", help="predicted distribution of every objective, as JSON")
-    p.add_argument("model", help="model directory written by 'nasrlm train'")
-    p.add_argument("--space", required=True)
-    _add_selection(p)
-    p.add_argument("--samples", type=int, default=64, help="decoder samples per architecture")
-    _add_device(p)
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar (on stderr)")
-    p.set_defaults(func=cmd_predict)
-
-    p = command("eval", help="rank correlation of predictions with a 'nasrlm data' table, as JSON")
-    p.add_argument("model")
-    p.add_argument("--data", required=True)
-    p.add_argument("--space", help="search space (default: the one recorded with the table)")
-    p.add_argument("--objectives", help="columns to evaluate (default: every one the model predicts)")
-    p.add_argument("--samples", type=int, default=64, help="decoder samples per architecture")
-    p.add_argument("--seed", type=_count, default=0)
-    _add_device(p)
-    p.add_argument("-q", "--quiet", action="store_true")
-    p.set_defaults(func=cmd_eval)
-
-    p = command("objectives", help="list the objectives 'nasrlm data' knows for a space")
-    p.add_argument("space")
-    p.add_argument("--data-dir", help="benchmark data directory (default $NASRLM_DATA)")
-    p.set_defaults(func=cmd_objectives)
-
-    p = command("search", help="multi-objective architecture search; writes plots and a report")
-    p.add_argument("space")
-    p.add_argument("--objectives", required=True,
-                   help="comma-separated, e.g. acc,pixel3 (tables), acc,cpu-1t-b1 (measured live) or "
-                        "val_acc,cpu-1t-b1 (val_acc: each network trained here, see --train)")
-    p.add_argument("--budget", type=_positive_int, required=True,
-                   help="objective evaluations (completed trials)")
-    p.add_argument("--sampler", choices=list(SAMPLER_NAMES), default="rlm",
-                   help="default rlm; tpe-mv: multivariate TPE; gp: Optuna's Gaussian-process sampler")
-    p.add_argument("--compare", metavar="NAMES", help="also run these samplers, e.g. random,nsga2,tpe")
-    p.add_argument("--rlm-option", action="append", default=[], metavar="KEY=VALUE",
-                   help="an RLMSampler setting, e.g. num_candidates=4000 or temperature=2 (repeatable; "
-                        "see the README)")
-    p.add_argument("--base", metavar="BASE",
-                   help="start every refit of the rlm sampler from this base model ('nasrlm pretrain')")
-    p.add_argument("--device", default="cpu",
-                   help="where the rlm sampler's model and the networks of --train run: cpu (default), "
-                        "cuda, cuda:N or auto")
-    p.add_argument("--train", metavar="DATASET",
-                   help="for the objective val_acc, train each architecture's network on DATASET: digits "
-                        "(the default: scikit-learn's digits, no download), cifar10, cifar100 (extracted "
-                        "in --images-dir) or a folder of train/ and test/ class folders; networks below "
-                        "the median of the finished ones after an epoch stop early")
-    p.add_argument("--epochs", type=_positive_int, default=5,
-                   help="epochs per network with val_acc (default %(default)s; as 'nasrlm fit' trains)")
-    p.add_argument("--images-dir", help="the directory holding cifar-10-batches-py/ or cifar-100-python/")
-    p.add_argument("--seed", type=_count, default=0)
-    p.add_argument("--storage", help="Optuna storage URL, e.g. sqlite:///study.db or "
-                                     "postgresql://user@host/db (resumes; workers on other machines join "
-                                     "it); default memory")
-    p.add_argument("--study-name", help="default <space>-<sampler>-seed<seed>")
-    p.add_argument("--workers", type=_positive_int, default=1,
-                   help="processes sharing the study and its budget (default 1; with more and no --storage, "
-                        "the study is <out>/study.db)")
-    p.add_argument("--out", help="output directory (default runs/<space>-<sampler>-seed<seed>)")
-    p.add_argument("--data-dir", help="benchmark data directory (default $NASRLM_DATA)")
-    p.add_argument("--db", help="latency store for measured objectives (default <out>/latency.db)")
-    p.add_argument("--threads", type=_positive_int, help="torch CPU threads (default: torch's choice)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
-    p.set_defaults(func=cmd_search)
-
-    p = command("demo", help="the main job: NB201 accuracy vs latency search, plots in runs/demo")
-    p.add_argument("--budget", type=_positive_int, default=100, help="evaluations (default 100)")
-    p.add_argument("--out", default="runs/demo", help="output directory (default runs/demo)")
-    p.add_argument("--data-dir", help="use published tables (acc, pixel3) instead of live measurement")
-    p.add_argument("--seed", type=_count, default=0)
-    p.add_argument("--threads", type=_positive_int, help="torch CPU threads (default: torch's choice)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
-    p.set_defaults(func=cmd_demo)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", action=_Commands)
+    for command in COMMANDS:
+        sub.add_command(command, parents=[plugins])
     return parser
 
 
