@@ -40,8 +40,6 @@ PRIOR_KINDS = ("line", "auto", "forest", "ridge", "trend-forest")
 USAGE_ERROR = 2
 #: ``nasrlm search --sampler`` choices (kept in step with :data:`nasrlm.search.SAMPLERS` by a test).
 SAMPLER_NAMES = ("rlm", "random", "nsga2", "nsga3", "tpe", "tpe-mv", "gp")
-#: ``nasrlm pretrain --minutes`` default.
-PRETRAIN_MINUTES = 30.0
 #: Latency store used when ``--db`` is not given.
 DEFAULT_DB = "latency.db"
 #: Plug-ins (module names or .py files, comma-separated) imported before every command, like ``--plugin``.
@@ -423,6 +421,14 @@ def _db_default() -> str:
     return os.environ.get("NASRLM_DB", DEFAULT_DB)
 
 
+def _number(value: float) -> str:
+    """A default for a help text, as a person writes it: 0.1, 0.02, 5e-4 (where ``:g`` gives 0.0005)."""
+    if value == 0 or abs(value) >= 1e-3:
+        return f"{value:g}"
+    mantissa, exponent = f"{value:e}".split("e")
+    return f"{float(mantissa):g}e{int(exponent)}"
+
+
 # --- commands: the base -----------------------------------------------------------------------------
 class Command:
     """One ``nasrlm`` command: its options (:meth:`add_arguments`) beside what it does (:meth:`run`).
@@ -642,6 +648,8 @@ class Train(Command):
     help = "train a regression language model on a 'nasrlm data' table"
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        from nasrlm.training import TrainConfig
+
         p.add_argument("--data", required=True, help="CSV written by 'nasrlm data'")
         p.add_argument("-o", "--output", required=True, help="model directory to write")
         p.add_argument("--objectives",
@@ -668,7 +676,7 @@ class Train(Command):
         p.add_argument("--epochs", type=_positive_int,
                        help=f"maximum epochs, early stopping picks the best (default {TRAIN.max_epochs}; "
                             f"with --init, enough for {FINE_TUNE.steps} steps)")
-        p.add_argument("--batch-size", type=_positive_int, default=32)
+        p.add_argument("--batch-size", type=_positive_int, default=TrainConfig.batch_size)
         p.add_argument("--lr", type=_positive_float,
                        help=f"peak learning rate (AdamW; default {TRAIN.learning_rate:g}, "
                             f"{FINE_TUNE.learning_rate:g} with --init)")
@@ -786,6 +794,9 @@ class Fit(Command):
     help = "train the network of one architecture on image data (weights, trained ONNX)"
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        from nasrlm.networks import FitRecipe, default_recipe
+
+        recipe, digits = FitRecipe(), default_recipe("digits")
         p.add_argument("space")
         p.add_argument("--arch", required=True, metavar="ID", help="the architecture's id")
         p.add_argument("--dataset", default="digits",
@@ -794,13 +805,15 @@ class Fit(Command):
                             "folders of one folder per class")
         p.add_argument("--data-dir", help="the directory holding cifar-10-batches-py/ or cifar-100-python/")
         p.add_argument("-o", "--output", required=True, help="directory to write (new or empty)")
-        p.add_argument("--epochs", type=_positive_int, default=10, help="default %(default)s")
+        p.add_argument("--epochs", type=_positive_int, default=recipe.epochs, help="default %(default)s")
         p.add_argument("--batch-size", type=_positive_int,
-                       help="default 256 (NAS-Bench-201's), 64 on digits (1,347 training images)")
+                       help=f"default {recipe.batch_size} (NAS-Bench-201's), {digits.batch_size} on digits "
+                            "(1,347 training images)")
         p.add_argument("--lr", type=_positive_float,
-                       help="peak learning rate of SGD with Nesterov momentum 0.9, weight decay 5e-4, "
-                            "annealed to 0 by a cosine (NAS-Bench-201's schedule; default 0.1, 0.02 on "
-                            "digits)")
+                       help=f"peak learning rate of SGD with Nesterov momentum {recipe.momentum:g}, weight "
+                            f"decay {_number(recipe.weight_decay)}, annealed to 0 by a cosine "
+                            f"(NAS-Bench-201's schedule; default {_number(recipe.learning_rate)}, "
+                            f"{_number(digits.learning_rate)} on digits)")
         p.add_argument("--no-augment", action="store_true",
                        help="no random crops and flips (default: crops, and flips where the data allows)")
         _add_device(p)
@@ -855,22 +868,26 @@ class Pretrain(Command):
     help = "pre-train one base model on every published table (then: train --init)"
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        from nasrlm.pretraining import PretrainConfig
+
+        config = PretrainConfig()
         p.add_argument("--data-dir", help="benchmark data directory (default $NASRLM_DATA)")
         p.add_argument("-o", "--output", required=True, help="base model directory to write (new or empty)")
         p.add_argument("--exclude", metavar="GLOBS",
                        help="columns to leave out, comma-separated globs over space:objective, "
                             "e.g. 'nb201:*acc*,*:pixel3' (a bare space name leaves out all its columns)")
         p.add_argument("--spaces", help="comma-separated spaces (default: every registered one)")
-        p.add_argument("--minutes", type=_positive_float, default=PRETRAIN_MINUTES,
-                       help=f"time budget (default {PRETRAIN_MINUTES:g}); the learning rate decays over it")
+        p.add_argument("--minutes", type=_positive_float, default=config.minutes,
+                       help=f"time budget (default {config.minutes:g}); the learning rate decays over it")
         p.add_argument("--max-steps", type=_positive_int, help="stop after this many steps")
         p.add_argument("--max-rows", type=_positive_int, help="labelled rows per space (default: all)")
         p.add_argument("--free-rows", type=_count, default=500,
                        help="random architectures per space with free labels only (default 500)")
         p.add_argument("--size", choices=list(SIZES), default=PRETRAIN_SIZE,
                        help=f"model size (default {PRETRAIN_SIZE})")
-        p.add_argument("--batch-size", type=_positive_int, default=32)
-        p.add_argument("--lr", type=_positive_float, default=5e-4, help="peak learning rate (default 5e-4)")
+        p.add_argument("--batch-size", type=_positive_int, default=config.batch_size)
+        p.add_argument("--lr", type=_positive_float, default=config.learning_rate,
+                       help=f"peak learning rate (default {_number(config.learning_rate)})")
         p.add_argument("--resume", action="store_true",
                        help="continue the run saved in -o for --minutes more")
         _add_device(p)
@@ -1159,7 +1176,7 @@ def _training(args: argparse.Namespace, names: Sequence[str]) -> Any:
             raise CliError(f"{given}: trains networks for the objective {TRAINED}, which --objectives "
                            "does not name")
         return None
-    dataset = args.train or "digits"
+    dataset = args.train or Training.dataset
     return Training(dataset, args.images_dir, default_recipe(dataset, args.epochs, args.seed),
                     device=_device(args.device))
 
