@@ -417,6 +417,10 @@ def _add_device(p: argparse.ArgumentParser) -> None:
                    help="cpu, cuda, cuda:N, or auto (default: CUDA where torch sees a GPU, else CPU)")
 
 
+def _add_threads(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--threads", type=_positive_int, help="torch CPU threads (default: torch's choice)")
+
+
 def _db_default() -> str:
     return os.environ.get("NASRLM_DB", DEFAULT_DB)
 
@@ -683,7 +687,7 @@ class Train(Command):
         p.add_argument("--max-minutes", type=_positive_float, help="time budget per training phase")
         _add_device(p)
         p.add_argument("--seed", type=_count, default=0)
-        p.add_argument("--threads", type=_positive_int, help="torch CPU threads (default: torch's choice)")
+        _add_threads(p)
         p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
 
     def run(self, args: argparse.Namespace) -> int:
@@ -818,7 +822,7 @@ class Fit(Command):
                        help="no random crops and flips (default: crops, and flips where the data allows)")
         _add_device(p)
         p.add_argument("--seed", type=_count, default=0, help="initial weights, batch order, augmentation")
-        p.add_argument("--threads", type=_positive_int, help="torch CPU threads (default: torch's choice)")
+        _add_threads(p)
         p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
     def run(self, args: argparse.Namespace) -> int:
@@ -892,7 +896,7 @@ class Pretrain(Command):
                        help="continue the run saved in -o for --minutes more")
         _add_device(p)
         p.add_argument("--seed", type=_count, default=0)
-        p.add_argument("--threads", type=_positive_int, help="torch CPU threads (default: torch's choice)")
+        _add_threads(p)
         p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
 
     def run(self, args: argparse.Namespace) -> int:
@@ -1108,7 +1112,7 @@ class Search(Command):
         p.add_argument("--out", help="output directory (default runs/<space>-<sampler>-seed<seed>)")
         p.add_argument("--data-dir", help="benchmark data directory (default $NASRLM_DATA)")
         p.add_argument("--db", help="latency store for measured objectives (default <out>/latency.db)")
-        p.add_argument("--threads", type=_positive_int, help="torch CPU threads (default: torch's choice)")
+        _add_threads(p)
         p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
 
     def run(self, args: argparse.Namespace) -> int:
@@ -1379,7 +1383,7 @@ class Demo(Command):
         p.add_argument("--out", default="runs/demo", help="output directory (default runs/demo)")
         p.add_argument("--data-dir", help="use published tables (acc, pixel3) instead of live measurement")
         p.add_argument("--seed", type=_count, default=0)
-        p.add_argument("--threads", type=_positive_int, help="torch CPU threads (default: torch's choice)")
+        _add_threads(p)
         p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
 
     def run(self, args: argparse.Namespace) -> int:
