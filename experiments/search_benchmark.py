@@ -12,7 +12,8 @@ table (mean ± std over seeds) and, with ``--plot FILE``, draws hypervolume agai
     python experiments/search_benchmark.py --data-dir ../shared/data --space nb101 --objectives acc,params_m
 
 Slow samplers can run one seed per process, each saving its curves (``--save-curves``); a last run
-plots them beside its own (``--load-curves``), so the plot needs no re-run.
+plots them beside its own (``--load-curves``), so the plot needs no re-run. ``--smoke`` runs the whole
+script in seconds (12 evaluations, one seed, a tiny RLMSampler), as its test does.
 """
 
 from __future__ import annotations
@@ -39,6 +40,12 @@ from nasrlm.search import (
 )
 from search_spaces import get_space
 
+#: ``--smoke``'s RLMSampler: a model and candidate pool small enough to refit in a second.
+SMOKE_RLM = {"n_startup_trials": 4, "proposals_per_fit": 4, "num_candidates": 60, "fresh_candidates": 10,
+             "num_samples": 4, "pretrain_archs": 0, "fit_steps": 5,
+             "model": {"d_model": 16, "num_heads": 2, "d_ff": 32, "encoder_layers": 1, "decoder_layers": 1,
+                       "dropout": 0.0}}
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -56,7 +63,12 @@ def main() -> None:
     parser.add_argument("--save-curves", help="write every HV-ratio curve (per sampler and seed) here")
     parser.add_argument("--load-curves", nargs="*", default=[],
                         help="JSON files of --save-curves (same objectives) whose curves join the plot")
+    parser.add_argument("--smoke", action="store_true",
+                        help="12 evaluations of rlm (tiny), random and tpe on seed 0: checks the script runs")
     args = parser.parse_args()
+    if args.smoke:
+        args.samplers, args.seeds, args.budget, args.report_at = "rlm,random,tpe", "0", 12, "6,12"
+        args.rlm_options = json.dumps({**SMOKE_RLM, **json.loads(args.rlm_options)})
     torch.set_num_threads(args.threads)
     optuna.logging.set_verbosity(optuna.logging.ERROR)
 
