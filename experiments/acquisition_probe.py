@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from _common import encoded
 from scipy.stats import norm
 
 from nasrlm.metrics import expected_hypervolume_improvement, hypervolume, hypervolume_history, pareto_mask
@@ -173,9 +173,8 @@ def main() -> None:
     parser.add_argument("--objectives", default="acc,pixel3")
     parser.add_argument("--taus", default="1,0.8,0.55",
                         help="Kendall tau of the synthetic surrogate; 'prior': the free-label prior alone")
-    parser.add_argument("--free-cache", type=Path,
-                        default=Path(os.environ.get("TMPDIR", "/tmp")) / "nb201_free.npz",
-                        help="free labels of every NB201 cell (written by predictor_probe.py), for 'prior'")
+    parser.add_argument("--cache", type=Path, default=Path(".cache/experiments"),
+                        help="where every NB201 cell's free labels are kept once computed (for 'prior')")
     parser.add_argument("--policies", default=",".join(POLICIES))
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--budget", type=int, default=100)
@@ -195,9 +194,7 @@ def main() -> None:
     print("|---|---|---|---|---|")
     free = None
     if "prior" in args.taus.split(","):
-        from predictor_probe import cached_texts_and_free_labels
-
-        free = cached_texts_and_free_labels(space, truth.ids, args.free_cache)[1]
+        free = encoded(space, truth.ids, args.cache)[1][:, :2]  # parameters and MACs
     for tau, spread in ((t, float(w)) for t in args.taus.split(",") for w in args.spreads.split(",")):
         for name in args.policies.split(","):
             ratios, recalls = [], []
