@@ -55,6 +55,10 @@ QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 #: four digits resolve 1/9,000 of the normalised range, finer than the rank noise of any benchmark.
 NUMBER_FORMAT = NumberTokenizer(mantissa_digits=4, min_exponent=0, max_exponent=0, signed=False)
 
+#: The process's file-creation mask, read once (reading it means setting it), for the modes of saved files.
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+
 
 class ModelNotFoundError(NasrlmError, FileNotFoundError):
     """A model directory lacks a file it needs (config, weights, tokenizer); the message names it."""
@@ -544,29 +548,32 @@ class RLMPredictor:
     def save(self, path: str | Path) -> Path:
         """Write ``config.json``, ``model.safetensors`` and ``tokenizer.model`` into directory ``path``.
 
-        Never half-written: the files are written into a temporary directory beside ``path`` first,
-        which then becomes ``path`` (one rename) or, when ``path`` exists (a checkpoint written again),
-        whose files each replace their namesake, ``config.json`` last. Other files in ``path`` (a
-        pre-training's optimiser state) stay.
+        The files are written into a staging directory first, so no file is ever seen truncated. A new
+        ``path`` appears whole: the staging directory, made beside it, is renamed to it. An existing
+        one (a checkpoint written again) gets the staged files, made inside it (same file system),
+        each renamed over its namesake, ``config.json`` last, and files of the model's that it no
+        longer has removed after that; a crash between two renames can leave new weights beside the
+        old ``config.json``. Other files in ``path`` (a pre-training's optimiser state) stay.
         """
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+        exists = path.is_dir()
+        if not exists:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".staging-" if exists else f".{path.name}.",
+                                        dir=path if exists else path.parent))
         try:
             self._write_files(staging)
-            mask = os.umask(0)
-            os.umask(mask)
             for file in staging.iterdir():  # one mode for all (safetensors writes its file 0600)
-                file.chmod(0o666 & ~mask)
-            if not path.exists():
-                staging.chmod(0o777 & ~mask)
+                file.chmod(0o666 & ~_UMASK)
+            if not exists:
+                staging.chmod(0o777 & ~_UMASK)
                 os.replace(staging, path)
                 return path
-            stale = {PRIOR_FILE, TRANSFER_FILE} - {f.name for f in staging.iterdir()}
-            for name in stale:
-                (path / name).unlink(missing_ok=True)
+            written = {f.name for f in staging.iterdir()}
             for file in sorted(staging.iterdir(), key=lambda f: f.name == "config.json"):
                 os.replace(file, path / file.name)
+            for name in {PRIOR_FILE, TRANSFER_FILE} - written:  # config.json no longer names them
+                (path / name).unlink(missing_ok=True)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         return path

@@ -202,8 +202,12 @@ def test_a_save_is_never_half_written_and_keeps_other_files(corpus, tmp_path, mo
     assert {f.name: f.read_bytes() for f in path.iterdir()} == before  # the old checkpoint, untouched
     assert sorted(f.name for f in tmp_path.iterdir()) == ["model"]  # no half model, no staging left
     monkeypatch.undo()
+    (path / "prior.safetensors").write_bytes(b"an earlier fit's prior, which this model has not")
     predictor.save(path)
     assert (path / "optimizer.safetensors").read_bytes() == b"a pre-training's own file"
+    assert not (path / "prior.safetensors").exists()  # removed once config.json no longer names it
+    assert sorted(f.name for f in path.iterdir()) == ["config.json", "model.safetensors",
+                                                      "optimizer.safetensors", "tokenizer.model"]
     RLMPredictor.load(path)
 
 
