@@ -31,10 +31,11 @@ LOG_SPAN = 100.0
 #: Evaluated points worse than this many interquartile ranges beyond the quartiles (Tukey's fence) do
 #: not stretch an axis: one chance-level network at 10 % accuracy would squash every front to a line.
 FENCE_IQR = 1.5
-#: A point this many interquartile ranges beyond the quartiles on an axis' worse side (Tukey's "far
-#: out") sets neither the scale nor the range of any axis, even on a front: NB201's cells that compute
-#: nothing reach chance accuracy in microseconds, and would stretch a latency axis by three decades.
-FAR_IQR = 3.0
+#: A point this many interquartile ranges beyond the quartiles on an axis' worse side (in logs where
+#: the axis is positive, so a latency's long tail is not "far") sets neither the scale nor the range of
+#: any axis, even on a front: NB201's cells that compute nothing reach chance accuracy in microseconds,
+#: and would stretch a latency axis by three decades. Wide, so that a real trade-off stays in view.
+FAR_IQR = 10.0
 
 _FOUND = "tab:orange"
 _PREDICTED = "tab:blue"
@@ -75,7 +76,7 @@ class ParetoPlotData:
     background: np.ndarray | None
     log_scale: tuple[bool, ...]  # per axis
     title: str
-    #: per axis, the shown (low, high) when far-off dominated points are left out, else None
+    #: per axis, the shown (low, high) when far-off points are left out (see FENCE_IQR, FAR_IQR), else None
     limits: tuple[tuple[float, float] | None, ...] = ()
     #: (label, front) of other searches drawn for comparison, each front (k, m) non-dominated
     baseline_fronts: tuple[tuple[str, np.ndarray], ...] = ()
@@ -203,12 +204,15 @@ def pareto_plot_data(axes: Sequence[Axis], evaluated: Any, *, evaluated_ids: Seq
 
 
 def _fence(column: np.ndarray, maximize: bool, iqr: float) -> float | None:
-    """Tukey's fence ``iqr`` ranges out on the worse side of an axis' finite values (``None``: < 4)."""
+    """Tukey's fence ``iqr`` ranges out on the worse side of an axis' finite values (``None``: < 4),
+    measured in logs where every value is positive."""
     finite = column[np.isfinite(column)]
     if finite.size < 4:
         return None
-    q1, q3 = np.percentile(finite, [25, 75])
-    return float(q1 - iqr * (q3 - q1) if maximize else q3 + iqr * (q3 - q1))
+    log = bool(finite.min() > 0)
+    q1, q3 = np.percentile(np.log10(finite) if log else finite, [25, 75])
+    fence = float(q1 - iqr * (q3 - q1) if maximize else q3 + iqr * (q3 - q1))
+    return 10**fence if log else fence
 
 
 def _within(points: np.ndarray, fences: Sequence[float | None], maximize: Sequence[bool]) -> np.ndarray:

@@ -241,6 +241,20 @@ def test_a_far_dominated_outlier_does_not_stretch_the_axes() -> None:
     assert any("1 off the axes" in t.get_text() for t in figure.legends[0].get_texts())
 
 
+def test_a_long_tail_of_latencies_and_a_close_trade_off_stay_in_view() -> None:
+    rng = np.random.default_rng(3)
+    lat = np.exp(rng.normal(1.0, 1.0, 300))  # log-normal: the slow end is a tail, not an outlier
+    acc = 93.5 - 6 / (1 + lat) + rng.normal(0, 0.3, 300)
+    data = pareto_plot_data([ACC, PIXEL3], np.column_stack([acc, lat]))
+    front = data.evaluated[data.on_front]
+    assert data.beyond_limits(front, (0, 1)) == 0  # the slowest, most accurate network included
+    # a search clustered at the top still shows its few cheaper trade-offs
+    clustered = np.vstack([np.column_stack([rng.uniform(93, 94, 40), rng.uniform(8, 12, 40)]),
+                           [[90.0, 2.0], [91.0, 3.0]]])
+    close = pareto_plot_data([ACC, PIXEL3], clustered)
+    assert close.beyond_limits(clustered[-2:], (0, 1)) == 0
+
+
 def test_predictions_beyond_every_measurement_neither_set_the_scale_nor_the_range() -> None:
     rng = np.random.default_rng(1)
     values = np.column_stack([rng.uniform(85, 94, 30), rng.uniform(1, 5, 30)])
