@@ -1161,7 +1161,7 @@ class Search(Command):
         job = search_job(space, names, budget=args.budget, out_dir=out, sampler=args.sampler, seed=args.seed,
                          storage=storage, study_name=args.study_name, data_dir=data_dir, db=args.db,
                          compare=compare, sampler_options=options, workers=args.workers, threads=args.threads,
-                         progress=not args.quiet, command=" ".join(["nasrlm", *sys.argv[1:]]),
+                         progress=not args.quiet, command=_shown_command(sys.argv[1:]),
                          training=training)
         for line in summary(job):
             print(line)
@@ -1301,6 +1301,27 @@ def _check_sampler(name: str, space: search_spaces.SearchSpace, seed: int, optio
         raise CliError(f"--rlm-option: {error}") from None
 
 
+def _shown_command(argv: Sequence[str]) -> str:
+    """The command line as a report shows it: a ``--storage`` URL's password hidden."""
+    shown = ["nasrlm", *argv]
+    for k, arg in enumerate(shown):
+        if arg.startswith("--storage="):
+            shown[k] = "--storage=" + _without_password(arg.partition("=")[2])
+        elif k and shown[k - 1] == "--storage":
+            shown[k] = _without_password(arg)
+    return " ".join(shown)
+
+
+def _without_password(url: str) -> str:
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return url
+
+
 def _check_storage(url: str, workers: int) -> str:
     """``--storage``: a database URL that SQLAlchemy parses, of a database it knows, whose driver is
     installed; an SQLite file must be an SQLite database in a directory that exists. Refused before
@@ -1329,7 +1350,7 @@ def _check_storage(url: str, workers: int) -> str:
     try:
         dialect.import_dbapi()
     except ImportError as error:
-        hint = ' (pip install "nasrlm[postgres]")' if parsed.get_backend_name() == "postgresql" else ""
+        hint = ' (pip install "nasrlm[postgres]")' if parsed.drivername == "postgresql+psycopg" else ""
         raise CliError(f"--storage {shown}: the {parsed.drivername} driver is not installed "
                        f"({error}){hint}") from None
     if parsed.get_backend_name() != "sqlite":
@@ -1404,7 +1425,7 @@ class Demo(Command):
         torch_threads(args.threads)
         job = search_job(space, names, budget=args.budget, out_dir=args.out, sampler="rlm", seed=args.seed,
                          data_dir=data_dir, compare=["random"], progress=not args.quiet,
-                         command=" ".join(["nasrlm", *sys.argv[1:]]))
+                         command=_shown_command(sys.argv[1:]))
         for line in summary(job):
             print(line)
         seconds = time.perf_counter() - start

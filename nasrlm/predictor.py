@@ -84,6 +84,8 @@ def _read_model_config(path: Path) -> dict:
         raise ModelFileError(f"{path} is not a nasrlm model config (format={meta.get('format')!r})")
     shapes = {"model": dict, "objectives": list, "normalizers": dict, "decode_order": list}
     wrong = [key for key, kind in shapes.items() if not isinstance(meta.get(key), kind)]
+    if not isinstance(meta.get("spaces", []), list):
+        wrong.append("spaces")
     if wrong:
         raise ModelFileError(f"{path}: missing or malformed {', '.join(wrong)}")
     keys = {"format", "nasrlm_version", "prior", "spaces", *shapes}

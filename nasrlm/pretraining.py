@@ -284,7 +284,9 @@ def pretrain(predictor: RLMPredictor, tasks: Sequence[Task], config: PretrainCon
     warms up, then follows a cosine over whichever budget (time or steps) runs out first.
     """
     state = state or PretrainState.start(tasks, config)
-    predictor.spaces = tuple(sorted({*predictor.spaces, *(t.space for t in tasks)}))
+    # the spaces it learns objectives of (not those whose free labels only it reads): predict refuses others
+    labelled = {t.space for t in tasks if len(t.objectives) > len(ALL_FREE_OBJECTIVES)}
+    predictor.spaces = tuple(sorted({*predictor.spaces, *labelled}))
     model = predictor.model.to(device)
     free = len(FREE_OBJECTIVES)
     encoded = [predictor.encode_texts(t.texts) for t in tasks]

@@ -86,6 +86,8 @@ def test_pretrain_lowers_the_loss_checkpoints_and_resumes(tasks, tmp_path) -> No
     config = PretrainConfig(minutes=10, max_steps=12, batch_size=8, warmup_steps=2, progress=False)
     state = pretrain(predictor, rows, config, output=tmp_path)
     assert state.step == 12 and state.finished and (tmp_path / OPTIMIZER_FILE).is_file()
+    # the spaces whose objectives it learnt, not nds_vanilla, whose free labels only it read
+    assert RLMPredictor.load(tmp_path).spaces == ("nb201",)
     saved = PretrainState.load(tmp_path)
     assert saved.step == 12 and json.loads((tmp_path / PRETRAINING_FILE).read_text())["rows"]["nb201"] == 30
     # resuming continues the step count with the saved weights and optimiser state
