@@ -180,7 +180,10 @@ class OnnxTokenizer:
     @classmethod
     def _train_to_target(cls, texts: list[str], *, seed: int, **options: Any) -> OnnxTokenizer:
         """``train`` with the vocabulary grown until the median text fits :data:`TARGET_TOKENS`."""
+        chars = len(set().union(*(set(_escape(t)) for t in texts)))
         size = DEFAULT_VOCAB_SIZE
+        while size < 3 + 256 + chars:  # every character seen needs a piece (see train)
+            size *= 2
         probe = texts[:: max(1, len(texts) // 200)]  # about 200 texts say where the median lies
         while True:
             tokenizer = cls.train(texts, size, seed=seed, **options)

@@ -215,6 +215,14 @@ def test_default_vocabulary_grows_until_long_texts_fit_the_target():
     assert OnnxTokenizer.train(texts).to_bytes() == grown.to_bytes()  # still deterministic
 
 
+def test_default_vocabulary_starts_large_enough_for_every_character_seen():
+    rare = [" ".join(chr(0x4E00 + j) for j in range(k, k + 400)) for k in (0, 400)]  # 800 characters
+    texts = [f"t{k} = Conv <kernel_shape = [3,3]> (x, w{k})\n{chars}" for k, chars in enumerate(rare)]
+    tok = OnnxTokenizer.train(texts)
+    assert tok.decode(tok.encode(texts[1])) == texts[1]
+    assert tok.vocab_size >= 3 + 256 + 800
+
+
 def test_small_corpus_gives_smaller_vocab():
     tok = OnnxTokenizer.train(["ab ab ab"], vocab_size=5000)
     assert 259 < tok.vocab_size < 5000
