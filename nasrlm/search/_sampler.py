@@ -27,7 +27,7 @@ import numpy as np
 from optuna.distributions import BaseDistribution
 from optuna.samplers import BaseSampler, RandomSampler
 from optuna.study import Study, StudyDirection
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import FixedTrial, FrozenTrial, TrialState
 
 from nasrlm.data import Objective
 from nasrlm.feature_prior import PRIOR_KINDS
@@ -53,6 +53,10 @@ MIN_CHECKED_PROPOSALS = 5
 PREDICTED_ATTR = "nasrlm:predicted"
 #: Trial user attribute with the same prediction by objective name, for people watching the study.
 PREDICTED_USER_ATTR = "predicted"
+
+#: Random architectures whose parameters (``space.params_of``) tell a conditional space's full search
+#: space: a stage's deepest blocks among them, not only among the trials run.
+DISTRIBUTION_DRAWS = 64
 
 #: ``RLMSampler(spread=)`` choices.
 SPREADS = ("auto", "prior", "trees", "model")
@@ -193,6 +197,7 @@ class RLMSampler(BaseSampler):
         self._handed_out: dict[str, set[str]] = {}  # per study: proposals whose trials may not be stored yet
         self._pool_params: list[dict[str, Any]] = []  # candidate parameters drawn once
         self._space_draws = True  # until the space turns out to have no params_of
+        self._distributions: dict[str, BaseDistribution] | None = None  # see _space_distributions
         #: the residual weights the latest proposals were scored with (``None``: unweighted)
         self.last_residual_weights: dict[str, float] | None = None
         #: called after each refit with (completed trials used, seconds); the CLI's progress hook
@@ -207,13 +212,35 @@ class RLMSampler(BaseSampler):
         self._independent.reseed_rng()
 
     def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
-        """Every parameter any completed trial used (a union, so conditional spaces keep theirs)."""
+        """Every parameter any completed trial used (a union, so conditional spaces keep theirs), and
+        every one the space suggests for its own random architectures: a candidate that deepens a stage
+        no trial has reached is then proposed whole, not completed at random by Optuna."""
         space: dict[str, BaseDistribution] = {}
         for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
             for name, distribution in t.distributions.items():
                 if not distribution.single():
                     space.setdefault(name, distribution)
+        if space:  # after the first trial, so that a study of another space fails as before
+            for name, distribution in self._space_distributions().items():
+                space.setdefault(name, distribution)
         return space
+
+    def _space_distributions(self) -> dict[str, BaseDistribution]:
+        """What ``space.suggest`` asks for over :data:`DISTRIBUTION_DRAWS` random architectures (empty
+        for a space without ``params_of``), recorded once."""
+        if self._distributions is None:
+            self._distributions = {}
+            rng = np.random.default_rng(self._seed)
+            try:
+                for _ in range(DISTRIBUTION_DRAWS):
+                    recorder = FixedTrial(self.space.params_of(self.space.sample(rng)))
+                    self.space.suggest(recorder)
+                    for name, distribution in recorder.distributions.items():
+                        if not distribution.single():
+                            self._distributions.setdefault(name, distribution)
+            except NotImplementedError:  # no params_of: the trials' parameters are all there is
+                pass
+        return self._distributions
 
     def sample_relative(self, study: Study, trial: FrozenTrial,
                         search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
@@ -337,9 +364,10 @@ class RLMSampler(BaseSampler):
         out: dict[str, dict[str, Any]] = {}
         for params in candidate_params(search_space, self.candidate_settings, pool=self._pool_params,
                                        front=front, rng=self._rng, draw=partial(self._draw, search_space)):
+            params = {k: v for k, v in params.items() if k in search_space}  # exactly what is proposed
             try:
                 arch_id = self.arch_id_of(params)
-            except SpaceMismatchError:  # needs a parameter no trial has suggested: nothing to draw it from
+            except SpaceMismatchError:  # needs a parameter the search space lacks: it could not be proposed
                 continue
             if arch_id not in taken:
                 out.setdefault(arch_id, params)
@@ -347,8 +375,8 @@ class RLMSampler(BaseSampler):
 
     def _draw(self, search_space: dict[str, BaseDistribution], rng: np.random.Generator) -> dict[str, Any]:
         """One random candidate: the parameters of an architecture the space samples itself where it maps
-        architectures back to parameters (a table subset's rows, then, uniformly), over a uniform draw
-        of every parameter (so a mutant that deepens a stage still finds its blocks' parameters)."""
+        architectures back to parameters (a table subset's rows, then, uniformly), else a uniform draw
+        of every parameter."""
         params = draw_params(search_space, rng)
         if self._space_draws:
             try:

@@ -237,11 +237,25 @@ class _ConditionalCells(NasBench201):
         return {"edges": edges, **{f"edge_{i}_{j}": op for (i, j), op in used}}
 
 
+class _CountingRandom(optuna.samplers.RandomSampler):
+    """Records which parameters it drew for trials after the start-up: none, when every proposal is whole."""
+
+    def __init__(self) -> None:
+        super().__init__(seed=0)
+        self.late: list[str] = []
+
+    def sample_independent(self, study, trial, param_name, param_distribution):
+        if trial.number >= 4:
+            self.late.append(param_name)
+        return super().sample_independent(study, trial, param_name, param_distribution)
+
+
 def test_a_conditional_space_whose_trials_never_used_some_parameters_is_searched() -> None:
     space = _ConditionalCells()
+    independent = _CountingRandom()
     sampler = RLMSampler(space, n_startup_trials=4, proposals_per_fit=3, num_candidates=40,
                          fresh_candidates=10, num_samples=4, pretrain_archs=0, fit_steps=3, model=TINY,
-                         seed=0)
+                         seed=0, independent_sampler=independent)
     study = make_study(sampler)
     for edges in (1, 2, 1, 2):  # start-up trials that never reach edges 3-6: nothing to draw them from
         study.enqueue_trial({"edges": edges})
@@ -253,8 +267,10 @@ def test_a_conditional_space_whose_trials_never_used_some_parameters_is_searched
 
     study.optimize(objective, n_trials=10)
     assert len(study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))) == 10
-    # mutants that deepen a cell draw the edges their parent did not use, once some trial has used them
-    assert max(t.params["edges"] for t in study.trials) > 2
+    # the model proposed deeper cells than any start-up trial, every parameter of them its own: what it
+    # scored is what was evaluated (no edge completed at random by Optuna)
+    assert max(t.params["edges"] for t in study.trials[4:]) > 2
+    assert independent.late == []
 
 
 def test_an_objective_that_ignores_the_space_gets_a_clear_error() -> None:
