@@ -421,6 +421,17 @@ def test_a_resumed_study_never_evaluates_an_architecture_twice(tmp_path) -> None
                    optuna.samplers.RandomSampler(seed=0), budget=4, progress=False)
 
 
+@pytest.mark.parametrize("make", [lambda: optuna.samplers.TPESampler(seed=0, n_startup_trials=3),
+                                  lambda: tiny_sampler(seed=0)], ids=["tpe", "rlm"])
+def test_a_study_extended_twice_with_a_model_sampler_never_repeats_an_architecture(tmp_path, make) -> None:
+    ids = [SPACE.arch_id(a) for a in SPACE.enumerate()]
+    evaluator = ArchEvaluator(SPACE, toy_table(ids).objectives, toy_table(ids))
+    storage = f"sqlite:///{tmp_path / 's.db'}"
+    for budget in (5, 9, 12):  # each run a fresh sampler of the same seed, as a rerun of the command is
+        result = run_search(SPACE, evaluator, make(), budget=budget, storage=storage, progress=False)
+    assert len(result.arch_ids) == 12 and len(set(result.arch_ids)) == 12
+
+
 @pytest.mark.parametrize("beat_once", [True, False], ids=["mid-evaluation", "before-its-first-beat"])
 def test_a_killed_workers_trial_is_failed_and_its_architecture_run_again(tmp_path, beat_once) -> None:
     import time
