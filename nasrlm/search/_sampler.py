@@ -39,7 +39,7 @@ from nasrlm.search._candidates import CandidateSettings, candidate_params, draw_
 from nasrlm.search._liveness import beating
 from nasrlm.search._surrogate import FitSettings, RLMSurrogate
 from nasrlm.transfer import AccuracyTransfer
-from search_spaces import SearchSpace
+from search_spaces import SearchSpace, SubsetSpace
 
 __all__ = ["DEFAULT_MODEL", "MIN_CHECKED_PROPOSALS", "PREDICTED_ATTR", "PREDICTED_USER_ATTR", "RLMSampler",
            "SpaceMismatchError"]
@@ -374,11 +374,11 @@ class RLMSampler(BaseSampler):
         return out
 
     def _draw(self, search_space: dict[str, BaseDistribution], rng: np.random.Generator) -> dict[str, Any]:
-        """One random candidate: the parameters of an architecture the space samples itself where it maps
-        architectures back to parameters (a table subset's rows, then, uniformly), else a uniform draw
-        of every parameter."""
+        """One random candidate: a uniform draw of every parameter, or on a table subset the parameters of
+        one of its rows, drawn uniformly (random parameters would crowd where they snap). Only there:
+        on NB201 the subset's way searched worse (experiments/README.md, "Pareto search")."""
         params = draw_params(search_space, rng)
-        if self._space_draws:
+        if self._space_draws and isinstance(self.space, SubsetSpace):
             try:
                 return {**params, **self.space.params_of(self.space.sample(rng))}
             except NotImplementedError:
