@@ -142,7 +142,7 @@ def search_job(space: SearchSpace, objectives: Sequence[str], *, budget: int, ou
             for k, helper in enumerate(helpers, start=1):
                 helper.join(k, log)
         if trainer is not None:
-            log(f"trained {len(trainer.finished) + trainer.stopped} networks here, {trainer.stopped} of them "
+            log(f"trained {len(trainer.curves)} networks here, {trainer.stopped} of them "
                 f"stopped early by the median rule; the best in {out / 'best_network'}")
         baselines = []
         for name in compare:

@@ -60,9 +60,8 @@ class NetworkTrainer:
         self.keep = Path(keep) if keep is not None else None
         self._data: dict[tuple[int, ...], ImageData] = {}  # per input shape (a searched resolution)
         self.data = self.data_for(tuple(space.input_shape[1:]))
-        self.finished: list[list[float]] = []  # accuracy per epoch of every network that ran to the end
-        self.curves: list[list[float]] = []  # ... and of every network, stopped ones included
-        self.stopped = 0
+        self.curves: list[list[float]] = []  # accuracy per epoch of every network, stopped ones included
+        self.stopped = 0  # how many of them stopped early
         self.best = -np.inf
 
     def data_for(self, shape: tuple[int, ...]) -> ImageData:
@@ -91,10 +90,7 @@ class NetworkTrainer:
         data = self.data_for(tuple(self.space.input_shape_of(arch)[1:]))
         result = fit_network(module, data, self.training.schedule, device=self.training.device,
                              progress=False, on_epoch=self._stop)
-        if result.stopped_early:
-            self.stopped += 1
-        else:
-            self.finished.append(result.test_accuracy)
+        self.stopped += int(result.stopped_early)
         self.curves.append(result.test_accuracy)
         value = result.test_accuracy[-1]
         if self.keep is not None and value > self.best:
@@ -104,7 +100,8 @@ class NetworkTrainer:
 
     def _stop(self, epoch: int, accuracy: float) -> bool:
         """The median rule: below the median accuracy of every earlier network after the same epoch."""
-        if (len(self.finished) < self.training.startup or epoch < self.training.warmup_epochs
+        finished = len(self.curves) - self.stopped
+        if (finished < self.training.startup or epoch < self.training.warmup_epochs
                 or epoch + 1 >= self.training.schedule.epochs):
             return False
         return accuracy < float(np.median([curve[epoch] for curve in self.curves if len(curve) > epoch]))

@@ -19,8 +19,8 @@ QUICK = Training(recipe=FitRecipe(epochs=1, batch_size=128))
 def test_the_median_rule_stops_networks_below_the_earlier_ones_after_the_same_epoch() -> None:
     trainer = NetworkTrainer(SPACE, Training(recipe=FitRecipe(epochs=4), startup=2, warmup_epochs=1))
     assert not trainer._stop(1, 0.0)  # no finished network to compare with yet
-    trainer.finished = [[50.0, 80.0, 90.0, 95.0], [30.0, 60.0, 85.0, 90.0]]
-    trainer.curves = [*trainer.finished, [20.0, 30.0]]  # a stopped network counts where it ran
+    trainer.curves = [[50.0, 80.0, 90.0, 95.0], [30.0, 60.0, 85.0, 90.0], [20.0, 30.0]]
+    trainer.stopped = 1  # the last: it counts where it ran, and not among the finished
     assert not trainer._stop(0, 0.0)  # the warm-up epoch: never a stop
     assert trainer._stop(1, 59.0) and not trainer._stop(1, 61.0)  # median of 80, 60, 30 after epoch 2
     assert trainer._stop(2, 87.0) and not trainer._stop(2, 88.0)  # of 90 and 85: the stopped one ended
