@@ -101,6 +101,15 @@ def _unescape(text: str) -> str:
     return _UNESCAPE.sub(lambda m: _UNESCAPED.get(m.group(1), m.group(0)), text)
 
 
+def _distinct_characters(escaped: Iterable[str]) -> int:
+    return len(set().union(*map(set, escaped)))
+
+
+def _least_vocab_size(chars: int) -> int:
+    """Pieces a vocabulary needs at least: the specials, the 256 bytes, one per character seen."""
+    return 3 + 256 + chars
+
+
 def _check_utf8(texts: Iterable[str]) -> None:
     """Raise ``UnicodeEncodeError`` (not sentencepiece's opaque ``RuntimeError``) for e.g. lone surrogates."""
     for text in texts:
@@ -164,8 +173,8 @@ class OnnxTokenizer:
             if key in _FIXED_OPTIONS or key in _RESERVED:
                 raise ValueError(f"trainer option {key!r} is fixed by OnnxTokenizer and cannot be set")
         longest = max(len(t.encode("utf-8")) for t in texts)
-        chars = len(set().union(*map(set, texts)))
-        smallest = 3 + 256 + chars  # specials, bytes, one piece per character seen
+        chars = _distinct_characters(texts)
+        smallest = _least_vocab_size(chars)
         if vocab_size < smallest:
             raise ValueError(f"vocab_size {vocab_size} is too small: the texts have {chars} distinct "
                              f"characters, which with the 3 special and 256 byte pieces need {smallest}")
@@ -180,9 +189,9 @@ class OnnxTokenizer:
     @classmethod
     def _train_to_target(cls, texts: list[str], *, seed: int, **options: Any) -> OnnxTokenizer:
         """``train`` with the vocabulary grown until the median text fits :data:`TARGET_TOKENS`."""
-        chars = len(set().union(*(set(_escape(t)) for t in texts)))
+        least = _least_vocab_size(_distinct_characters(_escape(t) for t in texts))
         size = DEFAULT_VOCAB_SIZE
-        while size < 3 + 256 + chars:  # every character seen needs a piece (see train)
+        while size < least:  # train refuses fewer pieces than characters seen
             size *= 2
         probe = texts[:: max(1, len(texts) // 200)]  # about 200 texts say where the median lies
         while True:
