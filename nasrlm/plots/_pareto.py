@@ -180,18 +180,19 @@ def pareto_plot_data(axes: Sequence[Axis], evaluated: Any, *, evaluated_ids: Seq
     # a point far out on the worse side of an axis (a chance-level network, however fast) sets neither
     # the scale nor the range of any axis, even on a front (FAR_IQR)
     fences = [_fence(values[:, k], maximize[k], FAR_IQR) for k in range(len(axes))]
-
-    def tame(points: np.ndarray) -> np.ndarray:
-        return points[_within(points, fences, maximize)]
-
-    on_front = pareto_mask(values, maximize)
+    fronts = [front for _, front in others]
+    if true is not None:
+        fronts.append(true)
     kept = _within(values, fences, maximize)
+    fronts_kept = [_within(f, fences, maximize) for f in fronts]
+    bg_kept = None if bg is None else _within(bg, fences, maximize)
+    on_front = pareto_mask(values, maximize)
+    must_show = [values[on_front & kept], *(f[m] for f, m in zip(fronts, fronts_kept, strict=True))]
     # what was measured sets the scale; predictions far beyond it are said to be off the axes
-    parts = [tame(p) for p in (values, true, bg, *(front for _, front in others)) if p is not None]
+    parts = [values[kept], *must_show[1:], *([] if bg is None else [bg[bg_kept]])]
     log_scale = tuple(_wants_log([p[:, i] for p in parts]) for i in range(len(axes)))
-    must_show = [tame(p) for p in (values[on_front], true, *(front for _, front in others)) if p is not None]
-    wild = [p[~_within(p, fences, maximize)] for p in (values, true, bg, *(f for _, f in others))
-            if p is not None]
+    wild = [values[~kept], *(f[~m] for f, m in zip(fronts, fronts_kept, strict=True)),
+            *([] if bg is None else [bg[~bg_kept]])]
     limits = tuple(_limits(values[kept, i], [p[:, i] for p in must_show],
                            None if pred is None else pred[:, i], axes[i].maximize, log_scale[i],
                            dropped=np.concatenate([p[:, i] for p in wild]))
