@@ -26,7 +26,12 @@ JSON = st.recursive(LEAF, lambda inner: st.lists(inner, max_size=4)
 
 
 def _outcome(capsys, argv: list[str]) -> int:
-    code = main(argv)
+    try:
+        code = main(argv)
+    except SystemExit as usage:  # argparse's own refusal (an id that starts with '-' reads as an option)
+        err = capsys.readouterr().err
+        assert usage.code == 2 and ": error: " in err.splitlines()[-1] and "Traceback" not in err, err
+        return 2
     err = capsys.readouterr().err
     assert code in (0, 2), err
     if code == 2:  # one line naming what is wrong, no traceback
