@@ -1,11 +1,10 @@
-"""Batched, constrained sampling of numbers from a :class:`~nasrlm.model.RegressionLM`.
+"""Batched sampling of numbers from a :class:`~nasrlm.model.RegressionLM`.
 
 Each input is encoded once and all its ``num_samples`` decoder rows advance together, one digit per
 step, through :class:`_IncrementalDecoder`: the model's own T5 decoder weights, run with preallocated
 key/value caches and with the samples of one input sharing its cross-attention keys and values.
-Objective tags are fed, never sampled; digits are drawn from the positionally masked distribution,
-so every row decodes to valid numbers, and positions with a single valid token (the sign and
-exponent of the predictor's unsigned one-decade format) are filled in without a decoder step.
+Objective tags are fed, never sampled; digits are drawn from the head's distribution over the ten
+digit tokens, and any digits make a valid number.
 """
 
 from __future__ import annotations
@@ -36,9 +35,9 @@ def sample_digits(model: RegressionLM, input_ids: torch.Tensor, attention_mask: 
                   objectives: tuple[str, ...], num_samples: int, *, temperature: float = 1.0,
                   generator: torch.Generator | None = None,
                   given: tuple[tuple[str, ...], torch.Tensor] | None = None) -> torch.Tensor:
-    """Number-token ids, shape (batch, num_samples, len(objectives), digits per number).
+    """Digit ids, shape (batch, num_samples, len(objectives), digits per number).
 
-    ``given = (names, tokens)`` decodes conditioned on known values: their tags and number tokens
+    ``given = (names, tokens)`` decodes conditioned on known values: their tags and digit ids
     (batch, len(names), digits) are fed first, as in training, and ``objectives`` are sampled after
     them — e.g. accuracy given the parameter count, which is free for every architecture.
     """
@@ -54,8 +53,7 @@ def sample_digits(model: RegressionLM, input_ids: torch.Tensor, attention_mask: 
             raise ValueError(f"given tokens have shape {tuple(tokens.shape)}, expected "
                              f"{(batch, len(names), length)}")
         tags = torch.tensor([vocab.tags[n] for n in names], dtype=torch.long, device=device)
-        tokens = tokens.to(device)
-        fed = vocab.number_ids(tokens[..., list(vocab.free_positions)])
+        fed = vocab.number_ids(tokens.to(device))
         prefix = torch.cat([tags.expand(batch, -1)[..., None], fed], dim=-1)
         pending = torch.cat([pending, prefix.reshape(batch, -1)], dim=1)
     total = pending.shape[1] + len(objectives) * vocab.span - 1  # the last digit is never fed
@@ -65,14 +63,12 @@ def sample_digits(model: RegressionLM, input_ids: torch.Tensor, attention_mask: 
     for k, name in enumerate(objectives):
         tag = torch.full((len(pending), 1), vocab.tags[name], dtype=torch.long, device=device)
         pending = torch.cat([pending, tag], dim=1)
-        for j, token in vocab.forced.items():
-            digits[:, k, j] = token
-        for j in vocab.free_positions:
+        for j in range(length):
             if len(pending) == batch:  # before the first sampled digit, every sample's prefix is the same
                 hidden = decoder.feed(pending, shared=True).repeat_interleave(num_samples, dim=0)
             else:
                 hidden = decoder.feed(pending)
-            logits = model.digit_logits(hidden, j)
+            logits = model.head(hidden)
             if temperature == 0:
                 token = logits.argmax(dim=-1)
             else:

@@ -2,17 +2,17 @@
 
 Input: the canonical ONNX text of one architecture, tokenized by :class:`~nasrlm.tokenizers.OnnxTokenizer`.
 Output: for each objective in a fixed order, an objective tag followed by one number in the fixed-length
-digit format of :class:`~nasrlm.tokenizers.NumberTokenizer`::
+digit format of :class:`~nasrlm.tokenizers.DigitTokenizer` (a normalised label in [1, 10), 8.712 here)::
 
-    <start> <obj:acc> + E0 8 7 1 2  <obj:pixel3> + E0 3 1 4 1  ...
+    <start> <obj:acc> 8 7 1 2  <obj:pixel3> 3 1 4 1  ...
 
 Tags are given (teacher-forced at training and at inference), digits are predicted, each conditioned
-on everything before it — so latency is predicted knowing the predicted accuracy. Only digit tokens
-can be sampled at digit positions (a positional mask), so every decoded sequence is a valid number.
+on everything before it — so latency is predicted knowing the predicted accuracy. The head scores
+digit tokens only, and any digits make a valid number, so every decoded sequence is one.
 
 One vocabulary serves both sides: the text pieces first, then the decoder block ``<start>``,
 ``<missing>`` (stands in for an unknown label so later objectives still train), one tag per objective,
-and the number tokens. The model is randomly initialised from a ``transformers.T5Config``; nothing is
+and the ten digit tokens. The model is randomly initialised from a ``transformers.T5Config``; nothing is
 downloaded.
 """
 
@@ -20,13 +20,12 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-import numpy as np
 import torch
 from torch import nn
 from transformers import T5Config, T5Model
 
 from nasrlm.presets import SIZES, size_options  # noqa: F401 - re-exported beside the config
-from nasrlm.tokenizers import NumberTokenizer
+from nasrlm.tokenizers import DigitTokenizer
 
 #: The most parameters an :class:`RLMConfig` may ask for (4 GiB of float32 weights): a config file
 #: with absurd sizes is refused before torch allocates them.
@@ -40,7 +39,7 @@ class RLMConfig:
     text_vocab_size: int  # pieces of the ONNX tokenizer; text ids live in [0, text_vocab_size)
     text_pad_id: int  # padding id of the ONNX tokenizer
     objectives: tuple[str, ...]  # every objective the decoder has a tag for (decode order is per call)
-    number: dict = field(default_factory=lambda: NumberTokenizer().to_dict())  # digit format
+    number: dict = field(default_factory=lambda: DigitTokenizer().to_dict())  # digit format
     d_model: int = 128  # width of every layer
     num_heads: int = 4  # attention heads (d_model / num_heads = 32 per head)
     d_ff: int = 512  # hidden size of the gated feed-forward blocks
@@ -82,27 +81,21 @@ class DecoderVocab:
     """Ids of the decoder block inside the shared vocabulary (see the module docstring)."""
 
     def __init__(self, config: RLMConfig) -> None:
-        self.numbers = NumberTokenizer.from_dict(config.number)
+        self.numbers = DigitTokenizer.from_dict(config.number)
         self.start = config.text_vocab_size
         self.missing = self.start + 1
         self.first_tag = self.start + 2
         self.tags = {name: self.first_tag + k for k, name in enumerate(config.objectives)}
         self.first_number = self.first_tag + len(config.objectives)
         self.size = self.first_number + self.numbers.vocab_size  # of the whole shared vocabulary
-        allowed = self.numbers.position_mask()
-        #: digit positions the model predicts; the others admit one token (an unsigned format's sign, a
-        #: single exponent), are filled in without the model and never enter its sequences
-        self.free_positions = tuple(int(j) for j in np.flatnonzero(allowed.sum(axis=1) > 1))
-        self.forced = {int(j): int(np.flatnonzero(allowed[j])[0])
-                       for j in range(self.numbers.length) if j not in self.free_positions}
-        self.span = 1 + len(self.free_positions)  # tag + predicted digits, per objective
+        self.span = 1 + self.numbers.length  # tag + digits, per objective
 
     def number_ids(self, number_tokens: torch.Tensor) -> torch.Tensor:
         return number_tokens + self.first_number
 
 
 class RegressionLM(nn.Module):
-    """T5 encoder–decoder plus a head over the number tokens only (never over text pieces)."""
+    """T5 encoder–decoder plus a head over the digit tokens only (never over text pieces)."""
 
     def __init__(self, config: RLMConfig) -> None:
         super().__init__()
@@ -125,10 +118,7 @@ class RegressionLM(nn.Module):
             tie_word_embeddings=False,
         )
         self.t5 = T5Model(t5)
-        self.head = nn.Linear(config.d_model, self.vocab.numbers.vocab_size, bias=False)
-        # positional constraint: allowed number tokens at each digit position
-        self.register_buffer("position_mask", torch.from_numpy(self.vocab.numbers.position_mask()),
-                             persistent=False)
+        self.head = nn.Linear(config.d_model, self.vocab.numbers.vocab_size, bias=False)  # digit logits
 
     # --- pieces used by training and inference -------------------------------------------------
     def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -137,20 +127,12 @@ class RegressionLM(nn.Module):
                              f"{self.config.max_input_tokens}")
         return self.t5.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
 
-    def digit_logits(self, hidden: torch.Tensor, digit_position: torch.Tensor | int) -> torch.Tensor:
-        """Logits over number tokens, with tokens invalid at ``digit_position`` set to -inf."""
-        logits = self.head(hidden)
-        allowed = self.position_mask[digit_position]
-        return logits.masked_fill(~allowed, float("-inf"))
-
     def decoder_inputs(self, objectives: tuple[str, ...], targets: torch.Tensor) -> torch.Tensor:
         """Teacher-forcing sequence ``<start> <tag> d d d … <tag> d d d …`` minus its last token.
 
-        ``targets`` holds number-token ids (batch, objectives, length), -1 where the label is missing;
-        only their free positions are fed.
+        ``targets`` holds digit ids (batch, objectives, length), -1 where the label is missing.
         """
         batch = targets.shape[0]
-        targets = targets[..., list(self.vocab.free_positions)]
         digits = torch.where(targets >= 0, self.vocab.number_ids(targets.clamp(min=0)),
                              torch.full_like(targets, self.vocab.missing))
         tags = torch.tensor([self.vocab.tags[o] for o in objectives], device=targets.device)
@@ -164,12 +146,10 @@ class RegressionLM(nn.Module):
         memory = self.encode(input_ids, attention_mask)
         decoded = self.t5.decoder(input_ids=self.decoder_inputs(objectives, targets),
                                   encoder_hidden_states=memory, encoder_attention_mask=attention_mask)
-        # (batch, K * span, d); within each objective's span, position 1 + j predicts free digit j
+        # (batch, K * span, d); within each objective's span, position 1 + j predicts digit j
         hidden = decoded.last_hidden_state
-        free = list(self.vocab.free_positions)
         hidden = hidden.reshape(targets.shape[0], len(objectives), self.vocab.span, -1)[:, :, 1:, :]
-        logits = self.digit_logits(hidden, torch.tensor(free, device=hidden.device))
-        targets = targets[..., free]
+        logits = self.head(hidden)
         known = targets >= 0
         return nn.functional.cross_entropy(logits[known], targets[known])
 

@@ -33,7 +33,7 @@ from nasrlm.model import RegressionLM, RLMConfig
 from nasrlm.normalize import Normalizer
 from nasrlm.presets import TRAIN_SIZE, size_options
 from nasrlm.prior import FreeLabelPrior, ScoresPrior, residual_weight
-from nasrlm.tokenizers import NumberTokenizer, OnnxTokenizer
+from nasrlm.tokenizers import OnnxTokenizer
 from nasrlm.training import TrainConfig, TrainReport, derived_sources, pad_batch, train
 from nasrlm.transfer import TRANSFER_FILE, TRANSFER_LABEL, AccuracyTransfer, TransferFileError
 from search_spaces import SearchSpace
@@ -50,10 +50,6 @@ UNVALIDATED_RESIDUAL_WEIGHT = 0.0
 PRIOR_FILE = "prior.safetensors"
 #: Quantiles reported with every prediction.
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
-#: The digit format the decoder writes: +d.ddd × 10^0, since labels are normalised into [1, 10). Sign
-#: and exponent are then forced (one allowed token each), so only the four digits cost decoding steps;
-#: four digits resolve 1/9,000 of the normalised range, finer than the rank noise of any benchmark.
-NUMBER_FORMAT = NumberTokenizer(mantissa_digits=4, min_exponent=0, max_exponent=0, signed=False)
 
 #: The process's file-creation mask, read once (reading it means setting it), for the modes of saved files.
 _UMASK = os.umask(0o022)
@@ -151,8 +147,7 @@ class RLMPredictor:
                **model_options) -> RLMPredictor:
         """A fresh, randomly initialised predictor with a tag for each of ``objectives``."""
         config = RLMConfig(text_vocab_size=tokenizer.vocab_size, text_pad_id=tokenizer.pad_id,
-                           objectives=tuple(o.name for o in objectives), number=NUMBER_FORMAT.to_dict(),
-                           **model_options)
+                           objectives=tuple(o.name for o in objectives), **model_options)
         return cls(tokenizer, RegressionLM(config), objectives)
 
     @classmethod

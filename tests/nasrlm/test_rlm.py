@@ -1,4 +1,4 @@
-"""The regression language model: masking, constrained decoding, determinism, checkpoints."""
+"""The regression language model: missing labels, decoding, determinism, checkpoints."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from nasrlm.data import Objective
 from nasrlm.inference import _IncrementalDecoder, sample_digits
 from nasrlm.model import RegressionLM, RLMConfig
 from nasrlm.normalize import HIGH, LOW, Normalizer
-from nasrlm.predictor import NUMBER_FORMAT, RLMPredictor
-from nasrlm.tokenizers import NumberTokenizer, OnnxTokenizer
+from nasrlm.predictor import RLMPredictor
+from nasrlm.tokenizers import DigitTokenizer, OnnxTokenizer
 from nasrlm.training import TrainConfig, pad_batch
 from search_spaces import NasBench201
 
@@ -33,15 +33,14 @@ def corpus() -> tuple[OnnxTokenizer, list[str], np.ndarray]:
     return OnnxTokenizer.train(texts), texts, values
 
 
-#: the predictor's format (sign and exponent forced, never fed) and a signed one where every position is free
-FORMATS = pytest.mark.parametrize(
-    "number", [NUMBER_FORMAT, NumberTokenizer(3, min_exponent=-1, max_exponent=1)], ids=["forced", "signed"])
+#: the product's format and a shorter one, so that no length of 4 is assumed anywhere
+FORMATS = pytest.mark.parametrize("number", [DigitTokenizer(), DigitTokenizer(2)], ids=["4digits", "2digits"])
 
 
-def tiny_model(vocab: int = 50, number: NumberTokenizer = NUMBER_FORMAT) -> RegressionLM:
+def tiny_model(vocab: int = 50, number: DigitTokenizer | None = None) -> RegressionLM:
     torch.manual_seed(0)
     return RegressionLM(RLMConfig(text_vocab_size=vocab, text_pad_id=0, objectives=("a", "b"),
-                                  number=number.to_dict(), **TINY))
+                                  number=(number or DigitTokenizer()).to_dict(), **TINY))
 
 
 def test_normalizer_is_monotone_and_invertible() -> None:
@@ -63,7 +62,7 @@ def test_missing_labels_do_not_contribute_to_the_loss() -> None:
     masked = targets.clone()
     masked[0, 1] = -1
     other = masked.clone()
-    other[1, 1] = torch.tensor(numbers.encode(9.0))  # a known value changes the loss ...
+    other[1, 1] = torch.tensor(numbers.encode_many([9.0])[0])  # a known value changes the loss ...
     with torch.no_grad():
         base = model(ids, mask, ("a", "b"), masked)
         assert model(ids, mask, ("a", "b"), other) != base
@@ -74,14 +73,13 @@ def test_missing_labels_do_not_contribute_to_the_loss() -> None:
 
 
 def teacher_forced_argmax(model: RegressionLM, ids, mask, objectives, targets) -> torch.Tensor:
-    """Greedy digit at each free position of ``targets`` (batch, objectives, length), full forward pass."""
-    free = list(model.vocab.free_positions)
+    """Greedy digit at each position of ``targets`` (batch, objectives, length), full forward pass."""
     with torch.no_grad():
         hidden = model.t5.decoder(input_ids=model.decoder_inputs(objectives, targets),
                                   encoder_hidden_states=model.encode(ids, mask),
                                   encoder_attention_mask=mask).last_hidden_state
         hidden = hidden.reshape(len(ids), len(objectives), model.vocab.span, -1)[:, :, 1:]
-        return model.digit_logits(hidden, torch.tensor(free)).argmax(-1)
+        return model.head(hidden).argmax(-1)
 
 
 @FORMATS
@@ -89,20 +87,24 @@ def test_sampling_only_yields_valid_numbers_and_matches_teacher_forcing(number) 
     model = tiny_model(number=number).eval()
     ids, mask = pad_batch([[3, 4, 5, 9], [6, 7]], pad_id=0)
     digits = sample_digits(model, ids, mask, ("a", "b"), 32, generator=torch.Generator().manual_seed(0))
-    allowed = torch.from_numpy(model.vocab.numbers.position_mask())
-    positions = torch.arange(digits.shape[-1]).expand_as(digits)
-    assert bool(allowed[positions, digits].all())
-    assert np.isfinite(model.vocab.numbers.decode_many(digits.numpy())).all()
+    assert digits.shape == (2, 32, 2, number.length)
+    assert bool(((digits >= 0) & (digits < 10)).all())
+    values = model.vocab.numbers.decode_many(digits.numpy())
+    assert ((values >= 0) & (values < 10)).all()
     greedy = sample_digits(model, ids, mask, ("a", "b"), 1, temperature=0)[:, 0]
-    free = list(model.vocab.free_positions)
-    assert torch.equal(teacher_forced_argmax(model, ids, mask, ("a", "b"), greedy), greedy[..., free]), \
+    assert torch.equal(teacher_forced_argmax(model, ids, mask, ("a", "b"), greedy), greedy), \
         "cached decoding must equal the full forward pass"
 
 
-def test_only_free_positions_are_fed() -> None:
-    vocab = tiny_model().vocab
-    assert vocab.free_positions == (2, 3, 4, 5) and vocab.span == 5  # sign and exponent are forced
-    assert tiny_model(number=NumberTokenizer(3)).vocab.span == 1 + 5
+def test_the_decoder_reads_each_objective_as_its_tag_and_its_digits() -> None:
+    model = tiny_model()
+    vocab, d = model.vocab, model.vocab.first_number
+    targets = torch.tensor([[[1, 2, 3, 4], [-1, -1, -1, -1]], [[9, 0, 0, 7], [5, 6, 7, 8]]])
+    seq = model.decoder_inputs(("b", "a"), targets).tolist()
+    assert seq[0] == [vocab.start, vocab.tags["b"], d + 1, d + 2, d + 3, d + 4, vocab.tags["a"],
+                      *[vocab.missing] * 3]  # the last digit is never fed
+    assert seq[1] == [vocab.start, vocab.tags["b"], d + 9, d, d, d + 7, vocab.tags["a"], d + 5, d + 6, d + 7]
+    assert vocab.size == d + 10 and vocab.span == 5 and tiny_model(number=DigitTokenizer(2)).vocab.span == 3
 
 
 @FORMATS
@@ -142,9 +144,8 @@ def test_decoding_given_known_values_matches_teacher_forcing(number) -> None:
     greedy = sample_digits(model, ids, mask, ("b",), 3, temperature=0, given=(("a",), known))
     assert greedy.shape == (2, 3, 1, known.shape[-1])
     targets = torch.cat([known, greedy[:, 0]], dim=1)  # "a" fed, "b" decoded after it
-    free = list(model.vocab.free_positions)
     argmax = teacher_forced_argmax(model, ids, mask, ("a", "b"), targets)
-    assert torch.equal(argmax[:, 1], greedy[:, 0, 0, free])
+    assert torch.equal(argmax[:, 1], greedy[:, 0, 0])
     unconditioned = sample_digits(model, ids, mask, ("b",), 1, temperature=0)
     assert unconditioned.shape == greedy[:, :1].shape
     with pytest.raises(ValueError, match="given tokens have shape"):
