@@ -133,6 +133,8 @@ def thompson(per_fit: int, candidates: int | None) -> Policy:
         n = len(s.values)
         pool = np.setdiff1d(np.arange(n) if candidates is None else rng.choice(n, candidates, replace=False),
                             seen)
+        if hasattr(s, "update"):  # the prior surrogate refits on the evaluated cells, as greedy_ehvi's does
+            s.update(seen, pool)
         observed = s.values[seen]
         reference = np.median(observed, axis=0)
         chosen: list[int] = []
