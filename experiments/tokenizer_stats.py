@@ -1,6 +1,6 @@
 """Tokens per NAS-Bench-201 architecture for sentencepiece configurations of the ONNX tokenizer.
 
-Trains :class:`~nasrlm.tokenizers._onnx.OnnxTokenizer` with each configuration on random NB201
+Trains :class:`~nasrlm.tokenizers.OnnxTokenizer` with each configuration on random NB201
 architectures and encodes 1,000 *other* random architectures (never used for training); prints a
 markdown table (tokens median / mean / max, tokenizer training time) for experiments/README.md.
 
@@ -11,6 +11,7 @@ markdown table (tokens median / mean / max, tokenizer training time) for experim
 from __future__ import annotations
 
 import argparse
+import inspect
 import platform
 import statistics
 import time
@@ -18,8 +19,15 @@ from collections import Counter
 
 import sentencepiece
 
-from nasrlm.tokenizers._onnx import DEFAULT_SAMPLES_PER_SPACE, DEFAULT_VOCAB_SIZE, OnnxTokenizer
+from nasrlm.tokenizers import OnnxTokenizer
 from search_spaces import available_spaces, get_space
+
+#: What ``OnnxTokenizer.train_on_spaces`` trains one space's tokenizer on by default: its
+#: ``samples_per_space`` architectures, and 1,024 pieces per space (the library's DEFAULT_VOCAB_SIZE,
+#: not exported: keep the two equal).
+DEFAULT_SAMPLES_PER_SPACE = inspect.signature(OnnxTokenizer.train_on_spaces).parameters[
+    "samples_per_space"].default
+DEFAULT_VOCAB_SIZE = 1024
 
 # (label, training samples, vocab size, trainer options); the first row is the default.
 CONFIGS: list[tuple[str, int, int, dict]] = [
