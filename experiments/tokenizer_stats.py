@@ -6,6 +6,7 @@ markdown table (tokens median / mean / max, tokenizer training time) for experim
 
     python experiments/tokenizer_stats.py            # full grid (~3 min on 2 cores)
     python experiments/tokenizer_stats.py --quick    # BPE rows only
+    python experiments/tokenizer_stats.py --smoke    # the whole script in seconds, as its test runs it
 """
 
 from __future__ import annotations
@@ -67,10 +68,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--heldout", type=int, default=1000, help="held-out architectures to encode")
     parser.add_argument("--seed", type=int, default=0, help="seed of the training samples")
     parser.add_argument("--quick", action="store_true", help="skip the slow unigram rows")
+    parser.add_argument("--smoke", action="store_true", help="three configurations on at most 100 "
+                        "architectures, 50 held out, NB201's tokenizer only: checks the script runs")
     args = parser.parse_args(argv)
 
     space = get_space("nb201")
     configs = [c for c in CONFIGS if not (args.quick and c[3].get("model_type") == "unigram")]
+    spaces, per_space = available_spaces(), 50  # the second table: tokens per space
+    if args.smoke:  # the default, a short-piece BPE and a unigram row; one space in the second table
+        args.heldout, spaces, per_space = 50, ["nb201"], 5
+        configs = [(label, min(n, 100), vocab, options) for label, n, vocab, options in CONFIGS
+                   if label in ("**default**: bpe, len 256", "bpe, len 16", "unigram, len 16")]
     most = max(n for _, n, _, _ in configs)
     t0 = time.perf_counter()
     # sample_ids(n, seed) is a prefix of sample_ids(m, seed) for n < m: every training set is a prefix.
@@ -110,13 +118,15 @@ def main(argv: list[str] | None = None) -> None:
               f"| {len(docs):,} ({rare:,}) | {train_s:.1f} | {encode_ms:.2f} |", flush=True)
 
     start = time.perf_counter()
-    tok = OnnxTokenizer.train_on_spaces()
-    print(f"\n`OnnxTokenizer.train_on_spaces()` (defaults, {len(available_spaces())} registered space(s), "
+    every = spaces == available_spaces()
+    tok = OnnxTokenizer.train_on_spaces(None if every else spaces)
+    call, which = ("()", "registered space(s)") if every else (f"({spaces})", "space(s)")
+    print(f"\n`OnnxTokenizer.train_on_spaces{call}` (defaults, {len(spaces)} {which}, "
           f"exports included): {time.perf_counter() - start:.1f} s, vocabulary {tok.vocab_size:,}.\n")
     print("| space | characters (median) | tokens (median) | max |\n|---|---:|---:|---:|")
-    for name in available_spaces():  # 50 architectures per space, drawn apart from the training ones
+    for name in spaces:  # 50 architectures per space, drawn apart from the training ones
         space = get_space(name)
-        texts = [space.to_text(space.parse(i)) for i in space.sample_ids(50, seed=args.seed + 99)]
+        texts = [space.to_text(space.parse(i)) for i in space.sample_ids(per_space, seed=args.seed + 99)]
         lengths = [len(x) for x in tok.encode_batch(texts)]
         print(f"| `{name}` | {statistics.median(len(t) for t in texts):,.0f} | "
               f"{statistics.median(lengths):.0f} | {max(lengths)} |", flush=True)
