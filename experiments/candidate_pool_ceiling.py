@@ -9,7 +9,8 @@ point of ``search_benchmark.py``. No model is involved.
     python experiments/candidate_pool_ceiling.py --data-dir ../shared/data --draws 2000,6500,16500
 
 2,000 is the pool drawn once (``num_candidates``); 6,500 and 16,500 are that pool plus 500 fresh draws
-(``fresh_candidates``) in each of the 9 / 29 rounds of a 100 / 300-evaluation search.
+(``fresh_candidates``) in each of the 9 / 29 rounds of a 100 / 300-evaluation search. ``--smoke`` runs
+the whole script in seconds (100 and 400 draws, seeds 0 and 1), as its test does.
 """
 
 from __future__ import annotations
@@ -30,7 +31,11 @@ def main() -> None:
     parser.add_argument("--objectives", default="acc,pixel3")
     parser.add_argument("--draws", default="2000,6500,16500", help="random candidates drawn in all")
     parser.add_argument("--seeds", default="0,1,2,3,4")
+    parser.add_argument("--smoke", action="store_true", help="100 and 400 draws on seeds 0 and 1: checks "
+                        "the script runs")
     args = parser.parse_args()
+    if args.smoke:
+        args.draws, args.seeds = "100,400", "0,1"
     optuna.logging.set_verbosity(optuna.logging.ERROR)
 
     space = get_space("nb201")
