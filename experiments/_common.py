@@ -1,4 +1,5 @@
-"""What the benchmark scripts share: the gradient-boosted-trees baseline and a cache of graph labels."""
+"""What the benchmark scripts share: the gradient-boosted-trees baseline, a cache of graph labels and the
+RLMSampler of their ``--smoke`` runs."""
 
 from __future__ import annotations
 
@@ -9,6 +10,12 @@ import numpy as np
 
 from nasrlm.free_labels import FREE_LABELS_VERSION, texts_and_free_labels
 from search_spaces import SearchSpace
+
+#: ``--smoke``'s RLMSampler keywords: a model and candidate pool small enough to refit in a second.
+SMOKE_RLM = {"n_startup_trials": 4, "proposals_per_fit": 4, "num_candidates": 60, "fresh_candidates": 10,
+             "num_samples": 4, "pretrain_archs": 0, "fit_steps": 5,
+             "model": {"d_model": 16, "num_heads": 2, "d_ff": 32, "encoder_layers": 1, "decoder_layers": 1,
+                       "dropout": 0.0}}
 
 
 def gbdt_predict(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, seed: int) -> np.ndarray:

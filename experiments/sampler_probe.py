@@ -9,7 +9,10 @@ tau that the free labels alone give (parameter count for every objective). With 
 it also scores the prior alone (the model's residual weighted 0) and the residual weighted as the
 sampler's latest proposals were (``RLMSampler.last_residual_weights``, estimated before this refit).
 
-    PYTHONPATH=. python experiments/sampler_probe.py --data-dir ../shared/data --budget 60 --seed 0
+    python experiments/sampler_probe.py --data-dir ../shared/data --budget 60 --seed 0
+
+``--smoke`` runs the whole script in seconds (12 evaluations, 50 held-out cells, a tiny RLMSampler), as
+its test does.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import time
 import numpy as np
 import optuna
 import torch
+from _common import SMOKE_RLM
 from scipy.stats import kendalltau
 
 from nasrlm.search import ArchEvaluator, RLMSampler, Truth, reference_point, run_search, score
@@ -37,7 +41,12 @@ def main() -> None:
     p.add_argument("--samples", type=int, default=16)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--options", default="{}", help='RLMSampler keyword arguments as JSON: {"fit_steps": 50}')
+    p.add_argument("--smoke", action="store_true",
+                   help="12 evaluations, 50 held-out cells, a tiny RLMSampler: checks the script runs")
     a = p.parse_args()
+    if a.smoke:
+        a.budget, a.held_out, a.samples = 12, 50, 4
+        a.options = json.dumps({**SMOKE_RLM, **json.loads(a.options)})
     torch.set_num_threads(a.threads)
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     space = get_space("nb201")
