@@ -7,7 +7,10 @@ each seed's ``default_rng(seed).permutation`` of it labels its first N rows and 
 (the split of ``transfer_benchmark.py``), ``nasrlm train --data train.csv -o M --size S`` trains, and
 ``nasrlm eval M --data test.csv`` ranks the test rows (median of ``--samples`` samples, Kendall τ).
 With ``--init BASE[,BASE...]`` it fine-tunes each base instead (``nasrlm train --init BASE``; the base
-has its own size). Inference speed per size: ``experiments/inference_speed.py``.
+has its own size). Inference speed per size: ``experiments/inference_speed.py``. ``--smoke`` runs the
+whole script in seconds (30 labels, 60 test rows, 2 epochs, fine-tuning an untrained tiny base whose
+tokenizer knows the space's texts only: from scratch, ``nasrlm train`` first learns every registered
+space's tokenizer, ~20 s), as its test does.
 """
 
 from __future__ import annotations
@@ -37,16 +40,26 @@ def main() -> None:
     p.add_argument("--samples", type=int, default=16)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--init", help="comma-separated base model directories to fine-tune instead of --sizes")
+    p.add_argument("--smoke", action="store_true", help="30 labels, 60 test rows, 2 epochs of a tiny base: "
+                   "checks the script runs")
     a = p.parse_args()
+    train_options = []
+    if a.smoke:
+        a.labels, a.test, a.samples, a.seeds = "30", 60, 4, "0"
+        train_options = ["--epochs", "2"]
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
         subprocess.run(["nasrlm", "data", a.space, "--objectives", a.objective, "--data-dir", a.data_dir,
                         "-o", str(work / "all.csv")], check=True)
         table = BenchmarkTable.read_csv(work / "all.csv")
-        print(f"| {'base' if a.init else 'size'} | labels | seed | τ | train s |\n|---|---|---|---|---|",
-              flush=True)
-        models = {b: ["--init", b] for b in a.init.split(",")} if a.init else \
-            {s: ["--size", s] for s in a.sizes.split(",")}
+        if a.init:
+            models = {b: ["--init", b] for b in a.init.split(",")}
+        elif a.smoke:
+            models = {"tiny, untrained": ["--init", str(smoke_base(work / "base", a.space))]}
+        else:
+            models = {s: ["--size", s] for s in a.sizes.split(",")}
+        print(f"| {'base' if a.init or a.smoke else 'size'} | labels | seed | τ | train s |\n"
+              "|---|---|---|---|---|", flush=True)
         for seed in (int(s) for s in a.seeds.split(",")):
             order = np.random.default_rng(seed).permutation(len(table.ids))
             for n in (int(x) for x in a.labels.split(",")):
@@ -57,7 +70,8 @@ def main() -> None:
                     out = work / f"{k}-{n}-{seed}"
                     start = time.perf_counter()
                     subprocess.run(["nasrlm", "train", "--data", str(work / "train.csv"), "-o", str(out),
-                                    *how, "--seed", str(seed), "--threads", str(a.threads), "-q"],
+                                    *how, "--seed", str(seed), "--threads", str(a.threads), "-q",
+                                    *train_options],
                                    check=True)
                     seconds = time.perf_counter() - start
                     scores = subprocess.run(["nasrlm", "eval", str(out), "--data", str(work / "test.csv"),
@@ -65,6 +79,15 @@ def main() -> None:
                                             check=True, capture_output=True, text=True).stdout
                     tau = json.loads(scores)[a.objective]["kendall"]
                     print(f"| {size} | {n} | {seed} | {tau:.3f} | {seconds:.0f} |", flush=True)
+
+
+def smoke_base(path: Path, space: str) -> Path:
+    """An untrained tiny base model whose tokenizer learned ``space``'s texts only."""
+    from nasrlm.predictor import RLMPredictor
+    from nasrlm.tokenizers import OnnxTokenizer
+
+    RLMPredictor.from_scratch([], size="tiny", tokenizer=OnnxTokenizer.train_on_spaces([space])).save(path)
+    return path
 
 
 def subset(table: BenchmarkTable, rows: np.ndarray) -> BenchmarkTable:
