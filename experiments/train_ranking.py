@@ -5,6 +5,8 @@ same short schedule; the Spearman correlation of their best test accuracies with
 CIFAR-10 (200-epoch) test accuracies says whether the short training ranks networks like the full one.
 
     python experiments/train_ranking.py --data-dir ../shared/data --cells 20 --epochs 5 --batch-size 64
+
+``--smoke`` runs the whole script in seconds (3 cells, 1 epoch on the embedded digits), as its test does.
 """
 
 from __future__ import annotations
@@ -35,7 +37,11 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=0.1)
     parser.add_argument("--no-augment", action="store_true")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--smoke", action="store_true", help="3 cells, 1 epoch on the embedded digits: "
+                        "checks the script runs")
     args = parser.parse_args()
+    if args.smoke:
+        args.dataset, args.cells, args.epochs = "digits", 3, 1
     torch.set_num_threads(args.threads)
 
     space = get_space("nb201")
