@@ -1,0 +1,247 @@
+"""Every benchmark script without a test of its own, run in its ``--smoke`` configuration on the published
+tables: it exits 0 and prints its tables, whose numbers lie where such numbers must (a Kendall τ in
+[-1, 1], a hypervolume ratio in [0, 1], a positive speed). Not the published numbers: those come from
+the scripts' default runs (experiments/README.md)."""
+
+from __future__ import annotations
+
+import ast
+import math
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+EXPERIMENTS = REPO / "experiments"
+#: the scripts whose smoke runs have a test module of their own (tests/experiments/test_<script>.py)
+OWN_TESTS = {"search_benchmark.py", "transfer_benchmark.py", "worker_benchmark.py"}
+
+
+# --- reading a script's output ------------------------------------------------------------------------
+def table(stdout: str, header: str) -> list[list[str]]:
+    """The body rows (stripped cells) of the markdown table whose header row starts with ``header``."""
+    lines = stdout.splitlines()
+    start = next((k for k, line in enumerate(lines) if line.startswith(header)), None)
+    assert start is not None, f"no table {header!r} in:\n{stdout}"
+    assert set(lines[start + 1]) <= set("|-: "), lines[start + 1]  # the separator row
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+    return rows
+
+
+def number(cell: str) -> float:
+    """The first number of a cell: ``0.512 ± 0.031`` -> 0.512, ``1,024 → 685`` -> 1024."""
+    return float(cell.split("±")[0].split()[0].replace(",", ""))
+
+
+def within(value: float, low: float, high: float) -> bool:
+    return math.isfinite(value) and low <= value <= high
+
+
+def tau(value: float) -> bool:
+    """A rank correlation (Kendall τ or Spearman ρ)."""
+    return within(value, -1.0, 1.0)
+
+
+def fraction(value: float) -> bool:
+    """A hypervolume ratio, a recall, a share."""
+    return within(value, 0.0, 1.0)
+
+
+def positive(value: float) -> bool:
+    return math.isfinite(value) and value > 0
+
+
+# --- what each script is run with and what its output must hold -------------------------------------
+@dataclass
+class Smoke:
+    """``options`` after ``--smoke`` (``{data}``: the data directory, ``{tmp}``: a scratch directory);
+    ``prepare`` builds inputs in the scratch directory first; ``check`` reads the output."""
+
+    check: Callable[[str], None]
+    options: list[str] = field(default_factory=list)
+    prepare: Callable[[Path, Path], None] | None = None
+
+
+def check_acquisition_probe(out: str) -> None:
+    rows = table(out, "| surrogate tau | spread | policy | HV ratio @20 | recall |")
+    assert {(r[0], r[2]) for r in rows} == {(t, p) for t in ("1", "0.55", "prior") for p in (
+        "ehvi10-pool2000", "ehvi10-pool2000-refstartup", "ehvi10-pool2000-refpredicted", "ehvi10-all",
+        "ehvi1-all", "ehvi5-all", "thompson10-all")}
+    assert len(rows) == 21
+    for r in rows:
+        assert fraction(number(r[3])) and fraction(number(r[4])), r
+
+
+def check_candidate_pool_ceiling(out: str) -> None:
+    rows = table(out, "| random draws | distinct cells |")
+    assert [number(r[0]) for r in rows] == [100, 400]
+    for r in rows:
+        assert 1 <= number(r[1]) <= number(r[0]), r  # distinct cells: at most one per draw
+        per_seed = [float(x) for x in r[2].split("(")[1].rstrip(")").split(",")]
+        assert len(per_seed) == 2 and all(fraction(x) for x in per_seed), r
+        found, front = r[3].split(" of ")
+        assert 0 <= float(found) <= int(front), r
+    # each seed's 400 draws begin with its 100: their front's hypervolume is at least as large
+    assert number(rows[1][2]) >= number(rows[0][2])
+
+
+def check_export_benchmark(out: str) -> None:
+    rows = dict(table(out, "| quantity | value |"))
+    assert number(rows["architectures exported"]) == 20
+    for name, value in rows.items():
+        if "/s" in name:
+            assert positive(number(value)), (name, value)
+    latency = rows["measured median latency: min / median / max (ms)"]
+    low, median, high = (number(x) for x in latency.split(" / "))
+    assert 0 < low <= median <= high
+    median, low, high = (number(x) for x in rows["canonical text: median / min / max"].split(" / "))
+    assert 0 < low <= median <= high
+
+
+def check_inference_speed(out: str) -> None:
+    rows = table(out, "| model | batch | archs/s (8 samples × 5 objectives) |")
+    assert len(rows) == 6 and {r[1] for r in rows} == {"4", "8"}
+    assert len({r[0] for r in rows}) == 3
+    assert all(positive(number(r[2])) for r in rows), rows
+
+
+def check_predictor_benchmark(out: str) -> None:
+    rows = table(out, "| method | N | acc Kendall τ |")
+    methods = ("rlm", "rlm+pre", "rlm+prior", "mse-head", "gbdt")
+    assert [(r[0], r[1]) for r in rows] == [(m, "40") for m in methods]
+    for r in rows:
+        assert len(r) == 9 and all(tau(number(c)) for c in r[2:8]), r
+        assert positive(number(r[8])), r  # seconds
+    proxies = table(out, "| zero-cost proxy (725 cells) |")
+    assert [r[0] for r in proxies] == ["zc_synflow", "zc_nwot", "zc_jacov", "zc_snip", "zc_grad_norm"]
+    for r in proxies:  # not smoke-sized: every published proxy ranks accuracy better than chance
+        assert 0 < number(r[1]) <= 1 and 0 < number(r[2]) <= 1, r
+
+
+def check_sampler_probe(out: str) -> None:
+    rows = table(out, "| trials | acc τ | acc in 50 % |")
+    assert [r[0] for r in rows] == ["4", "8"]  # a refit after the start-up trials and after 4 proposals
+    for r in rows:
+        cells = [number(c) for c in r[1:9]]  # per objective: τ, in 50 %, τ of the prior alone, τ weighted
+        assert all(tau(c) for c in cells) and fraction(cells[1]) and fraction(cells[5]), r
+    hv = next(line for line in out.splitlines() if line.startswith("HV ratio @12: "))
+    assert fraction(float(hv.split(": ")[1].split(";")[0]))
+
+
+def check_tokenizer_stats(out: str) -> None:
+    rows = table(out, "| configuration | train archs |")
+    assert [r[0] for r in rows] == ["**default**: bpe, len 256", "bpe, len 16", "unigram, len 16"]
+    for r in rows:
+        asked, got = (number(x) for x in r[2].split("→"))
+        median, mean, most = number(r[3]), number(r[4]), number(r[5])
+        assert 0 < got <= asked and 0 < median <= most and 0 < mean <= most and number(r[6]) > 1, r
+    spaces = table(out, "| space | characters (median) |")
+    assert [r[0] for r in spaces] == ["`nb201`"] and 0 < number(spaces[0][2]) <= number(spaces[0][3])
+
+
+def check_train_defaults(out: str) -> None:
+    rows = table(out, "| base | labels | seed | τ | train s |")
+    assert [r[:3] for r in rows] == [["tiny, untrained", "30", "0"]]
+    assert tau(number(rows[0][3])) and number(rows[0][4]) >= 0
+
+
+def check_train_ranking(out: str) -> None:
+    cells = [line for line in out.splitlines() if line[:2].strip().isdigit()]
+    assert len(cells) == 3, out
+    for line in cells:
+        here, cifar = (float(part.split("%")[0].split()[-1]) for part in line.split(" % ")[:2])
+        assert within(here, 0, 100) and within(cifar, 0, 100), line
+    summary = next(line for line in out.splitlines() if line.startswith("Spearman "))
+    assert tau(float(summary.split()[1])) and "over 3 cells" in summary
+
+
+def check_transfer_in_loop_probe(out: str) -> None:
+    lines = [line for line in out.splitlines() if " trials, " in line]
+    assert [line.split(":")[0] for line in lines] == [f"{n} trials, {how}" for n in (6, 9, 12)
+                                                       for how in ("graph labels", "+ transfer")]
+    for line in lines:
+        words = line.replace("(", " ").replace(")", " ").replace(",", " ").split()
+        taus = [float(words[k + 1]) for k, w in enumerate(words) if w in ("τ", "tenth")]
+        assert len(taus) == 3 and all(tau(t) for t in taus), line
+        errors = [float(x) for x in line.split("error ")[1].split(" / ")]
+        assert all(within(e, 0, 10) for e in errors), line
+
+
+def transfer_without_nb201(data_dir: Path, tmp: Path) -> None:
+    """A cross-space accuracy forest from 40 NB101 rows: what the probe reads beside NB201's graph labels."""
+    from nasrlm.pretraining import collect_tasks, fit_transfer
+
+    tasks, objectives = collect_tasks(data_dir, spaces=["nb101"], free_rows=0, max_rows=40, progress=False)
+    transfer = fit_transfer(tasks, objectives)
+    assert transfer is not None and transfer.tags == ("nb101:acc",)
+    transfer.save(tmp / "transfer.safetensors")
+
+
+DATA = ["--data-dir", "{data}"]
+SMOKES: dict[str, Smoke] = {
+    "acquisition_probe.py": Smoke(check_acquisition_probe, [*DATA, "--cache", "{tmp}/cache"]),
+    "candidate_pool_ceiling.py": Smoke(check_candidate_pool_ceiling, DATA),
+    "export_benchmark.py": Smoke(check_export_benchmark),
+    "inference_speed.py": Smoke(check_inference_speed, ["--threads", "1"]),
+    "predictor_benchmark.py": Smoke(check_predictor_benchmark, [*DATA, "--threads", "1"]),
+    "sampler_probe.py": Smoke(check_sampler_probe, [*DATA, "--threads", "1"]),
+    "tokenizer_stats.py": Smoke(check_tokenizer_stats),
+    "train_defaults.py": Smoke(check_train_defaults, [*DATA, "--threads", "1"]),
+    "train_ranking.py": Smoke(check_train_ranking, [*DATA, "--threads", "1"]),
+    "transfer_in_loop_probe.py": Smoke(check_transfer_in_loop_probe,
+                                       [*DATA, "--transfer", "{tmp}/transfer.safetensors", "--cache",
+                                        "{tmp}/cache", "--threads", "1"], transfer_without_nb201),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", sorted(SMOKES))
+def test_smoke_run_prints_its_tables(script: str, data_dir: Path, tmp_path: Path) -> None:
+    smoke = SMOKES[script]
+    if smoke.prepare is not None:
+        smoke.prepare(data_dir, tmp_path)
+    options = [o.format(data=data_dir, tmp=tmp_path) for o in smoke.options]
+    run = subprocess.run([sys.executable, f"experiments/{script}", "--smoke", *options], cwd=REPO,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    smoke.check(run.stdout)
+
+
+# --- what every script keeps to (issue 24) ------------------------------------------------------------
+SCRIPTS = sorted(p.name for p in EXPERIMENTS.glob("*.py") if not p.name.startswith("_"))
+
+
+def test_every_script_has_a_smoke_test() -> None:
+    assert set(SCRIPTS) == set(SMOKES) | OWN_TESTS
+    for name in OWN_TESTS:
+        assert (REPO / "tests" / "experiments" / f"test_{name}").is_file()
+    for name in SCRIPTS:
+        assert '"--smoke"' in (EXPERIMENTS / name).read_text(), name
+
+
+@pytest.mark.parametrize("script", [*SCRIPTS, "_common.py"])
+def test_script_imports_no_script_and_no_private_name(script: str) -> None:
+    """A script imports packages' public names and the shared ``_common``; none patches ``sys.path``."""
+    source = (EXPERIMENTS / script).read_text()
+    assert "sys.path" not in source
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            modules, names = [a.name for a in node.names], []
+        elif isinstance(node, ast.ImportFrom):
+            modules, names = [node.module or ""], [a.name for a in node.names]
+        else:
+            continue
+        for module in modules:
+            parts = module.split(".")
+            private = any(p.startswith("_") and p != "__future__" for p in parts)
+            assert module == "_common" or not private, f"{script} imports the private module {module}"
+            assert f"{parts[0]}.py" not in SCRIPTS, f"{script} imports the script {module}"
+        assert not any(n.startswith("_") for n in names), (script, names)
