@@ -25,7 +25,6 @@ from nasrlm.search._report import (
 from nasrlm.search._run import DUPLICATE_ATTR, SURPLUS_ATTR, SearchResult, run_search
 from nasrlm.search._sampler import (
     DEFAULT_MODEL,
-    PREDICTED_ATTR,
     PREDICTED_USER_ATTR,
     RLMSampler,
     SpaceMismatchError,
@@ -36,7 +35,6 @@ from nasrlm.search._training import TRAINED, NetworkTrainer, Training
 __all__ = [
     "DEFAULT_MODEL",
     "DUPLICATE_ATTR",
-    "PREDICTED_ATTR",
     "PREDICTED_USER_ATTR",
     "SURPLUS_ATTR",
     "TRAINED",

@@ -41,7 +41,7 @@ from nasrlm.search._surrogate import FitSettings, RLMSurrogate
 from nasrlm.transfer import AccuracyTransfer
 from search_spaces import SearchSpace, SubsetSpace
 
-__all__ = ["DEFAULT_MODEL", "MIN_CHECKED_PROPOSALS", "PREDICTED_ATTR", "PREDICTED_USER_ATTR", "RLMSampler",
+__all__ = ["DEFAULT_MODEL", "MIN_CHECKED_PROPOSALS", "PREDICTED_USER_ATTR", "RLMSampler",
            "SpaceMismatchError"]
 
 #: Network for the sampler's model: small enough to refit in seconds on two cores (the ``compact`` size;
@@ -49,9 +49,8 @@ __all__ = ["DEFAULT_MODEL", "MIN_CHECKED_PROPOSALS", "PREDICTED_ATTR", "PREDICTE
 DEFAULT_MODEL = SIZES["compact"]
 #: Evaluated proposals of the model needed before its residual's weight is estimated from them.
 MIN_CHECKED_PROPOSALS = 5
-#: Trial system attribute holding the model's unweighted median prediction for a trial it proposed.
-PREDICTED_ATTR = "nasrlm:predicted"
-#: Trial user attribute with the same prediction by objective name, for people watching the study.
+#: Trial user attribute holding the model's unweighted median prediction, by objective name, for a
+#: trial it proposed: what its residual is weighed by, and what people watching the study see.
 PREDICTED_USER_ATTR = "predicted"
 
 #: Random architectures whose parameters (``space.params_of``) tell a conditional space's full search
@@ -193,7 +192,6 @@ class RLMSampler(BaseSampler):
             self.transfer = self.transfer.for_space(space, seed=self._seed)
         self.cache = ArchCache(space, graph=graph, transfer=self.transfer, progress=progress)
         self._surrogate: RLMSurrogate | None = None  # created with the first fit: it needs the objectives
-        self._queue: list[_Proposal] = []
         self._handed_out: dict[str, set[str]] = {}  # per study: proposals whose trials may not be stored yet
         self._pool_params: list[dict[str, Any]] = []  # candidate parameters drawn once
         self._space_draws = True  # until the space turns out to have no params_of
@@ -252,22 +250,20 @@ class RLMSampler(BaseSampler):
             if len(complete) < self.n_startup_trials:
                 return {}
             evaluated, pending = self._evaluated_and_pending(study, trial)
-            proposal = self._next_proposal(evaluated | set(pending))
-            if proposal is None:
-                with beating(study, trial._trial_id):  # a refit outlasts the study's stale-trial limit
-                    self._fit(study, complete, search_space)
-                    self._queue = self._propose(study, complete, search_space, evaluated, pending)
-                proposal = self._next_proposal(evaluated | set(pending))
-            if proposal is None:
+            with beating(study, trial._trial_id):  # a refit outlasts the study's stale-trial limit
+                self._fit(study, complete, search_space)
+                proposals = self._propose(study, complete, search_space, evaluated, pending)
+            if not proposals:
                 return {}
-            params, predicted = proposal
+            (params, predicted), rest = proposals[0], proposals[1:]
             self._handed_out[study.study_name].add(self.arch_id_of(params))
-            if predicted is not None:  # kept with the trial, so a resumed search still has it
-                study._storage.set_trial_system_attr(trial._trial_id, PREDICTED_ATTR, predicted)
-                # and where people look (optuna-dashboard shows user attributes): the model's median
-                names = study.metric_names or [f"objective_{k}" for k in range(len(predicted))]
+            if predicted is not None:  # kept with the trial: a resumed search still weighs by it
                 study._storage.set_trial_user_attr(trial._trial_id, PREDICTED_USER_ATTR,
-                                                   dict(zip(names, predicted, strict=True)))
+                                                   self._by_name(study, predicted))
+            for other, other_predicted in rest:  # waiting in the study for whichever worker asks next
+                attrs = None if other_predicted is None else {
+                    PREDICTED_USER_ATTR: self._by_name(study, other_predicted)}
+                study.enqueue_trial(other, user_attrs=attrs)
             return {k: v for k, v in params.items() if k in search_space}
 
     def sample_independent(self, study: Study, trial: FrozenTrial, param_name: str,
@@ -275,6 +271,11 @@ class RLMSampler(BaseSampler):
         return self._independent.sample_independent(study, trial, param_name, param_distribution)
 
     # --- trials and proposals ---------------------------------------------------------------------
+    @staticmethod
+    def _by_name(study: Study, predicted: Sequence[float]) -> dict[str, float]:
+        """A prediction as the trial's user attribute :data:`PREDICTED_USER_ATTR` keeps it."""
+        return dict(zip(_names(study), predicted, strict=True))
+
     def _evaluated_and_pending(self, study: Study, trial: FrozenTrial) -> tuple[set[str], list[str]]:
         """Ids of the completed trials, and of those still running elsewhere (other workers, or handed
         out by this sampler to a trial not stored yet): neither is ever proposed again. A failed or
@@ -301,14 +302,6 @@ class RLMSampler(BaseSampler):
         handed_out -= evaluated
         pending = dict.fromkeys([*sorted(running), *sorted(handed_out)])
         return evaluated, [i for i in pending if i not in evaluated]
-
-    def _next_proposal(self, taken: set[str]) -> _Proposal | None:
-        """The next queued proposal whose architecture nobody has taken meanwhile."""
-        while self._queue:
-            params, predicted = self._queue.pop(0)
-            if self.arch_id_of(params) not in taken:
-                return params, predicted
-        return None
 
     def _fit(self, study: Study, complete: Sequence[FrozenTrial],
              search_space: dict[str, BaseDistribution]) -> None:
@@ -411,8 +404,8 @@ class RLMSampler(BaseSampler):
     def residual_weights(self, complete: Sequence[FrozenTrial]) -> dict[str, float] | None:
         """Per objective, how much of the model's predicted residual to keep (``None``: all of it).
 
-        Over the evaluated trials the model proposed (their prediction is the trial's system
-        attribute :data:`PREDICTED_ATTR`, so it survives a resumed study), the least-squares slope
+        Over the evaluated trials the model proposed (their prediction is the trial's user
+        attribute :data:`PREDICTED_USER_ATTR`, so it survives a resumed study), the least-squares slope
         (through 0) of the residual that came true on the residual it predicted, both in the current
         prior's normal scores, clipped to [0, 1]. Proposals are picked for their optimistic
         predictions, so the slope also corrects that winner's curse. Until
@@ -420,10 +413,12 @@ class RLMSampler(BaseSampler):
         """
         if not self.weigh_residual or self._surrogate is None:
             return None
+        names = [o.name for o in self._surrogate.objectives]
         rows: dict[str, tuple[Sequence[float], Sequence[float]]] = {}
         for t in complete:
-            if PREDICTED_ATTR in t.system_attrs and len(t.system_attrs[PREDICTED_ATTR]) == len(t.values):
-                rows.setdefault(self.arch_id_of(t.params), (t.values, t.system_attrs[PREDICTED_ATTR]))
+            predicted = t.user_attrs.get(PREDICTED_USER_ATTR)
+            if isinstance(predicted, dict) and set(predicted) == set(names):
+                rows.setdefault(self.arch_id_of(t.params), (t.values, [predicted[n] for n in names]))
         if len(rows) < MIN_CHECKED_PROPOSALS:
             return None
         actual, predicted = (np.array([r[k] for r in rows.values()], dtype=np.float64) for k in (0, 1))
@@ -464,8 +459,12 @@ def _transfer(transfer: str | bool | None, base: str | None) -> AccuracyTransfer
     return AccuracyTransfer.find(transfer)
 
 
+def _names(study: Study) -> list[str]:
+    """The study's objective names (``objective_k`` where it has none)."""
+    return study.metric_names or [f"objective_{k}" for k in range(len(study.directions))]
+
+
 def _objectives(study: Study) -> list[Objective]:
-    names = study.metric_names or [f"objective_{k}" for k in range(len(study.directions))]
     return [Objective(name, "", "trial value", "optuna study", d == StudyDirection.MAXIMIZE)
-            for name, d in zip(names, study.directions, strict=True)]
+            for name, d in zip(_names(study), study.directions, strict=True)]
 

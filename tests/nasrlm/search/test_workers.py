@@ -115,7 +115,7 @@ def test_rlm_sampler_workers_share_one_study(postgres) -> None:
     trials = finish([start(postgres.url, 12, seed, 0.1, "rlm") for seed in range(3)], postgres.url)
     ids = completed_ids(trials)
     assert len(ids) == 12 and len(set(ids)) == 12
-    assert any("nasrlm:predicted" in t.system_attrs for t in trials)  # the model proposed some of them
+    assert any("predicted" in t.user_attrs for t in trials)  # the model proposed some of them
 
 
 def test_a_worker_killed_mid_trial_is_replaced_and_its_architecture_run_again(postgres) -> None:
