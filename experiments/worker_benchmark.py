@@ -42,6 +42,8 @@ from nasrlm.testing import temporary_postgres
 from search_spaces import SearchSpace, get_space
 
 FORK = multiprocessing.get_context("fork")  # workers inherit the loaded tables
+#: model fits of the RLMSampler, summed over the workers that ended normally (a killed one's are lost)
+FITS = FORK.Value("i", 0)
 
 
 class TimedEvaluator(ArchEvaluator):
@@ -71,6 +73,8 @@ class Job:
         sampler = make_sampler(self.sampler, self.space, seed)
         run_search(self.space, self.evaluator, sampler, budget=self.budget, storage=self.url,
                    study_name=study_name, progress=False, workers=self.settings)
+        with FITS.get_lock():
+            FITS.value += getattr(sampler, "fits", 0)
 
     def start(self, study_name: str, seed: int) -> multiprocessing.Process:
         process = FORK.Process(target=self.work, args=(study_name, seed), daemon=True)
@@ -80,6 +84,7 @@ class Job:
     def run(self, study_name: str, seed: int, workers: int, kill_every: float | None) -> dict:
         """Run ``workers`` processes on one new study until all have stopped; what happened."""
         rng = random.Random(seed)
+        FITS.value = 0
         start = time.perf_counter()
         processes = [self.start(study_name, seed * 1000 + k) for k in range(workers)]
         killed, next_kill = 0, start + (kill_every or float("inf"))
@@ -100,7 +105,7 @@ class Job:
         study = optuna.load_study(study_name=study_name, storage=self.url)
         trials = study.get_trials(deepcopy=False)
         result = SearchResult.from_study(study, self.evaluator.objectives, self.sampler)
-        return {"result": result, "seconds": seconds, "killed": killed, "bad_exits": bad,
+        return {"result": result, "seconds": seconds, "killed": killed, "bad_exits": bad, "fits": FITS.value,
                 "retried": sum("failed_trial" in t.system_attrs for t in trials),
                 "running": sum(t.state == optuna.trial.TrialState.RUNNING for t in trials)}
 
@@ -131,8 +136,9 @@ def main() -> None:
     reference = reference_point([], truth)
     heartbeat = max(1, min(WorkerSettings().heartbeat_seconds, args.stale_after // 4))
     settings = WorkerSettings(heartbeat_seconds=heartbeat, stale_after_seconds=args.stale_after)
-    print("| seed | workers | completed | distinct | HV ratio | wall s | killed | re-run | bad exits |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| seed | workers | completed | distinct | HV ratio | wall s | model fits | killed | re-run "
+          "| bad exits |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     with temporary_postgres() as server:
         job = Job(space, TimedEvaluator(evaluator, args.eval_seconds), args.sampler, args.budget, server.url,
                   settings)
@@ -143,7 +149,7 @@ def main() -> None:
                 r: SearchResult = run["result"]
                 hv = score(r, reference, truth).history[-1] if r.arch_ids else 0.0
                 print(f"| {seed} | {workers} | {len(r.arch_ids)} | {len(set(r.arch_ids))} | {hv:.3f} | "
-                      f"{run['seconds']:.0f} | {run['killed']} | {run['retried']} | "
+                      f"{run['seconds']:.0f} | {run['fits']} | {run['killed']} | {run['retried']} | "
                       f"{run['bad_exits'] or 0} |", flush=True)
     print(f"\n{args.sampler} sampler, budget {args.budget}, {args.eval_seconds} s per evaluation; "
           f"{os.cpu_count()} cores {platform.machine()}, one torch thread per worker; "

@@ -380,8 +380,13 @@ class RLMSampler(BaseSampler):
 
     # --- the model --------------------------------------------------------------------------------
     @property
+    def fits(self) -> int:
+        """How many times this sampler has fitted its model (each fit proposes ``proposals_per_fit``)."""
+        return self._surrogate.rounds if self._surrogate is not None else 0
+
+    @property
     def _round_seed(self) -> int:
-        return self._seed + (self._surrogate.rounds if self._surrogate is not None else 0)
+        return self._seed + self.fits
 
     @property
     def candidate_pool(self) -> list[str]:

@@ -592,7 +592,7 @@ def test_one_fit_s_other_proposals_wait_in_the_study_for_any_worker(tmp_path) ->
     study = make_study(first, storage)
     study.optimize(toy_objective, n_trials=5)  # 4 start-up trials, then the first fit
     waiting = study.get_trials(states=(optuna.trial.TrialState.WAITING,))
-    assert first._surrogate.rounds == 1 and len(waiting) == 2
+    assert first.fits == 1 and len(waiting) == 2
     assert all(set(t.user_attrs[PREDICTED_USER_ATTR]) == {"acc", "lat"} for t in waiting)
     other = tiny_sampler(seed=2)  # another worker, which has fitted nothing
     joined = optuna.load_study(study_name=study.study_name, storage=storage, sampler=other)
