@@ -189,9 +189,12 @@ class TrendForest:
     forest: Forest
 
     @classmethod
-    def fit(cls, x: np.ndarray, z: np.ndarray, seed: int) -> tuple[TrendForest, np.ndarray]:
-        """From inputs ``x`` and normal scores ``z``: the model and its out-of-bag scores."""
-        correlation = [abs(np.corrcoef(x[:, j], z)[0, 1]) if np.std(x[:, j]) > 0 else 0.0
+    def fit(cls, x: np.ndarray, z: np.ndarray, seed: int, line_inputs: np.ndarray | None = None
+            ) -> tuple[TrendForest, np.ndarray]:
+        """From inputs ``x`` and normal scores ``z``: the model and its out-of-bag scores. The line
+        follows one of the ``line_inputs`` (a mask; default: any input)."""
+        eligible = np.ones(x.shape[1], dtype=bool) if line_inputs is None else line_inputs
+        correlation = [abs(np.corrcoef(x[:, j], z)[0, 1]) if eligible[j] and np.std(x[:, j]) > 0 else 0.0
                        for j in range(x.shape[1])]
         j = int(np.argmax(correlation))
         slope, intercept = np.polyfit(x[:, j], z, 1) if correlation[j] > 0 else (0.0, float(z.mean()))
@@ -217,10 +220,12 @@ class FeaturePrior(ScoresPrior):
     models: list[Forest | Ridge | TrendForest]
 
     @classmethod
-    def fit(cls, inputs: np.ndarray, values: np.ndarray, *, kind: str = "auto", seed: int = 0
-            ) -> tuple[FeaturePrior, np.ndarray]:
+    def fit(cls, inputs: np.ndarray, values: np.ndarray, *, kind: str = "auto", seed: int = 0,
+            line_inputs: np.ndarray | None = None) -> tuple[FeaturePrior, np.ndarray]:
         """From ``inputs`` (n, f; all known) and ``values`` (n, m; NaN = unknown): the prior and its
-        out-of-sample mean scores for the training rows, (n, m) (NaN where the value is unknown)."""
+        out-of-sample mean scores for the training rows, (n, m) (NaN where the value is unknown).
+        ``line_inputs``: the inputs (a mask) a ``"trend-forest"``'s line may follow; the forest reads
+        them all. Default: any."""
         if kind not in KINDS:
             raise ValueError(f"prior kind {kind!r}: expected one of {', '.join(KINDS)}")
         inputs, values = np.asarray(inputs, dtype=np.float64), np.asarray(values, dtype=np.float64)
@@ -246,7 +251,7 @@ class FeaturePrior(ScoresPrior):
                 forest, out_of_bag = Forest.fit(x[known], values[known, k], seed)
                 candidates.append((forest, scores.forward(out_of_bag)))
             if kind == "trend-forest" and known.sum() >= MIN_FOREST_ROWS:
-                candidates.append(TrendForest.fit(x[known], z, seed))
+                candidates.append(TrendForest.fit(x[known], z, seed, line_inputs))
             model, predicted = max(candidates, key=lambda c: _rank_agreement(c[1], z))
             objectives.append(scores)
             models.append(model)

@@ -250,7 +250,8 @@ class RLMPredictor:
         if inputs:  # validated before anything changes: a refused call leaves the predictor as it was
             x = self._prior_matrix(values, objectives, tuple(prior_from), dict(prior_inputs or {}))
             prior, predicted, values = self._fit_prior(x, values, objectives, tuple(prior_from), prior_kind,
-                                                       prior_reference, original)
+                                                       prior_reference, original,
+                                                       line_inputs=[f != TRANSFER_LABEL for f in inputs])
         self.prior, self.prior_inputs, self.prior_objectives = prior, inputs, predicted
         self.residual_weights = {}
         self.prior_errors = {}
@@ -375,10 +376,11 @@ class RLMPredictor:
 
     @staticmethod
     def _fit_prior(x: np.ndarray, values: np.ndarray, objectives: tuple[str, ...],
-                   prior_from: tuple[str, ...], kind: str, reference: np.ndarray | None, original: np.ndarray
-                   ) -> tuple[ScoresPrior, tuple[str, ...], np.ndarray]:
+                   prior_from: tuple[str, ...], kind: str, reference: np.ndarray | None, original: np.ndarray,
+                   line_inputs: Sequence[bool]) -> tuple[ScoresPrior, tuple[str, ...], np.ndarray]:
         """The prior (fitted on the ``original`` rows), the objectives it predicts, and ``values`` with
-        those as residuals: for a feature prior, the training rows' out-of-sample residuals."""
+        those as residuals: for a feature prior, the training rows' out-of-sample residuals.
+        ``line_inputs``: the inputs a trend forest's line may follow (not the transfer forest's guess)."""
         rest = [k for k in range(len(objectives)) if objectives[k] not in prior_from]
         if not rest:
             raise ValueError("prior_from names every objective: nothing is left to predict from them")
@@ -393,7 +395,8 @@ class RLMPredictor:
         else:
             if reference is not None:
                 raise ValueError("prior_reference applies to the line prior (prior_kind='line') only")
-            prior, held_out = FeaturePrior.fit(x[original], values[original][:, rest], kind=kind)
+            prior, held_out = FeaturePrior.fit(x[original], values[original][:, rest], kind=kind,
+                                               line_inputs=np.asarray(line_inputs, dtype=bool))
             residuals = prior.residuals(x, values[:, rest])
             residuals[original] += prior.mean(x[original]) - held_out
             values[:, rest] = residuals

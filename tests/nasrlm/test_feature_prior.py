@@ -96,6 +96,18 @@ def test_only_the_trend_forest_predicts_past_the_training_rows() -> None:
         assert (prior.mean(far)[:, 0] > held_out.max() + 0.5).all() == beyond
 
 
+def test_the_trend_line_follows_only_the_inputs_it_may() -> None:
+    x, y = _data(80)
+    prior, _ = FeaturePrior.fit(x, y[:, None], kind="trend-forest")
+    assert prior.models[0].input == 0  # the input the objective follows best
+    mask = np.array([False, True, True, True, True])
+    prior, _ = FeaturePrior.fit(x, y[:, None], kind="trend-forest", line_inputs=mask)
+    assert prior.models[0].input != 0
+    far = x.copy()
+    far[:, 0] = 10.0  # the forest still reads input 0, but nothing carries it past the training rows
+    assert prior.mean(far)[:, 0].max() < prior.mean(x)[:, 0].max() + 0.5
+
+
 def test_the_trees_disagree_more_far_from_the_training_rows() -> None:
     from sklearn.ensemble import RandomForestRegressor
 

@@ -698,6 +698,13 @@ def test_a_transfer_forest_is_one_more_input_of_the_graph_prior(tmp_path) -> Non
     np.testing.assert_allclose(sampler.cache.labels_of(probe)[:, -1],
                                transfer.sources[0].predict(free_labels(SPACE, probe, graph=True)))
     assert np.isfinite(sampler.predict_samples(probe, num_samples=2)).all()
+    trend = tiny_sampler(prior="trend-forest", transfer=str(tmp_path / "transfer.safetensors"))
+    make_study(trend).optimize(toy_objective, n_trials=12)
+    # the transfer guesses this toy accuracy exactly, yet the trend line follows the space's own labels:
+    # it carries predictions past the trials, where another space's guess knows nothing
+    inputs = trend.predictor.prior_inputs
+    assert trend.predictor.prior.kinds[0] == "trend-forest"
+    assert inputs[trend.predictor.prior.models[0].input] != TRANSFER_LABEL
 
     ids30 = ids[:30]
     tokenizer = OnnxTokenizer.train([SPACE.to_text(SPACE.parse(i)) for i in ids30], vocab_size=1000)
