@@ -26,6 +26,7 @@ import time
 import numpy as np
 import optuna
 import torch
+from _common import SMOKE_RLM
 
 from nasrlm.metrics import hypervolume
 from nasrlm.plots import hypervolume_plot_data, plot_hypervolume
@@ -39,12 +40,6 @@ from nasrlm.search import (
     score,
 )
 from search_spaces import get_space
-
-#: ``--smoke``'s RLMSampler: a model and candidate pool small enough to refit in a second.
-SMOKE_RLM = {"n_startup_trials": 4, "proposals_per_fit": 4, "num_candidates": 60, "fresh_candidates": 10,
-             "num_samples": 4, "pretrain_archs": 0, "fit_steps": 5,
-             "model": {"d_model": 16, "num_heads": 2, "d_ff": 32, "encoder_layers": 1, "decoder_layers": 1,
-                       "dropout": 0.0}}
 
 
 def main() -> None:
