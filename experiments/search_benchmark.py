@@ -68,7 +68,7 @@ def main() -> None:
     optuna.logging.set_verbosity(optuna.logging.ERROR)
 
     names = args.objectives.split(",")
-    _check_transfer(json.loads(args.rlm_options), args.space)
+    _check_base(json.loads(args.rlm_options), args.space)
     space = get_space(args.space)
     evaluator = ArchEvaluator.for_names(space, names, data_dir=args.data_dir)
     space, evaluator = restricted_to_table(space, evaluator)
@@ -119,22 +119,20 @@ def main() -> None:
         print(f"plot: {args.plot}")
 
 
-def _check_transfer(options: dict, space: str) -> None:
-    """Refuse a transfer forest (``transfer``, or a ``base``'s own) fitted on any accuracy of the space
-    searched: the search must not know its target before it measures it."""
+def _check_base(options: dict, space: str) -> None:
+    """Refuse a ``base`` pre-trained on any accuracy of the space searched: the search must not know its
+    target before it measures it. The base's transfer forest (``nasrlm pretrain`` fits it on exactly
+    the accuracy columns it pre-trained on) names them; the search itself does not read it."""
     from pathlib import Path
 
     from nasrlm.transfer import TRANSFER_FILE, AccuracyTransfer
 
-    source = options.get("transfer")
-    if source is True or (source is None and options.get("base")
-                          and (Path(options["base"]) / TRANSFER_FILE).is_file()):
-        source = options.get("base")
-    if not isinstance(source, str):
+    base = options.get("base")
+    if not isinstance(base, str) or not (Path(base) / TRANSFER_FILE).is_file():
         return
-    leaked = sorted(t for t in AccuracyTransfer.find(source).tags if t.startswith(f"{space}:"))
+    leaked = sorted(t for t in AccuracyTransfer.find(base).tags if t.startswith(f"{space}:"))
     if leaked:
-        raise SystemExit(f"transfer {source} was fitted on {leaked}, columns of the space searched: "
+        raise SystemExit(f"base {base} was pre-trained on {leaked}, columns of the space searched: "
                          f"pre-train it with --exclude '{space}:*acc*'")
 
 

@@ -1218,13 +1218,6 @@ def _check_rlm_options(options: dict[str, Any], space: search_spaces.SearchSpace
         _check_model_settings(options["model"])
     if options.get("base") is not None:
         _load_base(options["base"], [], space.name)
-    if isinstance(options.get("transfer"), str):
-        from nasrlm.transfer import AccuracyTransfer, TransferFileError
-
-        try:
-            AccuracyTransfer.find(options["transfer"])
-        except TransferFileError as error:
-            raise CliError(f"--rlm-option transfer: {error}") from None
     if "device" in options:
         options["device"] = _device(options["device"], "--rlm-option device")
 

@@ -14,7 +14,6 @@ import numpy as np
 import optuna
 
 from nasrlm.free_labels import ALL_FREE_OBJECTIVES, FREE_OBJECTIVES, texts_and_free_labels
-from nasrlm.transfer import TRANSFER_LABEL, AccuracyTransfer
 from search_spaces import SearchSpace
 
 #: Names of the free labels the decoder is given (parameters, MACs), in their column order.
@@ -32,18 +31,12 @@ class ArchCache:
         space: the search space whose ``suggest`` builds an architecture from a parameter dict.
         graph: also compute the graph labels (:data:`~nasrlm.free_labels.GRAPH_OBJECTIVES`), after the
             free labels in each row; a prior that reads them needs them.
-        transfer: with ``graph``, a cross-space accuracy forest whose prediction is one more column
-            after the graph labels (:data:`~nasrlm.transfer.TRANSFER_LABEL`).
         progress: show a progress bar when many architectures are described at once.
     """
 
-    def __init__(self, space: SearchSpace, *, graph: bool = False, transfer: AccuracyTransfer | None = None,
-                 progress: bool = False) -> None:
-        if transfer is not None and not graph:
-            raise ValueError("a transfer forest reads the graph labels: give graph=True with it")
+    def __init__(self, space: SearchSpace, *, graph: bool = False, progress: bool = False) -> None:
         self.space = space
         self.graph = graph
-        self.transfer = transfer
         self.progress = progress
         self._ids: dict[tuple, str] = {}
         self._texts: dict[str, str] = {}
@@ -69,8 +62,6 @@ class ArchCache:
         if todo:
             texts, labels = texts_and_free_labels(self.space, todo, graph=self.graph,
                                                   progress=self.progress and len(todo) > 1)
-            if self.transfer is not None:
-                labels = np.column_stack([labels, self.transfer.predict(labels)])
             self._texts.update(zip(todo, texts, strict=True))
             self._labels.update(zip(todo, labels, strict=True))
 
@@ -80,8 +71,7 @@ class ArchCache:
         return [self._texts[i] for i in arch_ids]
 
     def labels_of(self, arch_ids: Sequence[str]) -> np.ndarray:
-        """Rows of free labels, and with ``graph`` the graph labels (and any transfer column) after them
-        (``columns`` wide)."""
+        """Rows of free labels, and with ``graph`` the graph labels after them (``columns`` wide)."""
         self.describe(arch_ids)
         return np.array([self._labels[i] for i in arch_ids]).reshape(len(arch_ids), len(self.columns))
 
@@ -93,7 +83,7 @@ class ArchCache:
     def columns(self) -> tuple[str, ...]:
         """Names of the columns of :meth:`labels_of`."""
         objectives = ALL_FREE_OBJECTIVES if self.graph else FREE_OBJECTIVES
-        return (*(o.name for o in objectives), *((TRANSFER_LABEL,) if self.transfer is not None else ()))
+        return tuple(o.name for o in objectives)
 
     def split(self, labels: np.ndarray) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         """Rows of :meth:`labels_of` as two dicts by name: the free labels (what the decoder is given)

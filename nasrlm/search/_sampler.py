@@ -38,7 +38,6 @@ from nasrlm.search._arch_cache import ArchCache, SpaceMismatchError
 from nasrlm.search._candidates import CandidateSettings, candidate_params, draw_params
 from nasrlm.search._liveness import beating
 from nasrlm.search._surrogate import FitSettings, RLMSurrogate
-from nasrlm.transfer import AccuracyTransfer
 from search_spaces import SearchSpace, SubsetSpace
 
 __all__ = ["DEFAULT_MODEL", "MIN_CHECKED_PROPOSALS", "PREDICTED_USER_ATTR", "RLMSampler",
@@ -120,11 +119,6 @@ class RLMSampler(BaseSampler):
             tokenizer and tags, instead of a model learned from scratch; ``model`` and
             ``pretrain_archs`` then do not apply. Use a base that never saw the study's objectives on
             this space (``nasrlm pretrain --exclude``) when you measure how well the search does.
-        transfer: a base model directory (or its ``transfer.safetensors``) whose cross-space accuracy
-            forest (:mod:`nasrlm.transfer`) becomes one more input of a graph prior: what other spaces'
-            published accuracies say of each candidate, before the study has a label; ``True``: the
-            ``base``'s own. Off by default: it ranks NB201 accuracy better from 20-100 random labels,
-            yet searched worse (experiments/README.md, "Pareto search").
         device: where the model trains and samples: ``"cpu"`` or ``"cuda"``.
         seed: makes the whole search reproducible (same seed, same trials).
         independent_sampler: draws the start-up trials and any parameter outside the relative space.
@@ -141,7 +135,7 @@ class RLMSampler(BaseSampler):
                  pretrain_archs: int | None = None, fit_steps: int | None = None,
                  fit: FitSettings | None = None, candidates: CandidateSettings | None = None,
                  model: dict[str, Any] | None = None, base: str | None = None,
-                 transfer: str | bool | None = None, device: str = "cpu", seed: int | None = None,
+                 device: str = "cpu", seed: int | None = None,
                  independent_sampler: BaseSampler | None = None, progress: bool = False) -> None:
         fit = _overridden(fit or FitSettings(), fit_steps=fit_steps, pretrain_archs=pretrain_archs)
         candidates = _overridden(candidates or CandidateSettings(), num_candidates=num_candidates,
@@ -184,13 +178,7 @@ class RLMSampler(BaseSampler):
         self._independent = independent_sampler or RandomSampler(seed=self._seed)
         self._lock = threading.RLock()
         graph = prior not in (None, "line")
-        if not graph and transfer not in (None, False):
-            raise ValueError(f"transfer= feeds a graph prior; prior={prior!r} reads no graph labels")
-        #: the cross-space accuracy forest the prior reads (``None``: none)
-        self.transfer = _transfer(transfer, base) if graph else None
-        if self.transfer is not None:  # the source space most like this one
-            self.transfer = self.transfer.for_space(space, seed=self._seed)
-        self.cache = ArchCache(space, graph=graph, transfer=self.transfer, progress=progress)
+        self.cache = ArchCache(space, graph=graph, progress=progress)
         self._surrogate: RLMSurrogate | None = None  # created with the first fit: it needs the objectives
         self._handed_out: dict[str, set[str]] = {}  # per study: proposals whose trials may not be stored yet
         self._pool_params: list[dict[str, Any]] = []  # candidate parameters drawn once
@@ -451,17 +439,6 @@ class RLMSampler(BaseSampler):
 def _overridden(settings: Any, **fields: Any) -> Any:
     """``settings`` (a frozen dataclass) with the ``fields`` that were given (not ``None``) changed."""
     return replace(settings, **{name: value for name, value in fields.items() if value is not None})
-
-
-def _transfer(transfer: str | bool | None, base: str | None) -> AccuracyTransfer | None:
-    """The transfer forest ``RLMSampler(transfer=, base=)`` asks for (see the class's arguments)."""
-    if transfer is None or transfer is False:
-        return None
-    if transfer is True:
-        if base is None:
-            raise ValueError("transfer=True reads the base model's transfer forest: give base= too")
-        transfer = base  # find() names the missing file of a base without one
-    return AccuracyTransfer.find(transfer)
 
 
 def _names(study: Study) -> list[str]:

@@ -145,7 +145,6 @@ class RLMSurrogate:
             raise RuntimeError("start() the surrogate before fitting it")
         if self._base_predictor is not None:  # every refit starts from the base, not from the latest round
             self._predictor = copy.deepcopy(self._base_predictor).to(self.device)
-        self._predictor.transfer = self.cache.transfer  # the forest its prior reads (if any), saved with it
         s = self.settings
         free, graph = self.cache.split(self.cache.labels_of(arch_ids))
         values = np.hstack([np.column_stack(list(free.values())), targets])

@@ -163,28 +163,6 @@ def check_train_ranking(out: str) -> None:
     assert tau(float(summary.split()[1])) and "over 3 cells" in summary
 
 
-def check_transfer_in_loop_probe(out: str) -> None:
-    lines = [line for line in out.splitlines() if " trials, " in line]
-    assert [line.split(":")[0] for line in lines] == [f"{n} trials, {how}" for n in (6, 9, 12)
-                                                       for how in ("graph labels", "+ transfer")]
-    for line in lines:
-        words = line.replace("(", " ").replace(")", " ").replace(",", " ").split()
-        taus = [float(words[k + 1]) for k, w in enumerate(words) if w in ("τ", "tenth")]
-        assert len(taus) == 3 and all(tau(t) for t in taus), line
-        errors = [float(x) for x in line.split("error ")[1].split(" / ")]
-        assert all(within(e, 0, 10) for e in errors), line
-
-
-def transfer_without_nb201(data_dir: Path, tmp: Path) -> None:
-    """A cross-space accuracy forest from 40 NB101 rows: what the probe reads beside NB201's graph labels."""
-    from nasrlm.pretraining import collect_tasks, fit_transfer
-
-    tasks, objectives = collect_tasks(data_dir, spaces=["nb101"], free_rows=0, max_rows=40, progress=False)
-    transfer = fit_transfer(tasks, objectives)
-    assert transfer is not None and transfer.tags == ("nb101:acc",)
-    transfer.save(tmp / "transfer.safetensors")
-
-
 DATA = ["--data-dir", "{data}"]
 SMOKES: dict[str, Smoke] = {
     "acquisition_probe.py": Smoke(check_acquisition_probe, [*DATA, "--cache", "{tmp}/cache"]),
@@ -196,9 +174,6 @@ SMOKES: dict[str, Smoke] = {
     "tokenizer_stats.py": Smoke(check_tokenizer_stats),
     "train_defaults.py": Smoke(check_train_defaults, [*DATA, "--threads", "1"]),
     "train_ranking.py": Smoke(check_train_ranking, [*DATA, "--threads", "1"]),
-    "transfer_in_loop_probe.py": Smoke(check_transfer_in_loop_probe,
-                                       [*DATA, "--transfer", "{tmp}/transfer.safetensors", "--cache",
-                                        "{tmp}/cache", "--threads", "1"], transfer_without_nb201),
 }
 
 

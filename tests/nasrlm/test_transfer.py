@@ -146,3 +146,34 @@ def test_a_predictor_carries_its_transfer_forest_into_its_prior_and_its_checkpoi
     (tmp_path / "tuned" / TRANSFER_FILE).unlink()
     with pytest.raises(ModelNotFoundError, match="missing transfer.safetensors"):
         RLMPredictor.load(tmp_path / "tuned")
+
+
+def test_a_trend_forest_line_follows_the_space_own_labels_never_the_transfer_forest_guess() -> None:
+    from nasrlm.free_labels import free_labels
+    from nasrlm.predictor import RLMPredictor
+    from nasrlm.tokenizers import OnnxTokenizer
+    from nasrlm.training import TrainConfig
+    from nasrlm.transfer import TRANSFER_LABEL
+    from search_spaces import NasBench201
+
+    space = NasBench201()
+    ids = space.sample_ids(60, seed=3)
+    labels = free_labels(space, ids, graph=True)
+    # a toy accuracy that another space's forest guesses exactly: the best single column by far
+    ops = [space.parse(i).ops for i in ids]
+    accuracy = np.array([50.0 + 5 * sum(op.startswith("nor_conv") for op in o) + o.count("skip_connect")
+                         for o in ops])
+    transfer = AccuracyTransfer.fit([("other", ["other:acc"], labels, accuracy),
+                                     ("far", ["far:acc"], labels * 0, labels[:, 0])])
+    tokenizer = OnnxTokenizer.train([space.to_text(space.parse(i)) for i in ids[:30]], vocab_size=1000)
+    tiny = {"d_model": 16, "num_heads": 2, "d_ff": 32, "encoder_layers": 1, "decoder_layers": 1}
+    predictor = RLMPredictor.from_scratch([Objective("acc", "%", "", "", True)], tokenizer=tokenizer, **tiny)
+    predictor.transfer = transfer
+    predictor.fine_tune(space, ids[:30], accuracy[:30], ["acc"], TrainConfig(max_epochs=1),
+                        prior="trend-forest")
+    inputs = predictor.prior_inputs
+    assert TRANSFER_LABEL in inputs and predictor.transfer.tags == ("other:acc",)  # the forest reads it
+    assert predictor.prior.kinds[0] == "trend-forest"
+    # yet the line, which carries predictions past the rows, follows the space's own labels: there
+    # another space's guess knows nothing
+    assert inputs[predictor.prior.models[0].input] != TRANSFER_LABEL
