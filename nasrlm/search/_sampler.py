@@ -124,8 +124,11 @@ class RLMSampler(BaseSampler):
         independent_sampler: draws the start-up trials and any parameter outside the relative space.
         progress: show progress bars while the model trains and scores candidates.
 
-    Trials still running (other workers, ``n_jobs > 1``) are pending: never proposed again, and
-    believed at the model's median when the next proposals are picked.
+    One fit proposes ``proposals_per_fit`` architectures: the first is the trial that asked, the others
+    wait in the study (``study.enqueue_trial``) for the next trials of any worker, so a study may end
+    with some still waiting (a resumed one takes them first). Trials still running or waiting (other
+    workers, ``n_jobs > 1``) are pending: never proposed again, and believed at the model's median when
+    the next proposals are picked.
     """
 
     def __init__(self, space: SearchSpace, *, n_startup_trials: int = 10, proposals_per_fit: int = 5,
