@@ -255,7 +255,7 @@ class RLMSampler(BaseSampler):
                 attrs = None if other_predicted is None else {
                     PREDICTED_USER_ATTR: self._by_name(study, other_predicted)}
                 study.enqueue_trial(other, user_attrs=attrs)
-            return {k: v for k, v in params.items() if k in search_space}
+            return params  # a candidate's parameters are the search space's already (see _candidates)
 
     def sample_independent(self, study: Study, trial: FrozenTrial, param_name: str,
                            param_distribution: BaseDistribution) -> Any:

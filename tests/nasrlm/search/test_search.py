@@ -153,7 +153,7 @@ def test_the_residual_is_weighted_by_how_well_the_model_predicted_its_own_propos
     study.optimize(toy_objective, n_trials=14)  # 4 start-up, rounds of 3: 6 checked proposals by trial 11
     weights = sampler.last_residual_weights
     assert set(weights) == {"acc", "lat"} and all(0.0 <= w <= 1.0 for w in weights.values())
-    complete = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+    complete = completed(study)
     proposed = [t for t in complete if PREDICTED_USER_ATTR in t.user_attrs]
     assert len(proposed) >= 6 and not any(PREDICTED_USER_ATTR in t.user_attrs for t in study.trials[:4])
     for t in proposed:  # by objective name, where optuna-dashboard shows it
@@ -272,7 +272,7 @@ def test_a_conditional_space_whose_trials_never_used_some_parameters_is_searched
         return toy_values(arch_id)
 
     study.optimize(objective, n_trials=10)
-    assert len(study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))) == 10
+    assert len(completed(study)) == 10
     # the model proposed deeper cells than any start-up trial, every parameter of them its own: what it
     # scored is what was evaluated (no edge completed at random by Optuna)
     assert max(t.params["edges"] for t in study.trials[4:]) > 2
@@ -578,7 +578,7 @@ def test_reseed_rng_gives_new_draws_as_optuna_expects() -> None:
 def test_parallel_workers_never_evaluate_an_architecture_the_model_proposed_twice() -> None:
     study = make_study(tiny_sampler(seed=5))
     study.optimize(toy_objective, n_trials=16, n_jobs=2)
-    complete = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+    complete = completed(study)
     assert len(complete) == 16
     proposed = [t.user_attrs["arch_id"] for t in complete if PREDICTED_USER_ATTR in t.user_attrs]
     others = [t.user_attrs["arch_id"] for t in complete if PREDICTED_USER_ATTR not in t.user_attrs]
@@ -598,7 +598,7 @@ def test_one_fit_s_other_proposals_wait_in_the_study_for_any_worker(tmp_path) ->
     joined = optuna.load_study(study_name=study.study_name, storage=storage, sampler=other)
     joined.optimize(toy_objective, n_trials=2)  # takes the two waiting proposals: no fit of its own
     assert other.predictor is None
-    done = joined.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+    done = completed(joined)
     proposed = [SPACE.arch_id(SPACE.suggest(optuna.trial.FixedTrial(t.system_attrs["fixed_params"])))
                 for t in waiting]
     assert [t.user_attrs["arch_id"] for t in done[-2:]] == proposed
