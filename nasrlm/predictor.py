@@ -21,7 +21,6 @@ from safetensors import SafetensorError
 from safetensors.numpy import load_file as load_arrays
 from safetensors.numpy import save_file as save_arrays
 from safetensors.torch import load_model, save_model
-from scipy.stats import norm
 from tqdm.auto import tqdm
 
 from nasrlm import __version__
@@ -32,7 +31,7 @@ from nasrlm.inference import sample_scaled
 from nasrlm.model import RegressionLM, RLMConfig
 from nasrlm.normalize import Normalizer
 from nasrlm.presets import TRAIN_SIZE, size_options
-from nasrlm.prior import FreeLabelPrior, ScoresPrior, residual_weight
+from nasrlm.prior import FreeLabelPrior, ScoresPrior, residual_weight, stratified_normal
 from nasrlm.tokenizers import OnnxTokenizer
 from nasrlm.training import TrainConfig, TrainReport, derived_sources, pad_batch, train
 from nasrlm.transfer import TRANSFER_FILE, TRANSFER_LABEL, AccuracyTransfer, TransferFileError
@@ -486,9 +485,7 @@ class RLMPredictor:
                 median = np.median(block[..., j], axis=1, keepdims=True)
                 block[..., j] += (weight - 1.0) * median
             if residual_spread:
-                # stratified normal quantiles, shuffled per text and objective: the median stays put
-                rng = np.random.default_rng(seed)
-                quantiles = np.tile(norm.ppf((np.arange(num_samples) + 0.5) / num_samples), (len(texts), 1))
+                rng = np.random.default_rng(seed)  # the median stays put: see stratified_normal
                 for name, spread in residual_spread.items():
                     j = self.prior_objectives.index(name)
                     spread = np.asarray(spread, dtype=np.float64).reshape(-1, 1)  # one for all, or per text
@@ -496,7 +493,7 @@ class RLMPredictor:
                         raise ValueError(f"residual_spread for {name!r}: one number or one per text "
                                          f"({len(texts)}), got {len(spread)}")
                     median = np.median(block[..., j], axis=1, keepdims=True)
-                    block[..., j] = median + spread * rng.permuted(quantiles, axis=1)
+                    block[..., j] = median + spread * stratified_normal(len(texts), num_samples, rng)
             values = self.prior.values(x, block)
             for k in residual:
                 out[..., k] = values[..., self.prior_objectives.index(objectives[k])]

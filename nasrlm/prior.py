@@ -171,6 +171,14 @@ class FreeLabelPrior(ScoresPrior):
 
 
 
+def stratified_normal(rows: int, num_samples: int, rng: np.random.Generator) -> np.ndarray:
+    """(rows, num_samples) standard normal draws that are the stratified quantiles of the normal,
+    shuffled per row: every row's median is exactly 0 and its spread exactly the normal's, so
+    samples scattered by them move no prediction, only widen it."""
+    quantiles = np.tile(norm.ppf((np.arange(num_samples) + 0.5) / num_samples), (rows, 1))
+    return rng.permuted(quantiles, axis=1)
+
+
 def residual_weight(predicted: np.ndarray, actual: np.ndarray) -> float:
     """How much of a predicted residual to keep: the least-squares slope (through 0) of the residuals
     that came true on those predicted, clipped to [0, 1]; NaN pairs are skipped, 1.0 without data.

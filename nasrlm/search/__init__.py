@@ -29,7 +29,7 @@ from nasrlm.search._sampler import (
     RLMSampler,
     SpaceMismatchError,
 )
-from nasrlm.search._surrogate import FitSettings, RLMSurrogate
+from nasrlm.search._surrogate import FitSettings, PriorSurrogate, RLMSurrogate
 from nasrlm.search._training import TRAINED, NetworkTrainer, Training
 
 __all__ = [
@@ -50,6 +50,7 @@ __all__ = [
     "ArchEvaluator",
     "CandidateSettings",
     "FitSettings",
+    "PriorSurrogate",
     "RLMSurrogate",
     "candidate_params",
     "draw_params",

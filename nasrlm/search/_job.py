@@ -156,7 +156,7 @@ def search_job(space: SearchSpace, objectives: Sequence[str], *, budget: int, ou
         if known is not None:
             truth = Truth(*known)
         predicted = None
-        if isinstance(main, RLMSampler) and main.predictor is not None:
+        if isinstance(main, RLMSampler) and main.fits:
             predicted = _predicted(main, result)
         files = write_report(result, out, space=space.name, truth=truth, predicted=predicted,
                              baselines=baselines, command=command)

@@ -37,10 +37,10 @@ from nasrlm.search._acquisition import greedy_ehvi
 from nasrlm.search._arch_cache import ArchCache, SpaceMismatchError
 from nasrlm.search._candidates import CandidateSettings, candidate_params, draw_params
 from nasrlm.search._liveness import beating
-from nasrlm.search._surrogate import FitSettings, RLMSurrogate
+from nasrlm.search._surrogate import FitSettings, PriorSurrogate, RLMSurrogate
 from search_spaces import SearchSpace, SubsetSpace
 
-__all__ = ["DEFAULT_MODEL", "MIN_CHECKED_PROPOSALS", "PREDICTED_USER_ATTR", "RLMSampler",
+__all__ = ["DEFAULT_MODEL", "MIN_CHECKED_PROPOSALS", "PREDICTED_USER_ATTR", "SURROGATES", "RLMSampler",
            "SpaceMismatchError"]
 
 #: Network for the sampler's model: small enough to refit in seconds on two cores (the ``compact`` size;
@@ -58,6 +58,8 @@ DISTRIBUTION_DRAWS = 64
 
 #: ``RLMSampler(spread=)`` choices.
 SPREADS = ("auto", "prior", "trees", "model")
+#: ``RLMSampler(surrogate=)`` choices.
+SURROGATES = ("rlm", "prior")
 
 _ACTIVE = (TrialState.RUNNING, TrialState.WAITING)
 #: System attribute of an enqueued trial (``study.enqueue_trial``, a retry) holding its parameters.
@@ -101,6 +103,11 @@ class RLMSampler(BaseSampler):
             candidate's graph labels are then computed too); ``None``: the model learns each
             objective whole. ``"trend-forest"`` extrapolates past the trials, so it can expect a
             candidate to extend the front, which a plain forest never does.
+        surrogate: what predicts the candidates: ``"rlm"``, the regression language model learning the
+            prior's residual (:class:`~nasrlm.search.RLMSurrogate`); ``"prior"``, the prior alone
+            (:class:`~nasrlm.search.PriorSurrogate`: no model is trained or decoded, so ``model``,
+            ``base``, ``weigh_residual`` and the fit settings do not apply), the ablation that tells what
+            the model adds, at a fraction of its cost.
         weigh_residual: with the prior, scale the model's predicted residual (its median; the spread
             stays) by how well the model predicted its own evaluated proposals, in [0, 1] (see
             :meth:`residual_weights`).
@@ -134,7 +141,7 @@ class RLMSampler(BaseSampler):
     def __init__(self, space: SearchSpace, *, n_startup_trials: int = 10, proposals_per_fit: int = 5,
                  num_candidates: int | None = None, fresh_candidates: int | None = None,
                  num_samples: int = 16, temperature: float = 1.0, spread: str = "auto",
-                 prior: str | None = "trend-forest", weigh_residual: bool = True,
+                 prior: str | None = "trend-forest", surrogate: str = "rlm", weigh_residual: bool = True,
                  pretrain_archs: int | None = None, fit_steps: int | None = None,
                  fit: FitSettings | None = None, candidates: CandidateSettings | None = None,
                  model: dict[str, Any] | None = None, base: str | None = None,
@@ -162,6 +169,13 @@ class RLMSampler(BaseSampler):
             raise ValueError(f"spread={spread!r} needs a prior (prior=None given)")
         if base is not None and model is not None:
             raise ValueError("give model or base, not both: a base model has its own size")
+        if surrogate not in SURROGATES:
+            raise ValueError(f"surrogate {surrogate!r}: expected one of {', '.join(SURROGATES)}")
+        if surrogate == "prior" and prior in (None, "line"):
+            raise ValueError(f"surrogate='prior' needs a feature prior (trend-forest, forest, ridge, auto), "
+                             f"got prior={prior!r}")
+        if surrogate == "prior" and (base is not None or spread == "model"):
+            raise ValueError("surrogate='prior' has no model: base and spread='model' do not apply")
         self.space = space
         self.n_startup_trials = n_startup_trials
         self.proposals_per_fit = proposals_per_fit
@@ -169,6 +183,7 @@ class RLMSampler(BaseSampler):
         self.temperature = temperature
         self.spread = spread if spread != "auto" or prior is not None else "model"  # else: per study
         self.prior = prior
+        self.surrogate = surrogate
         self.weigh_residual = weigh_residual
         self.fit_settings = fit
         self.candidate_settings = candidates
@@ -182,7 +197,8 @@ class RLMSampler(BaseSampler):
         self._lock = threading.RLock()
         graph = prior not in (None, "line")
         self.cache = ArchCache(space, graph=graph, progress=progress)
-        self._surrogate: RLMSurrogate | None = None  # created with the first fit: it needs the objectives
+        # created with the first fit: it needs the objectives
+        self._surrogate: RLMSurrogate | PriorSurrogate | None = None
         self._handed_out: dict[str, set[str]] = {}  # per study: proposals whose trials may not be stored yet
         self._pool_params: list[dict[str, Any]] = []  # candidate parameters drawn once
         self._space_draws = True  # until the space turns out to have no params_of
@@ -301,10 +317,14 @@ class RLMSampler(BaseSampler):
         if self._surrogate is None:
             self._pool_params = [self._draw(search_space, self._rng)
                                  for _ in range(self.candidate_settings.num_candidates)]
-            self._surrogate = RLMSurrogate(
-                self.cache, _objectives(study), prior=self.prior, settings=self.fit_settings,
-                model_options=self.model_options, base=self.base, device=self.device, seed=self._seed,
-                progress=self.progress, log=self.log)
+            if self.surrogate == "prior":
+                self._surrogate = PriorSurrogate(self.cache, _objectives(study), prior=self.prior,
+                                                 seed=self._seed)
+            else:
+                self._surrogate = RLMSurrogate(
+                    self.cache, _objectives(study), prior=self.prior, settings=self.fit_settings,
+                    model_options=self.model_options, base=self.base, device=self.device, seed=self._seed,
+                    progress=self.progress, log=self.log)
             self._surrogate.start(self.candidate_pool)
         rows: dict[str, Sequence[float]] = {}
         for t in complete:
@@ -337,7 +357,8 @@ class RLMSampler(BaseSampler):
             observed = np.vstack([observed, believed])
         picked = greedy_ehvi(samples, observed, reference, maximize, self.proposals_per_fit, self._rng)
         chosen = [candidates[ids[k]] for k in picked]
-        if not (self.weigh_residual and self._surrogate.predictor.prior is not None):
+        predictor = self._surrogate.predictor
+        if not (self.weigh_residual and predictor is not None and predictor.prior is not None):
             return [(params, None) for params in chosen]
         raw = np.median(self.predict_samples([ids[k] for k in picked], seed=seed), axis=1)  # unweighted
         return [(params, [float(v) for v in row]) for params, row in zip(chosen, raw, strict=True)]
@@ -386,7 +407,8 @@ class RLMSampler(BaseSampler):
 
     @property
     def predictor(self) -> Any:
-        """The latest trained :class:`~nasrlm.predictor.RLMPredictor` (``None`` before the first fit)."""
+        """The latest trained :class:`~nasrlm.predictor.RLMPredictor` (``None`` before the first fit, and
+        with ``surrogate="prior"``)."""
         return self._surrogate.predictor if self._surrogate is not None else None
 
     def arch_id_of(self, params: dict[str, Any]) -> str:

@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 
 from nasrlm.data import Objective
+from nasrlm.feature_prior import KINDS, FeaturePrior
 from nasrlm.free_labels import FREE_OBJECTIVES
-from nasrlm.prior import residual_weight
+from nasrlm.prior import residual_weight, stratified_normal
 from nasrlm.search._arch_cache import FREE_NAMES, ArchCache
 
 #: Appended to the model's tag of a study objective named like a free label (``params_m``), which the
@@ -213,3 +214,73 @@ class RLMSurrogate:
         came, said = prior.residuals(labels, actual), prior.residuals(labels, predicted)
         return {name: residual_weight(said[:, k], came[:, k])
                 for k, name in enumerate(self._predictor.prior_objectives)}
+
+
+class PriorSurrogate:
+    """The RLMSampler's prior alone: a feature prior refitted on the trials, no language model.
+
+    What :class:`RLMSurrogate` predicts once the model's residual is weighed down to nothing, at a
+    fraction of its cost: nothing is trained or decoded, so a round takes a forest fit (about a second
+    on a few hundred trials) instead of a refit and the decoding of every candidate. The ablation that
+    tells what the RLM's residual adds to a search (``RLMSampler(surrogate="prior")``;
+    experiments/README.md, "Pareto search").
+
+    Args:
+        cache: texts and labels of the space's architectures (shared with the sampler).
+        objectives: the study's objectives, in its order.
+        prior: a feature prior's kind (:data:`~nasrlm.feature_prior.KINDS`).
+        seed: seeds the forests (with the round number) and the samples.
+    """
+
+    def __init__(self, cache: ArchCache, objectives: Sequence[Objective], *, prior: str,
+                 seed: int = 0) -> None:
+        if prior not in KINDS:
+            raise ValueError(f"the prior surrogate needs a feature prior ({', '.join(KINDS)}), got {prior!r}")
+        self.cache = cache
+        self.objectives = tuple(objectives)
+        self.prior = prior
+        self.seed = seed
+        #: refits so far
+        self.rounds = 0
+        self._prior: FeaturePrior | None = None
+        self._errors = np.zeros(len(self.objectives))
+
+    @property
+    def predictor(self) -> None:
+        """No model: ``None`` (the sampler's ``predictor`` then is too)."""
+        return None
+
+    def start(self, pool: Sequence[str]) -> None:
+        """Nothing to load or pre-train."""
+
+    def fit(self, arch_ids: Sequence[str], targets: np.ndarray) -> None:
+        """Refit the prior on the trials (``targets`` in the study's order) and note its out-of-bag error."""
+        x = self.cache.labels_of(arch_ids)
+        self._prior, held_out = FeaturePrior.fit(x, targets, kind=self.prior, seed=self.seed + self.rounds)
+        scores = np.stack([s.forward(targets[:, k]) for k, s in enumerate(self._prior.objectives)], axis=1)
+        self._errors = np.sqrt(np.mean((scores - held_out) ** 2, axis=0))
+        self.rounds += 1
+
+    def sample(self, arch_ids: Sequence[str], *, num_samples: int, temperature: float, seed: int,
+               residual_weight: dict[str, float] | None = None, spread: str = "prior") -> np.ndarray:
+        """Samples (len(arch_ids), num_samples, objectives): the prior's mean, scattered normally (in
+        normal scores) by its out-of-bag error, ``"trees"``: scaled per architecture by its trees'
+        disagreement. ``temperature`` and ``residual_weight`` concern a model's residual: unused."""
+        if self._prior is None:
+            raise RuntimeError("the sampler has not fitted its prior yet")
+        x = self.cache.labels_of(arch_ids)
+        scale = np.broadcast_to(self._errors, (len(x), len(self.objectives))).copy()
+        if spread == "trees":
+            disagreement = self._prior.disagreement(x)
+            for k in range(scale.shape[1]):
+                d = disagreement[:, k]
+                if np.isfinite(d).all() and d.mean() > 0:  # a ridge has no trees: one spread for all
+                    scale[:, k] *= d / d.mean()
+        rng = np.random.default_rng(seed)
+        scatter = np.stack([stratified_normal(len(x), num_samples, rng) for _ in self.objectives], axis=-1)
+        return self._prior.values(x, scatter * scale[:, None, :])
+
+    def residual_weights(self, arch_ids: Sequence[str], actual: np.ndarray,
+                         predicted: np.ndarray) -> dict[str, float] | None:
+        """No residual to weigh: ``None``."""
+        return None

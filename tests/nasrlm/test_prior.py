@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy.stats import kendalltau, norm
 
-from nasrlm.prior import FreeLabelPrior, NormalScores, residual_weight
+from nasrlm.prior import FreeLabelPrior, NormalScores, residual_weight, stratified_normal
 
 
 def test_normal_scores_round_trip_and_extend_straight_beyond_the_data() -> None:
@@ -71,3 +71,13 @@ def test_residual_weight_is_the_clipped_slope_of_truth_on_prediction() -> None:
     assert residual_weight(predicted, 3 * predicted) == 1.0  # never amplified
     assert residual_weight(predicted, -predicted) == 0.0  # wrong way round: the prior alone
     assert residual_weight(np.zeros(3), np.ones(3)) == 1.0  # nothing predicted, nothing to judge
+
+
+def test_stratified_normal_draws_keep_every_row_s_median_and_spread_and_shuffle_them() -> None:
+    draws = stratified_normal(5, 16, np.random.default_rng(0))
+    assert draws.shape == (5, 16)
+    assert np.allclose(np.median(draws, axis=1), 0.0)
+    expected = np.sort(norm.ppf((np.arange(16) + 0.5) / 16))
+    assert np.allclose(np.sort(draws, axis=1), expected)  # the same quantiles in every row ...
+    assert len({tuple(row) for row in draws}) == 5  # ... in another order
+    assert np.array_equal(draws, stratified_normal(5, 16, np.random.default_rng(0)))

@@ -302,6 +302,12 @@ def test_rejects_meaningless_settings() -> None:
         RLMSampler(SPACE, spread="wide")
     with pytest.raises(ValueError, match="needs a prior"):
         RLMSampler(SPACE, spread="prior", prior=None)
+    with pytest.raises(ValueError, match="surrogate 'gp'"):
+        RLMSampler(SPACE, surrogate="gp")
+    with pytest.raises(ValueError, match="needs a feature prior"):
+        RLMSampler(SPACE, surrogate="prior", prior="line")
+    with pytest.raises(ValueError, match="has no model"):
+        RLMSampler(SPACE, surrogate="prior", spread="model")
 
 
 def test_auto_spread_is_trees_from_three_objectives_on_and_the_model_s_own_without_a_prior() -> None:
@@ -675,3 +681,46 @@ def test_an_objective_named_like_a_free_label_is_searched_under_its_own_tag() ->
     ids = SPACE.sample_ids(5, seed=2)
     samples = sampler.predict_samples(ids, num_samples=4)
     assert samples.shape == (5, 4, 2) and np.isfinite(samples).all()
+
+
+def test_the_prior_surrogate_searches_without_a_model_and_its_samples_scatter_as_far_as_it_erred() -> None:
+    sampler = tiny_sampler(surrogate="prior", prior="forest", spread="prior")
+    fits = []
+    sampler.on_fit = lambda n, seconds: fits.append(n)
+    study = make_study(sampler)
+    study.optimize(toy_objective, n_trials=14)
+    assert fits == [4, 7, 10, 13] and sampler.predictor is None  # refitted every round, no model
+    ids = [t.user_attrs["arch_id"] for t in completed(study)]
+    assert len(set(ids)) == 14
+    assert "predicted" not in completed(study)[-1].user_attrs  # no residual to weigh
+    surrogate = sampler._surrogate
+    errors = surrogate._errors
+    assert errors.shape == (2,) and (errors > 0).all()
+    new = SPACE.sample_ids(30, seed=5)
+    samples = sampler.predict_samples(new, num_samples=8)
+    z = surrogate._prior.residuals(np.repeat(sampler.cache.labels_of(new), 8, axis=0), samples.reshape(-1, 2))
+    z = z.reshape(30, 8, 2)
+    assert np.allclose(np.median(z, axis=1), 0.0, atol=1e-9)  # the prior's mean is every sample's median
+    assert z.std(axis=1).mean(axis=0) == pytest.approx(errors, rel=0.2)
+    again = tiny_sampler(surrogate="prior", prior="forest", spread="prior")
+    make_study(again).optimize(toy_objective, n_trials=14)
+    assert [t.params for t in make_study(sampler).trials] == []  # a fresh study starts empty
+    assert np.array_equal(again.predict_samples(new, num_samples=8), samples)  # same seed, same samples
+
+
+def test_the_prior_surrogate_spreads_by_tree_disagreement_with_the_trees_spread() -> None:
+    sampler = tiny_sampler(surrogate="prior", prior="forest", spread="trees")
+    make_study(sampler).optimize(toy_objective, n_trials=12)
+    new = SPACE.sample_ids(40, seed=6)
+    surrogate = sampler._surrogate
+    samples = sampler.predict_samples(new, num_samples=16)
+    labels = sampler.cache.labels_of(new)
+    z = surrogate._prior.residuals(np.repeat(labels, 16, axis=0), samples.reshape(-1, 2)).reshape(40, 16, 2)
+    disagreement = surrogate._prior.disagreement(labels)
+    expected = surrogate._errors * disagreement / disagreement.mean(axis=0)
+    # stratified samples: each row's spread is exactly its scale times one constant, except where the
+    # widest samples are clipped to the range the prior's normal scores extend to (which narrows them)
+    ratio = z.std(axis=1) / expected
+    exact = np.isclose(ratio, ratio.max(), rtol=1e-6)
+    assert exact.mean() > 0.5 and (ratio[~exact] < ratio.max()).all()
+    assert disagreement[:, 0].std() > 0  # so the spreads do differ between candidates
