@@ -16,6 +16,7 @@ architectures, hypervolume ratio to the true front (reference at the table's med
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing
 import os
 import platform
@@ -63,6 +64,7 @@ class Job:
     space: SearchSpace
     evaluator: ArchEvaluator
     sampler: str
+    options: dict
     budget: int
     url: str
     settings: WorkerSettings
@@ -70,7 +72,7 @@ class Job:
     def work(self, study_name: str, seed: int) -> None:
         torch.set_num_threads(1)
         optuna.logging.set_verbosity(optuna.logging.ERROR)
-        sampler = make_sampler(self.sampler, self.space, seed)
+        sampler = make_sampler(self.sampler, self.space, seed, options=self.options)
         run_search(self.space, self.evaluator, sampler, budget=self.budget, storage=self.url,
                    study_name=study_name, progress=False, workers=self.settings)
         with FITS.get_lock():
@@ -115,6 +117,7 @@ def main() -> None:
     parser.add_argument("--data-dir", required=True)
     parser.add_argument("--objectives", default="acc,pixel3")
     parser.add_argument("--sampler", default="rlm")
+    parser.add_argument("--rlm-options", default="{}", help='RLMSampler keywords (JSON)')
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--seeds", default="0")
     parser.add_argument("--budget", type=int, default=100)
@@ -140,8 +143,8 @@ def main() -> None:
           "| bad exits |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     with temporary_postgres() as server:
-        job = Job(space, TimedEvaluator(evaluator, args.eval_seconds), args.sampler, args.budget, server.url,
-                  settings)
+        job = Job(space, TimedEvaluator(evaluator, args.eval_seconds), args.sampler,
+                  json.loads(args.rlm_options), args.budget, server.url, settings)
         for seed in (int(s) for s in args.seeds.split(",")):
             for workers in ([1] if args.single else []) + [args.workers]:
                 kill = args.kill_every if workers > 1 else None
@@ -151,7 +154,8 @@ def main() -> None:
                 print(f"| {seed} | {workers} | {len(r.arch_ids)} | {len(set(r.arch_ids))} | {hv:.3f} | "
                       f"{run['seconds']:.0f} | {run['fits']} | {run['killed']} | {run['retried']} | "
                       f"{run['bad_exits'] or 0} |", flush=True)
-    print(f"\n{args.sampler} sampler, budget {args.budget}, {args.eval_seconds} s per evaluation; "
+    options = f" {args.rlm_options}" if json.loads(args.rlm_options) else ""
+    print(f"\n{args.sampler} sampler{options}, budget {args.budget}, {args.eval_seconds} s per evaluation; "
           f"{os.cpu_count()} cores {platform.machine()}, one torch thread per worker; "
           f"{time.strftime('%Y-%m-%d')}")
 

@@ -19,7 +19,7 @@ import numpy as np
 from nasrlm.data import Objective
 from nasrlm.feature_prior import KINDS, FeaturePrior
 from nasrlm.free_labels import FREE_OBJECTIVES
-from nasrlm.prior import residual_weight, stratified_normal
+from nasrlm.prior import residual_weight
 from nasrlm.search._arch_cache import FREE_NAMES, ArchCache
 
 #: Appended to the model's tag of a study objective named like a free label (``params_m``), which the
@@ -263,9 +263,10 @@ class PriorSurrogate:
 
     def sample(self, arch_ids: Sequence[str], *, num_samples: int, temperature: float, seed: int,
                residual_weight: dict[str, float] | None = None, spread: str = "prior") -> np.ndarray:
-        """Samples (len(arch_ids), num_samples, objectives): the prior's mean, scattered normally (in
-        normal scores) by its out-of-bag error, ``"trees"``: scaled per architecture by its trees'
-        disagreement. ``temperature`` and ``residual_weight`` concern a model's residual: unused."""
+        """Samples (len(arch_ids), num_samples, objectives): random normal draws (in normal scores)
+        around the prior's mean, as wide as its out-of-bag error (``spread="trees"``: scaled per
+        architecture by its trees' disagreement). ``temperature`` and ``residual_weight`` concern a
+        model's residual: unused."""
         if self._prior is None:
             raise RuntimeError("the sampler has not fitted its prior yet")
         x = self.cache.labels_of(arch_ids)
@@ -276,8 +277,9 @@ class PriorSurrogate:
                 d = disagreement[:, k]
                 if np.isfinite(d).all() and d.mean() > 0:  # a ridge has no trees: one spread for all
                     scale[:, k] *= d / d.mean()
-        rng = np.random.default_rng(seed)
-        scatter = np.stack([stratified_normal(len(x), num_samples, rng) for _ in self.objectives], axis=-1)
+        # random draws, not stratified quantiles: with the prior's mean alone the stratified samples of
+        # every candidate sit alike around it and the proposals stop exploring (experiments/README.md)
+        scatter = np.random.default_rng(seed).normal(size=(len(x), num_samples, len(self.objectives)))
         return self._prior.values(x, scatter * scale[:, None, :])
 
     def residual_weights(self, arch_ids: Sequence[str], actual: np.ndarray,

@@ -700,8 +700,8 @@ def test_the_prior_surrogate_searches_without_a_model_and_its_samples_scatter_as
     samples = sampler.predict_samples(new, num_samples=8)
     z = surrogate._prior.residuals(np.repeat(sampler.cache.labels_of(new), 8, axis=0), samples.reshape(-1, 2))
     z = z.reshape(30, 8, 2)
-    assert np.allclose(np.median(z, axis=1), 0.0, atol=1e-9)  # the prior's mean is every sample's median
-    assert z.std(axis=1).mean(axis=0) == pytest.approx(errors, rel=0.2)
+    assert np.abs(z.mean(axis=(0, 1))) == pytest.approx([0, 0], abs=0.3 * errors.max())  # around the mean
+    assert z.std(axis=1).mean(axis=0) == pytest.approx(errors, rel=0.25)
     again = tiny_sampler(surrogate="prior", prior="forest", spread="prior")
     make_study(again).optimize(toy_objective, n_trials=14)
     assert [t.params for t in make_study(sampler).trials] == []  # a fresh study starts empty
@@ -709,18 +709,14 @@ def test_the_prior_surrogate_searches_without_a_model_and_its_samples_scatter_as
 
 
 def test_the_prior_surrogate_spreads_by_tree_disagreement_with_the_trees_spread() -> None:
-    sampler = tiny_sampler(surrogate="prior", prior="forest", spread="trees")
+    sampler = tiny_sampler(surrogate="prior", prior="forest", spread="trees", num_samples=200)
     make_study(sampler).optimize(toy_objective, n_trials=12)
     new = SPACE.sample_ids(40, seed=6)
     surrogate = sampler._surrogate
-    samples = sampler.predict_samples(new, num_samples=16)
     labels = sampler.cache.labels_of(new)
-    z = surrogate._prior.residuals(np.repeat(labels, 16, axis=0), samples.reshape(-1, 2)).reshape(40, 16, 2)
-    disagreement = surrogate._prior.disagreement(labels)
-    expected = surrogate._errors * disagreement / disagreement.mean(axis=0)
-    # stratified samples: each row's spread is exactly its scale times one constant, except where the
-    # widest samples are clipped to the range the prior's normal scores extend to (which narrows them)
-    ratio = z.std(axis=1) / expected
-    exact = np.isclose(ratio, ratio.max(), rtol=1e-6)
-    assert exact.mean() > 0.5 and (ratio[~exact] < ratio.max()).all()
-    assert disagreement[:, 0].std() > 0  # so the spreads do differ between candidates
+    samples = sampler.predict_samples(new)
+    z = surrogate._prior.residuals(np.repeat(labels, 200, axis=0), samples.reshape(-1, 2)).reshape(40, 200, 2)
+    disagreement = surrogate._prior.disagreement(labels)[:, 0]
+    assert disagreement.std() > 0  # the candidates differ ...
+    # ... and so do their samples' spreads (clipped where the widest reach the scores' range)
+    assert np.corrcoef(z[..., 0].std(axis=1), disagreement)[0, 1] > 0.8
