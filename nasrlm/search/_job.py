@@ -21,6 +21,7 @@ from tqdm.auto import tqdm
 
 from nasrlm.measure import LatencyStore, is_profile
 from nasrlm.search._evaluate import ArchEvaluator
+from nasrlm.search._label_store import LabelStore
 from nasrlm.search._report import PredictedFront, Truth, predicted_front, reference_point, score, write_report
 from nasrlm.search._run import SearchResult, run_search
 from nasrlm.search._sampler import RLMSampler
@@ -120,7 +121,8 @@ def search_job(space: SearchSpace, objectives: Sequence[str], *, budget: int, ou
         for o in evaluator.objectives:
             log(f"  {o.header:<16} {'maximise' if o.higher_is_better else 'minimise'}  {o.description}")
         space, evaluator = restricted_to_table(space, evaluator, log)
-        main = make_sampler(sampler, space, seed, progress=False, options=sampler_options)
+        main = _with_label_store(make_sampler(sampler, space, seed, progress=False, options=sampler_options),
+                                 out)
         if isinstance(main, RLMSampler) and progress:
             main.on_fit = lambda n, seconds: log(f"  model trained on {n} evaluations in {seconds:.1f} s")
             main.log = lambda line: log(f"  {line}")
@@ -133,7 +135,7 @@ def search_job(space: SearchSpace, objectives: Sequence[str], *, budget: int, ou
 
             torch.set_num_threads(threads)
         helpers = [_Helper(space, list(objectives), budget, sampler, seed + k, storage, study_name, data_dir,
-                           db or (out / "latency.db"), sampler_options, threads, training).start(k)
+                           db or (out / "latency.db"), out, sampler_options, threads, training).start(k)
                    for k in range(1, workers)]
         try:
             result = run_search(space, evaluator, main, budget=budget, label=sampler, storage=storage,
@@ -179,6 +181,7 @@ class _Helper:
     study_name: str
     data_dir: str | os.PathLike[str] | None
     db: str | Path
+    out: Path
     sampler_options: dict[str, Any] | None
     threads: int | None
     training: Training | None = None
@@ -206,6 +209,7 @@ class _Helper:
                                                 trainer=_trainer(self.space, self.objectives, self.training))
             space, evaluator = restricted_to_table(self.space, evaluator)
             sampler = make_sampler(self.sampler, space, self.seed, options=self.sampler_options)
+            sampler = _with_label_store(sampler, self.out)
             run_search(space, evaluator, sampler, budget=self.budget, label=self.sampler,
                        storage=self.storage, study_name=self.study_name, progress=False)
         except Exception as error:  # one line, as the main process reports its own errors
@@ -229,6 +233,14 @@ def _trainer(space: SearchSpace, objectives: Sequence[str], training: Training |
             raise ValueError(f"training networks needs {TRAINED!r} among the objectives")
         return None
     return NetworkTrainer(space, training or Training(), keep)
+
+
+def _with_label_store(sampler: optuna.samplers.BaseSampler, out: Path) -> optuna.samplers.BaseSampler:
+    """An RLMSampler keeps what it describes of each architecture in the run's ``labels.db`` (unless it
+    was given a store): its workers, and the run resumed, describe each architecture once."""
+    if isinstance(sampler, RLMSampler) and sampler.cache.store is None:
+        sampler.cache.store = LabelStore(out / "labels.db")
+    return sampler
 
 
 def restricted_to_table(space: SearchSpace, evaluator: ArchEvaluator,

@@ -16,6 +16,7 @@ whether it looks values up in a table, measures latency live, or trains the netw
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -36,6 +37,7 @@ from nasrlm.presets import SIZES
 from nasrlm.search._acquisition import greedy_ehvi
 from nasrlm.search._arch_cache import ArchCache, SpaceMismatchError
 from nasrlm.search._candidates import CandidateSettings, candidate_params, draw_params
+from nasrlm.search._label_store import LabelStore
 from nasrlm.search._liveness import beating
 from nasrlm.search._surrogate import FitSettings, PriorSurrogate, RLMSurrogate
 from search_spaces import SearchSpace, SubsetSpace
@@ -126,6 +128,9 @@ class RLMSampler(BaseSampler):
             tokenizer and tags, instead of a model learned from scratch; ``model`` and
             ``pretrain_archs`` then do not apply. Use a base that never saw the study's objectives on
             this space (``nasrlm pretrain --exclude``) when you measure how well the search does.
+        label_store: a file (:class:`~nasrlm.search.LabelStore`) keeping each architecture's text and
+            labels once described, for every sampler that names it: workers on one machine and a
+            resumed search describe each candidate once (``None``: this sampler's memory only).
         device: where the model trains and samples: ``"cpu"`` or ``"cuda"``.
         seed: makes the whole search reproducible (same seed, same trials).
         independent_sampler: draws the start-up trials and any parameter outside the relative space.
@@ -145,7 +150,8 @@ class RLMSampler(BaseSampler):
                  pretrain_archs: int | None = None, fit_steps: int | None = None,
                  fit: FitSettings | None = None, candidates: CandidateSettings | None = None,
                  model: dict[str, Any] | None = None, base: str | None = None,
-                 device: str = "cpu", seed: int | None = None,
+                 label_store: str | os.PathLike[str] | None = None, device: str = "cpu",
+                 seed: int | None = None,
                  independent_sampler: BaseSampler | None = None, progress: bool = False) -> None:
         fit = _overridden(fit or FitSettings(), fit_steps=fit_steps, pretrain_archs=pretrain_archs)
         candidates = _overridden(candidates or CandidateSettings(), num_candidates=num_candidates,
@@ -196,7 +202,9 @@ class RLMSampler(BaseSampler):
         self._independent = independent_sampler or RandomSampler(seed=self._seed)
         self._lock = threading.RLock()
         graph = prior not in (None, "line")
-        self.cache = ArchCache(space, graph=graph, progress=progress)
+        self.label_store = label_store
+        store = LabelStore(label_store) if label_store is not None else None
+        self.cache = ArchCache(space, graph=graph, progress=progress, store=store)
         # created with the first fit: it needs the objectives
         self._surrogate: RLMSurrogate | PriorSurrogate | None = None
         self._handed_out: dict[str, set[str]] = {}  # per study: proposals whose trials may not be stored yet

@@ -17,6 +17,7 @@ from nasrlm.search import (
     PREDICTED_USER_ATTR,
     SAMPLERS,
     ArchEvaluator,
+    LabelStore,
     MissingValueError,
     RLMSampler,
     SpaceMismatchError,
@@ -518,6 +519,7 @@ def test_search_job_end_to_end_with_the_rlm(tmp_path, monkeypatch) -> None:
     job = search_job(SPACE, ["acc", "lat"], budget=8, out_dir=tmp_path / "run", compare=["random"],
                      progress=False, log=lambda line: None)
     assert job.predicted is not None and len(job.predicted.ids) >= 1
+    assert len(LabelStore(tmp_path / "run" / "labels.db")) >= 40  # what it described, for a resumed run
     assert [r.sampler for r in job.baselines] == ["random"]
     report = job.files["report"].read_text()
     assert "| rlm |" in report and "| random |" in report and "predicted front" in report
@@ -720,3 +722,14 @@ def test_the_prior_surrogate_spreads_by_tree_disagreement_with_the_trees_spread(
     assert disagreement.std() > 0  # the candidates differ ...
     # ... and so do their samples' spreads (clipped where the widest reach the scores' range)
     assert np.corrcoef(z[..., 0].std(axis=1), disagreement)[0, 1] > 0.8
+
+
+def test_samplers_naming_one_label_store_describe_each_candidate_once(tmp_path) -> None:
+    path = tmp_path / "labels.db"
+    first = tiny_sampler(surrogate="prior", prior="forest", label_store=path)
+    make_study(first).optimize(toy_objective, n_trials=8)
+    stored = len(LabelStore(path))
+    assert stored >= 40  # the candidate pool at least
+    again = tiny_sampler(surrogate="prior", prior="forest", label_store=path)  # same seed: same candidates
+    make_study(again).optimize(toy_objective, n_trials=8)
+    assert len(LabelStore(path)) == stored
