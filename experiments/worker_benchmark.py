@@ -22,8 +22,10 @@ import os
 import platform
 import random
 import signal
+import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import optuna
 import torch
@@ -68,11 +70,15 @@ class Job:
     budget: int
     url: str
     settings: WorkerSettings
+    labels: Path  # where each run's label store goes
 
     def work(self, study_name: str, seed: int) -> None:
         torch.set_num_threads(1)
         optuna.logging.set_verbosity(optuna.logging.ERROR)
-        sampler = make_sampler(self.sampler, self.space, seed, options=self.options)
+        options = self.options
+        if self.sampler == "rlm":  # the run's workers share one (new) label store, as `nasrlm search`'s do
+            options = {"label_store": str(self.labels / f"{study_name}.db"), **options}
+        sampler = make_sampler(self.sampler, self.space, seed, options=options)
         run_search(self.space, self.evaluator, sampler, budget=self.budget, storage=self.url,
                    study_name=study_name, progress=False, workers=self.settings)
         with FITS.get_lock():
@@ -142,9 +148,9 @@ def main() -> None:
     print("| seed | workers | completed | distinct | HV ratio | wall s | model fits | killed | re-run "
           "| bad exits |")
     print("|---|---|---|---|---|---|---|---|---|---|")
-    with temporary_postgres() as server:
+    with temporary_postgres() as server, tempfile.TemporaryDirectory() as labels:
         job = Job(space, TimedEvaluator(evaluator, args.eval_seconds), args.sampler,
-                  json.loads(args.rlm_options), args.budget, server.url, settings)
+                  json.loads(args.rlm_options), args.budget, server.url, settings, Path(labels))
         for seed in (int(s) for s in args.seeds.split(",")):
             for workers in ([1] if args.single else []) + [args.workers]:
                 kill = args.kill_every if workers > 1 else None
