@@ -110,6 +110,9 @@ class RLMSampler(BaseSampler):
             (:class:`~nasrlm.search.PriorSurrogate`: no model is trained or decoded, so ``model``,
             ``base``, ``weigh_residual`` and the fit settings do not apply), the ablation that tells what
             the model adds, at a fraction of its cost.
+        prior_alone_after: with ``surrogate="rlm"``, once this many trials are complete the model is
+            no longer refitted and the prior alone predicts, as with ``surrogate="prior"``
+            (``None``: the model throughout).
         weigh_residual: with the prior, scale the model's predicted residual (its median; the spread
             stays) by how well the model predicted its own evaluated proposals, in [0, 1] (see
             :meth:`residual_weights`).
@@ -146,7 +149,8 @@ class RLMSampler(BaseSampler):
     def __init__(self, space: SearchSpace, *, n_startup_trials: int = 10, proposals_per_fit: int = 5,
                  num_candidates: int | None = None, fresh_candidates: int | None = None,
                  num_samples: int = 16, temperature: float = 1.0, spread: str = "auto",
-                 prior: str | None = "trend-forest", surrogate: str = "rlm", weigh_residual: bool = True,
+                 prior: str | None = "trend-forest", surrogate: str = "rlm",
+                 prior_alone_after: int | None = None, weigh_residual: bool = True,
                  pretrain_archs: int | None = None, fit_steps: int | None = None,
                  fit: FitSettings | None = None, candidates: CandidateSettings | None = None,
                  model: dict[str, Any] | None = None, base: str | None = None,
@@ -180,6 +184,10 @@ class RLMSampler(BaseSampler):
         if surrogate == "prior" and prior in (None, "line"):
             raise ValueError(f"surrogate='prior' needs a feature prior (trend-forest, forest, ridge, auto), "
                              f"got prior={prior!r}")
+        if prior_alone_after is not None and (prior in (None, "line")
+                                              or prior_alone_after < n_startup_trials):
+            raise ValueError(f"prior_alone_after={prior_alone_after} needs a feature prior and at least "
+                             f"n_startup_trials ({n_startup_trials}) trials")
         if surrogate == "prior" and (base is not None or spread == "model"):
             raise ValueError("surrogate='prior' has no model: base and spread='model' do not apply")
         self.space = space
@@ -190,6 +198,7 @@ class RLMSampler(BaseSampler):
         self.spread = spread if spread != "auto" or prior is not None else "model"  # else: per study
         self.prior = prior
         self.surrogate = surrogate
+        self.prior_alone_after = prior_alone_after
         self.weigh_residual = weigh_residual
         self.fit_settings = fit
         self.candidate_settings = candidates
@@ -207,6 +216,7 @@ class RLMSampler(BaseSampler):
         self.cache = ArchCache(space, graph=graph, progress=progress, store=store)
         # created with the first fit: it needs the objectives
         self._surrogate: RLMSurrogate | PriorSurrogate | None = None
+        self._fits = 0
         self._handed_out: dict[str, set[str]] = {}  # per study: proposals whose trials may not be stored yet
         self._pool_params: list[dict[str, Any]] = []  # candidate parameters drawn once
         self._space_draws = True  # until the space turns out to have no params_of
@@ -337,7 +347,13 @@ class RLMSampler(BaseSampler):
         rows: dict[str, Sequence[float]] = {}
         for t in complete:
             rows.setdefault(self.arch_id_of(t.params), t.values)
+        if (self.prior_alone_after is not None and len(rows) >= self.prior_alone_after
+                and not isinstance(self._surrogate, PriorSurrogate)):
+            self.log(f"from {len(rows)} evaluations on, the prior alone predicts (prior_alone_after)")
+            self._surrogate = PriorSurrogate(self.cache, _objectives(study), prior=self.prior,
+                                             seed=self._seed)
         self._surrogate.fit(list(rows), np.array(list(rows.values()), dtype=np.float64))
+        self._fits += 1
         if self.on_fit is not None:
             self.on_fit(len(rows), time.perf_counter() - start)
 
@@ -401,8 +417,8 @@ class RLMSampler(BaseSampler):
     # --- the model --------------------------------------------------------------------------------
     @property
     def fits(self) -> int:
-        """How many times this sampler has fitted its model (each fit proposes ``proposals_per_fit``)."""
-        return self._surrogate.rounds if self._surrogate is not None else 0
+        """How many times this sampler has fitted its surrogate (each fit proposes ``proposals_per_fit``)."""
+        return self._fits
 
     @property
     def _round_seed(self) -> int:

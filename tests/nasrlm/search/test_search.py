@@ -19,6 +19,7 @@ from nasrlm.search import (
     ArchEvaluator,
     LabelStore,
     MissingValueError,
+    PriorSurrogate,
     RLMSampler,
     SpaceMismatchError,
     Truth,
@@ -733,3 +734,18 @@ def test_samplers_naming_one_label_store_describe_each_candidate_once(tmp_path) 
     again = tiny_sampler(surrogate="prior", prior="forest", label_store=path)  # same seed: same candidates
     make_study(again).optimize(toy_objective, n_trials=8)
     assert len(LabelStore(path)) == stored
+
+
+def test_after_prior_alone_after_trials_the_model_is_no_longer_refitted() -> None:
+    sampler = tiny_sampler(prior="forest", prior_alone_after=7)
+    fits = []
+    sampler.on_fit = lambda n, seconds: fits.append(n)
+    study = make_study(sampler)
+    study.optimize(toy_objective, n_trials=11)
+    assert fits == [4, 7, 10] and sampler.fits == 3
+    assert isinstance(sampler._surrogate, PriorSurrogate) and sampler.predictor is None
+    assert len({t.user_attrs["arch_id"] for t in completed(study)}) == 11
+    with pytest.raises(ValueError, match="prior_alone_after=3"):
+        RLMSampler(SPACE, prior_alone_after=3)
+    with pytest.raises(ValueError, match="needs a feature prior"):
+        RLMSampler(SPACE, prior="line", prior_alone_after=50)
