@@ -110,9 +110,11 @@ class RLMSampler(BaseSampler):
             (:class:`~nasrlm.search.PriorSurrogate`: no model is trained or decoded, so ``model``,
             ``base``, ``weigh_residual`` and the fit settings do not apply), the ablation that tells what
             the model adds, at a fraction of its cost.
-        prior_alone_after: with ``surrogate="rlm"``, once this many trials are complete the model is
-            no longer refitted and the prior alone predicts, as with ``surrogate="prior"``
-            (``None``: the model throughout).
+        prior_alone_after: with a feature prior and ``surrogate="rlm"``, once this many trials are
+            complete the model is no longer refitted and the prior alone predicts, as with
+            ``surrogate="prior"``: the model's residual helps most over the first hundred trials, the
+            prior alone searched as well beyond them at a fraction of the cost (experiments/README.md,
+            "Pareto search"). ``None``: the model throughout.
         weigh_residual: with the prior, scale the model's predicted residual (its median; the spread
             stays) by how well the model predicted its own evaluated proposals, in [0, 1] (see
             :meth:`residual_weights`).
@@ -150,7 +152,7 @@ class RLMSampler(BaseSampler):
                  num_candidates: int | None = None, fresh_candidates: int | None = None,
                  num_samples: int = 16, temperature: float = 1.0, spread: str = "auto",
                  prior: str | None = "trend-forest", surrogate: str = "rlm",
-                 prior_alone_after: int | None = None, weigh_residual: bool = True,
+                 prior_alone_after: int | None = 100, weigh_residual: bool = True,
                  pretrain_archs: int | None = None, fit_steps: int | None = None,
                  fit: FitSettings | None = None, candidates: CandidateSettings | None = None,
                  model: dict[str, Any] | None = None, base: str | None = None,
@@ -184,10 +186,8 @@ class RLMSampler(BaseSampler):
         if surrogate == "prior" and prior in (None, "line"):
             raise ValueError(f"surrogate='prior' needs a feature prior (trend-forest, forest, ridge, auto), "
                              f"got prior={prior!r}")
-        if prior_alone_after is not None and (prior in (None, "line")
-                                              or prior_alone_after < n_startup_trials):
-            raise ValueError(f"prior_alone_after={prior_alone_after} needs a feature prior and at least "
-                             f"n_startup_trials ({n_startup_trials}) trials")
+        if prior_alone_after is not None and prior_alone_after < 1:
+            raise ValueError(f"prior_alone_after must be positive or None, got {prior_alone_after}")
         if surrogate == "prior" and (base is not None or spread == "model"):
             raise ValueError("surrogate='prior' has no model: base and spread='model' do not apply")
         self.space = space
@@ -348,7 +348,7 @@ class RLMSampler(BaseSampler):
         for t in complete:
             rows.setdefault(self.arch_id_of(t.params), t.values)
         if (self.prior_alone_after is not None and len(rows) >= self.prior_alone_after
-                and not isinstance(self._surrogate, PriorSurrogate)):
+                and self.prior not in (None, "line") and not isinstance(self._surrogate, PriorSurrogate)):
             self.log(f"from {len(rows)} evaluations on, the prior alone predicts (prior_alone_after)")
             self._surrogate = PriorSurrogate(self.cache, _objectives(study), prior=self.prior,
                                              seed=self._seed)

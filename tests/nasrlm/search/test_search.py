@@ -745,7 +745,11 @@ def test_after_prior_alone_after_trials_the_model_is_no_longer_refitted() -> Non
     assert fits == [4, 7, 10] and sampler.fits == 3
     assert isinstance(sampler._surrogate, PriorSurrogate) and sampler.predictor is None
     assert len({t.user_attrs["arch_id"] for t in completed(study)}) == 11
-    with pytest.raises(ValueError, match="prior_alone_after=3"):
-        RLMSampler(SPACE, prior_alone_after=3)
-    with pytest.raises(ValueError, match="needs a feature prior"):
-        RLMSampler(SPACE, prior="line", prior_alone_after=50)
+    with pytest.raises(ValueError, match="prior_alone_after must be positive"):
+        RLMSampler(SPACE, prior_alone_after=0)
+
+
+def test_without_a_feature_prior_the_model_predicts_throughout() -> None:
+    sampler = tiny_sampler(prior="line", prior_alone_after=5)
+    make_study(sampler).optimize(toy_objective, n_trials=8)
+    assert sampler.fits == 2 and sampler.predictor is not None
