@@ -6,7 +6,9 @@ model's predictive distribution for each, and proposes the candidates with the l
 hypervolume improvement* over the front found so far (:func:`~nasrlm.search._acquisition.greedy_ehvi`).
 Because the improvement is averaged over decoded samples, an uncertain candidate that might land
 beyond the front scores above a confident one just behind it: the model's uncertainty is what drives
-exploration.
+exploration. After ``prior_alone_after`` trials the surrogate is the model's prior alone
+(:class:`~nasrlm.search._surrogate.PriorSurrogate`), which searched as well from there at a fraction
+of the cost.
 
 The sampler works on Optuna's parameters, not on a space's internals: a candidate is a parameter dict,
 and ``space.suggest(FixedTrial(params))`` turns it into the architecture whose ONNX text the model

@@ -3,7 +3,9 @@
 An :class:`~nasrlm.predictor.RLMPredictor` refitted on the completed trials each round, and sampled for
 the candidates' objectives. It starts either from a base model (``nasrlm pretrain``), copied afresh for
 every refit, or from a model learned here: a tokenizer trained on the candidate pool's texts and a
-pre-training pass on their free labels (parameters, MACs), which cost nothing to compute.
+pre-training pass on their free labels (parameters, MACs), which cost nothing to compute. Or, as a
+:class:`PriorSurrogate`, the prior alone that the model learns the residual of: what the sampler uses
+once the model stops paying for itself (``RLMSampler(prior_alone_after=)``).
 """
 
 from __future__ import annotations
