@@ -51,6 +51,18 @@ class FitSettings:
     headroom: float = 0.1
 
 
+def scaled_by_trees(errors: np.ndarray, disagreement: np.ndarray) -> np.ndarray:
+    """(n, m) spreads: each objective's prior error (m,) scaled per architecture by how much the prior's
+    trees disagree on it (``disagreement``, (n, m)) relative to their mean disagreement; an objective
+    whose prior has no trees (a ridge: NaN) keeps one spread for all."""
+    out = np.tile(np.asarray(errors, dtype=np.float64), (len(disagreement), 1))
+    for k in range(out.shape[1]):
+        d = disagreement[:, k]
+        if np.isfinite(d).all() and d.mean() > 0:
+            out[:, k] *= d / d.mean()
+    return out
+
+
 class RLMSurrogate:
     """An RLM refitted on trials, sampled for candidates.
 
@@ -197,12 +209,9 @@ class RLMSurrogate:
         if spread != "trees" or not hasattr(predictor.prior, "disagreement"):
             return errors
         x = np.column_stack([labels[name] for name in predictor.prior_inputs])
-        disagreement = predictor.prior.disagreement(x)
-        for j, name in enumerate(predictor.prior_objectives):
-            d = disagreement[:, j]
-            if np.isfinite(d).all() and d.mean() > 0:  # a ridge has no trees: one spread for all
-                errors[name] = errors[name] * d / d.mean()
-        return errors
+        names = predictor.prior_objectives
+        scales = scaled_by_trees(np.array([errors[n] for n in names]), predictor.prior.disagreement(x))
+        return {**errors, **{name: scales[:, j] for j, name in enumerate(names)}}
 
     def residual_weights(self, arch_ids: Sequence[str], actual: np.ndarray,
                          predicted: np.ndarray) -> dict[str, float] | None:
@@ -272,13 +281,9 @@ class PriorSurrogate:
         if self._prior is None:
             raise RuntimeError("the sampler has not fitted its prior yet")
         x = self.cache.labels_of(arch_ids)
-        scale = np.broadcast_to(self._errors, (len(x), len(self.objectives))).copy()
+        scale = np.broadcast_to(self._errors, (len(x), len(self.objectives)))
         if spread == "trees":
-            disagreement = self._prior.disagreement(x)
-            for k in range(scale.shape[1]):
-                d = disagreement[:, k]
-                if np.isfinite(d).all() and d.mean() > 0:  # a ridge has no trees: one spread for all
-                    scale[:, k] *= d / d.mean()
+            scale = scaled_by_trees(self._errors, self._prior.disagreement(x))
         # random draws, not stratified quantiles: with the prior's mean alone the stratified samples of
         # every candidate sit alike around it and the proposals stop exploring (experiments/README.md)
         scatter = np.random.default_rng(seed).normal(size=(len(x), num_samples, len(self.objectives)))
