@@ -148,9 +148,10 @@ def main() -> None:
     print("| seed | workers | completed | distinct | HV ratio | wall s | model fits | killed | re-run "
           "| bad exits |")
     print("|---|---|---|---|---|---|---|---|---|---|")
+    options = json.loads(args.rlm_options)
     with temporary_postgres() as server, tempfile.TemporaryDirectory() as labels:
-        job = Job(space, TimedEvaluator(evaluator, args.eval_seconds), args.sampler,
-                  json.loads(args.rlm_options), args.budget, server.url, settings, Path(labels))
+        job = Job(space, TimedEvaluator(evaluator, args.eval_seconds), args.sampler, options, args.budget,
+                  server.url, settings, Path(labels))
         for seed in (int(s) for s in args.seeds.split(",")):
             for workers in ([1] if args.single else []) + [args.workers]:
                 kill = args.kill_every if workers > 1 else None
@@ -160,8 +161,8 @@ def main() -> None:
                 print(f"| {seed} | {workers} | {len(r.arch_ids)} | {len(set(r.arch_ids))} | {hv:.3f} | "
                       f"{run['seconds']:.0f} | {run['fits']} | {run['killed']} | {run['retried']} | "
                       f"{run['bad_exits'] or 0} |", flush=True)
-    options = f" {args.rlm_options}" if json.loads(args.rlm_options) else ""
-    print(f"\n{args.sampler} sampler{options}, budget {args.budget}, {args.eval_seconds} s per evaluation; "
+    shown = f" {args.rlm_options}" if options else ""
+    print(f"\n{args.sampler} sampler{shown}, budget {args.budget}, {args.eval_seconds} s per evaluation; "
           f"{os.cpu_count()} cores {platform.machine()}, one torch thread per worker; "
           f"{time.strftime('%Y-%m-%d')}")
 

@@ -98,10 +98,13 @@ class ScoresPrior(ABC):
     def mean(self, inputs: np.ndarray) -> np.ndarray:
         """(n, m) prior mean scores of architectures with these inputs (n, f)."""
 
+    def scores(self, values: np.ndarray) -> np.ndarray:
+        """(n, m) each objective's values in its normal scores."""
+        return np.stack([s.forward(values[:, k]) for k, s in enumerate(self.objectives)], axis=1)
+
     def residuals(self, inputs: np.ndarray, values: np.ndarray) -> np.ndarray:
         """What the model is trained on: each objective's score minus the prior's, (n, m)."""
-        z = np.stack([s.forward(values[:, k]) for k, s in enumerate(self.objectives)], axis=1)
-        return z - self.mean(inputs)
+        return self.scores(values) - self.mean(inputs)
 
     def values(self, inputs: np.ndarray, residuals: np.ndarray) -> np.ndarray:
         """Objective values from residuals: (n, m) or (n, samples, m) with ``inputs`` of shape (n, f)."""

@@ -51,14 +51,14 @@ class LabelStore:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
-        if str(path) != ":memory:":
-            self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
+            if str(path) != ":memory:":
+                self.path.parent.mkdir(parents=True, exist_ok=True)
             self._conn = sqlite3.connect(str(path), timeout=60.0, isolation_level=None,
                                          check_same_thread=False)
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.executescript(_SCHEMA)
-        except sqlite3.DatabaseError as error:  # not a database, a folder, a file that cannot be written
+        except (sqlite3.DatabaseError, OSError) as error:  # not a database, a folder, a path below a file
             raise LabelStoreError(f"{self.path}: cannot open it as a label store ({error})") from None
 
     def close(self) -> None:

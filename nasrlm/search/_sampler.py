@@ -213,7 +213,6 @@ class RLMSampler(BaseSampler):
         self._independent = independent_sampler or RandomSampler(seed=self._seed)
         self._lock = threading.RLock()
         graph = prior not in (None, "line")
-        self.label_store = label_store
         store = LabelStore(label_store) if label_store is not None else None
         self.cache = ArchCache(space, graph=graph, progress=progress, store=store)
         # created with the first fit: it needs the objectives
@@ -334,26 +333,27 @@ class RLMSampler(BaseSampler):
              search_space: dict[str, BaseDistribution]) -> None:
         """Refit the surrogate on the completed trials (the first time, create it and the candidate pool)."""
         start = time.perf_counter()
-        if self._surrogate is None:
-            self._pool_params = [self._draw(search_space, self._rng)
-                                 for _ in range(self.candidate_settings.num_candidates)]
-            if self.surrogate == "prior":
-                self._surrogate = PriorSurrogate(self.cache, _objectives(study), prior=self.prior,
-                                                 seed=self._seed)
-            else:
-                self._surrogate = RLMSurrogate(
-                    self.cache, _objectives(study), prior=self.prior, settings=self.fit_settings,
-                    model_options=self.model_options, base=self.base, device=self.device, seed=self._seed,
-                    progress=self.progress, log=self.log)
-            self._surrogate.start(self.candidate_pool)
         rows: dict[str, Sequence[float]] = {}
         for t in complete:
             rows.setdefault(self.arch_id_of(t.params), t.values)
-        if (self.prior_alone_after is not None and len(rows) >= self.prior_alone_after
-                and self.prior not in (None, "line") and not isinstance(self._surrogate, PriorSurrogate)):
-            self.log(f"from {len(rows)} evaluations on, the prior alone predicts (prior_alone_after)")
+        if self._surrogate is None:
+            self._pool_params = [self._draw(search_space, self._rng)
+                                 for _ in range(self.candidate_settings.num_candidates)]
+        # decided before a model is made: a study resumed past prior_alone_after trains none
+        prior_alone = self.surrogate == "prior" or (
+            self.prior_alone_after is not None and len(rows) >= self.prior_alone_after
+            and self.prior not in (None, "line"))
+        if prior_alone and not isinstance(self._surrogate, PriorSurrogate):
+            if self._surrogate is not None:
+                self.log(f"from {len(rows)} evaluations on, the prior alone predicts (prior_alone_after)")
             self._surrogate = PriorSurrogate(self.cache, _objectives(study), prior=self.prior,
                                              seed=self._seed)
+        elif self._surrogate is None:
+            self._surrogate = RLMSurrogate(
+                self.cache, _objectives(study), prior=self.prior, settings=self.fit_settings,
+                model_options=self.model_options, base=self.base, device=self.device, seed=self._seed,
+                progress=self.progress, log=self.log)
+            self._surrogate.start(self.candidate_pool)
         self._surrogate.fit(list(rows), np.array(list(rows.values()), dtype=np.float64))
         self._fits += 1
         if self.on_fit is not None:
@@ -455,8 +455,8 @@ class RLMSampler(BaseSampler):
         predictions, so the slope also corrects that winner's curse. Until
         :data:`MIN_CHECKED_PROPOSALS` are in, 1.
         """
-        if not self.weigh_residual or self._surrogate is None:
-            return None
+        if not self.weigh_residual or self._surrogate is None or self._surrogate.predictor is None:
+            return None  # nothing fitted yet, or no model (the prior alone): no residual to weigh
         names = [o.name for o in self._surrogate.objectives]
         rows: dict[str, tuple[Sequence[float], Sequence[float]]] = {}
         for t in complete:

@@ -268,8 +268,7 @@ class PriorSurrogate:
         """Refit the prior on the trials (``targets`` in the study's order) and note its out-of-bag error."""
         x = self.cache.labels_of(arch_ids)
         self._prior, held_out = FeaturePrior.fit(x, targets, kind=self.prior, seed=self.seed + self.rounds)
-        scores = np.stack([s.forward(targets[:, k]) for k, s in enumerate(self._prior.objectives)], axis=1)
-        self._errors = np.sqrt(np.mean((scores - held_out) ** 2, axis=0))
+        self._errors = np.sqrt(np.mean((self._prior.scores(targets) - held_out) ** 2, axis=0))
         self.rounds += 1
 
     def sample(self, arch_ids: Sequence[str], *, num_samples: int, temperature: float, seed: int,

@@ -40,6 +40,8 @@ def test_a_file_that_is_no_database_is_refused_by_name(tmp_path) -> None:
     bad.write_text("not sqlite " * 100)
     with pytest.raises(LabelStoreError, match="labels.db"):
         LabelStore(bad)
+    with pytest.raises(LabelStoreError, match="below"):  # a path below a file
+        LabelStore(bad / "below" / "labels.db")
 
 
 def test_caches_sharing_a_store_describe_each_architecture_once(tmp_path, monkeypatch) -> None:

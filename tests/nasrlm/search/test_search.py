@@ -753,3 +753,15 @@ def test_without_a_feature_prior_the_model_predicts_throughout() -> None:
     sampler = tiny_sampler(prior="line", prior_alone_after=5)
     make_study(sampler).optimize(toy_objective, n_trials=8)
     assert sampler.fits == 2 and sampler.predictor is not None
+
+
+def test_a_search_already_past_prior_alone_after_trains_no_model(monkeypatch) -> None:
+    from nasrlm.search import RLMSurrogate
+
+    def refuse(self, pool):
+        raise AssertionError("a model was started for a search past prior_alone_after")
+
+    monkeypatch.setattr(RLMSurrogate, "start", refuse)
+    sampler = tiny_sampler(prior="forest", prior_alone_after=4)  # reached by the start-up trials
+    make_study(sampler).optimize(toy_objective, n_trials=8)
+    assert sampler.fits == 2 and isinstance(sampler._surrogate, PriorSurrogate)
