@@ -136,6 +136,16 @@ def check_sampler_probe(out: str) -> None:
     assert fraction(float(hv.split(": ")[1].split(";")[0]))
 
 
+def check_sampler_overhead(out: str) -> None:
+    rows = table(out, "| device | s per evaluation |")
+    assert len(rows) == 1 and rows[0][0] == "cpu", rows
+    per_evaluation, *phases = (number(c) for c in rows[0][1:])
+    assert positive(per_evaluation) and all(math.isfinite(s) and s >= 0 for s in phases[:3]), rows
+    assert sum(phases) == pytest.approx(per_evaluation * 12, abs=0.5)  # the phases make up the wall time
+    assert phases[0] > 0 and phases[1] > 0 and phases[2] > 0  # it described, fitted and predicted
+    assert "12 evaluations" in out and " fits; " in out
+
+
 def check_tokenizer_stats(out: str) -> None:
     rows = table(out, "| configuration | train archs |")
     assert [r[0] for r in rows] == ["**default**: bpe, len 256", "bpe, len 16", "unigram, len 16"]
@@ -170,6 +180,7 @@ SMOKES: dict[str, Smoke] = {
     "export_benchmark.py": Smoke(check_export_benchmark),
     "inference_speed.py": Smoke(check_inference_speed, ["--threads", "1"]),
     "predictor_benchmark.py": Smoke(check_predictor_benchmark, [*DATA, "--threads", "1"]),
+    "sampler_overhead.py": Smoke(check_sampler_overhead, DATA),
     "sampler_probe.py": Smoke(check_sampler_probe, [*DATA, "--threads", "1"]),
     "tokenizer_stats.py": Smoke(check_tokenizer_stats),
     "train_defaults.py": Smoke(check_train_defaults, [*DATA, "--threads", "1"]),
