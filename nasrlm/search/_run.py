@@ -45,6 +45,8 @@ MAX_REPEATS_PER_EVALUATION = 10
 SURPLUS_ATTR = "surplus"
 #: Tries at opening the study before an error there is final (see :func:`_open_study`).
 _OPEN_ATTEMPTS = 6
+#: How often, at most, a worker waiting for another worker's proposals looks again (seconds).
+PROPOSAL_POLL_SECONDS = 0.25
 
 
 @dataclass
@@ -88,7 +90,9 @@ def run_search(space: SearchSpace, evaluator: ArchEvaluator, sampler: optuna.sam
     waits for them, and is pruned (user attribute :data:`SURPLUS_ATTR`) when they fill the budget. A
     worker killed mid-trial leaves a trial whose heartbeat stops: another worker fails it and re-runs
     its architecture (how soon: ``workers``, default :class:`WorkerSettings`'s). A database that goes
-    away for a moment makes the worker wait, up to ``workers.outage_seconds``.
+    away for a moment makes the worker wait, up to ``workers.outage_seconds``. A sampler with an
+    ``awaiting_proposals(study)`` method (:class:`RLMSampler`) is asked before each trial: while it says
+    another worker is about to enqueue proposals, this one waits for them instead of asking.
 
     Architectures missing from a table fail their trial (:class:`MissingValueError`) and do not count;
     after ``max_failures`` (default: ``budget``) failed trials the search stops with an error. A trial
@@ -120,6 +124,8 @@ def run_search(space: SearchSpace, evaluator: ArchEvaluator, sampler: optuna.sam
         return evaluator(arch_id)
 
     limit = budget if max_failures is None else max_failures
+    awaiting = getattr(sampler, "awaiting_proposals", None)
+    poll = min(workers.poll_seconds, PROPOSAL_POLL_SECONDS)
     start = time.perf_counter()
     outage = _Outage(workers.outage_seconds, log)
     verbosity = optuna.logging.get_verbosity()
@@ -138,6 +144,10 @@ def run_search(space: SearchSpace, evaluator: ArchEvaluator, sampler: optuna.sam
                     if states[TrialState.COMPLETE] + states[TrialState.RUNNING] >= budget:
                         fail_stale_trials(study)  # the others are finishing the budget, or are dead
                         time.sleep(workers.poll_seconds)
+                        continue
+                    if awaiting is not None and awaiting(study):  # another worker is refitting for us
+                        fail_stale_trials(study)  # unless it died doing so
+                        time.sleep(poll)
                         continue
                     _run_trial(study, objective, outage, log)
     finally:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import partial
@@ -40,6 +41,7 @@ from nasrlm.search._acquisition import greedy_ehvi
 from nasrlm.search._arch_cache import ArchCache, SpaceMismatchError
 from nasrlm.search._candidates import CandidateSettings, candidate_params, draw_params
 from nasrlm.search._label_store import LabelStore
+from nasrlm.search._lease import FitLease
 from nasrlm.search._liveness import beating
 from nasrlm.search._surrogate import FitSettings, PriorSurrogate, RLMSurrogate
 from search_spaces import SearchSpace, SubsetSpace
@@ -59,6 +61,10 @@ PREDICTED_USER_ATTR = "predicted"
 #: Random architectures whose parameters (``space.params_of``) tell a conditional space's full search
 #: space: a stage's deepest blocks among them, not only among the trials run.
 DISTRIBUTION_DRAWS = 64
+
+#: A worker holds a study's fit lease at most this long, or 3 times its longest fit so far if longer (a
+#: deadline that matters only where the storage keeps no heartbeats: see :mod:`._lease`).
+LEASE_SECONDS = 120.0
 
 #: ``RLMSampler(spread=)`` choices.
 SPREADS = ("auto", "prior", "trees", "model")
@@ -81,8 +87,9 @@ class RLMSampler(BaseSampler):
         space: the search space the objective draws from with ``space.suggest(trial)``.
         n_startup_trials: completed trials drawn at random (by ``independent_sampler``) before the
             model is first trained.
-        proposals_per_fit: candidates proposed from one trained model (greedily, each one's predicted
-            median added to the front before picking the next); more means fewer, cheaper refits.
+        proposals_per_fit: candidates proposed from one trained model for each worker of the study
+            (greedily, each one's predicted median added to the front before picking the next); more
+            means fewer, cheaper refits.
         num_candidates: random candidates drawn once and scored every round (the pool; its free labels
             also pre-train the model), beside mutations of the current front. When the space's
             parameter grid is at most this large, every architecture is scored instead.
@@ -143,11 +150,15 @@ class RLMSampler(BaseSampler):
         independent_sampler: draws the start-up trials and any parameter outside the relative space.
         progress: show progress bars while the model trains and scores candidates.
 
-    One fit proposes ``proposals_per_fit`` architectures: the first is the trial that asked, the others
-    wait in the study (``study.enqueue_trial``) for the next trials of any worker, so a study may end
-    with some still waiting (a resumed one takes them first). Trials still running or waiting (other
-    workers, ``n_jobs > 1``) are pending: never proposed again, and believed at the model's median when
-    the next proposals are picked.
+    One fit proposes ``proposals_per_fit`` architectures for each worker of the study: the first is the
+    trial that asked, the others wait in the study (``study.enqueue_trial``) for the next trials of any
+    worker, so a study may end with some still waiting (a resumed one takes them first). Trials still
+    running or waiting (other workers, ``n_jobs > 1``) are pending: never proposed again, and believed
+    at the model's median when the next proposals are picked. The workers are counted as the most
+    trials this sampler has seen running at once. Workers sharing a study refit one at a time (a
+    lease in the study, :mod:`~nasrlm.search._lease`): while one refits, the others wait for its
+    proposals (:meth:`awaiting_proposals`, which :func:`~nasrlm.search.run_search` asks before each
+    trial) instead of refitting on the same trials beside it.
     """
 
     def __init__(self, space: SearchSpace, *, n_startup_trials: int = 10, proposals_per_fit: int = 5,
@@ -219,6 +230,9 @@ class RLMSampler(BaseSampler):
         self._surrogate: RLMSurrogate | PriorSurrogate | None = None
         self._fits = 0
         self._handed_out: dict[str, set[str]] = {}  # per study: proposals whose trials may not be stored yet
+        self._workers: dict[str, int] = {}  # per study: the most trials seen running at once
+        self._longest_fit = 0.0  # seconds: how long this worker's fit lease lasts
+        self._name = uuid.uuid4().hex  # with the process id, this worker's name in a fit lease
         self._pool_params: list[dict[str, Any]] = []  # candidate parameters drawn once
         self._space_draws = True  # until the space turns out to have no params_of
         self._distributions: dict[str, BaseDistribution] | None = None  # see _space_distributions
@@ -268,29 +282,47 @@ class RLMSampler(BaseSampler):
 
     def sample_relative(self, study: Study, trial: FrozenTrial,
                         search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
+        trials = study.get_trials(deepcopy=False)
+        running = sum(t.state == TrialState.RUNNING for t in trials)
+        self._workers[study.study_name] = max(self._workers.get(study.study_name, 1), running)
         if not search_space or _FIXED in trial.system_attrs:  # enqueued (a retry): its parameters are set
             return {}
         with self._lock:
-            complete = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-                        if t.values is not None]
+            complete = [t for t in trials if t.state == TrialState.COMPLETE and t.values is not None]
             if len(complete) < self.n_startup_trials:
                 return {}
             evaluated, pending = self._evaluated_and_pending(study, trial)
-            with beating(study, trial._trial_id):  # a refit outlasts the study's stale-trial limit
-                self._fit(study, complete, search_space)
-                proposals = self._propose(study, complete, search_space, evaluated, pending)
-            if not proposals:
-                return {}
-            (params, predicted), rest = proposals[0], proposals[1:]
-            self._handed_out[study.study_name].add(self.arch_id_of(params))
-            if predicted is not None:  # kept with the trial: a resumed search still weighs by it
-                study._storage.set_trial_user_attr(trial._trial_id, PREDICTED_USER_ATTR,
-                                                   self._by_name(study, predicted))
-            for other, other_predicted in rest:  # waiting in the study for whichever worker asks next
-                attrs = None if other_predicted is None else {
-                    PREDICTED_USER_ATTR: self._by_name(study, other_predicted)}
-                study.enqueue_trial(other, user_attrs=attrs)
+            lease = self._lease(study)
+            lease.take(trial._trial_id, seconds=max(LEASE_SECONDS, 3 * self._longest_fit))
+            try:
+                with beating(study, trial._trial_id):  # a refit outlasts the study's stale-trial limit
+                    self._fit(study, complete, search_space)
+                    proposals = self._propose(study, complete, search_space, evaluated, pending)
+                if not proposals:
+                    return {}
+                (params, predicted), rest = proposals[0], proposals[1:]
+                self._handed_out[study.study_name].add(self.arch_id_of(params))
+                if predicted is not None:  # kept with the trial: a resumed search still weighs by it
+                    study._storage.set_trial_user_attr(trial._trial_id, PREDICTED_USER_ATTR,
+                                                       self._by_name(study, predicted))
+                for other, other_predicted in rest:  # waiting in the study for whichever worker asks next
+                    attrs = None if other_predicted is None else {
+                        PREDICTED_USER_ATTR: self._by_name(study, other_predicted)}
+                    study.enqueue_trial(other, user_attrs=attrs)
+            finally:  # after the proposals are enqueued: the workers waiting on the lease take them
+                lease.release()
             return params  # a candidate's parameters are the search space's already (see _candidates)
+
+    def awaiting_proposals(self, study: Study) -> bool:
+        """Whether a worker about to ask ``study`` for a trial should wait a moment instead: no proposal
+        waits in the study, and another worker is refitting (it holds the fit lease) and will enqueue
+        some. A worker that asked anyway would refit on the same trials beside it."""
+        if study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+            return False
+        return self._lease(study).held_elsewhere()
+
+    def _lease(self, study: Study) -> FitLease:
+        return FitLease(study, f"{self._name}:{os.getpid()}")  # a forked worker is a worker of its own
 
     def sample_independent(self, study: Study, trial: FrozenTrial, param_name: str,
                            param_distribution: BaseDistribution) -> Any:
@@ -356,8 +388,10 @@ class RLMSampler(BaseSampler):
             self._surrogate.start(self.candidate_pool)
         self._surrogate.fit(list(rows), np.array(list(rows.values()), dtype=np.float64))
         self._fits += 1
+        seconds = time.perf_counter() - start
+        self._longest_fit = max(self._longest_fit, seconds)
         if self.on_fit is not None:
-            self.on_fit(len(rows), time.perf_counter() - start)
+            self.on_fit(len(rows), seconds)
 
     def _propose(self, study: Study, complete: Sequence[FrozenTrial],
                  search_space: dict[str, BaseDistribution], evaluated: set[str],
@@ -381,7 +415,8 @@ class RLMSampler(BaseSampler):
         if pending:  # believed at the model's median, as the proposals are
             believed = np.median(self.predict_samples(pending, seed=seed, residual_weight=weights), axis=1)
             observed = np.vstack([observed, believed])
-        picked = greedy_ehvi(samples, observed, reference, maximize, self.proposals_per_fit, self._rng)
+        count = self.proposals_per_fit * self._workers.get(study.study_name, 1)
+        picked = greedy_ehvi(samples, observed, reference, maximize, count, self._rng)
         chosen = [candidates[ids[k]] for k in picked]
         predictor = self._surrogate.predictor
         if not (self.weigh_residual and predictor is not None and predictor.prior is not None):
@@ -419,7 +454,8 @@ class RLMSampler(BaseSampler):
     # --- the model --------------------------------------------------------------------------------
     @property
     def fits(self) -> int:
-        """How many times this sampler has fitted its surrogate (each fit proposes ``proposals_per_fit``)."""
+        """How many times this sampler has fitted its surrogate (each fit proposes ``proposals_per_fit``
+        for each worker)."""
         return self._fits
 
     @property

@@ -29,6 +29,7 @@ from nasrlm.search import (
     search_job,
     write_report,
 )
+from nasrlm.search._lease import FitLease
 from search_spaces import NasBench201, SubsetSpace, get_space
 from search_spaces.nasbench201 import EDGES, OPS, NB201Arch
 
@@ -630,10 +631,58 @@ def test_running_trials_are_pending_never_proposed_and_believed_when_picking(mon
     study.optimize(toy_objective, n_trials=4)
     running = [study.ask() for _ in range(2)]  # as other workers would, not told yet
     ids = [SPACE.arch_id(SPACE.suggest(trial)) for trial in running]
-    ids.append(SPACE.arch_id(SPACE.suggest(study.ask())))
-    # four completed trials, and each running one believed at its median when the next is picked
-    assert seen == [4, 5, 6]
-    assert len(set(ids)) == 3
+    # two trials running at once: each fit proposed one for each (one enqueued); the second fit believed
+    # the first trial's proposal and the waiting one at their medians
+    assert seen == [4, 6]
+    waiting = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
+    assert len(waiting) == 2
+    ids.append(SPACE.arch_id(SPACE.suggest(study.ask())))  # takes a waiting proposal: no refit
+    assert seen == [4, 6] and len(set(ids)) == 3
+
+
+def test_a_refit_holds_the_fit_lease_and_frees_it_with_its_proposals_enqueued(monkeypatch) -> None:
+    sampler = tiny_sampler(seed=3)
+    study = make_study(sampler)
+    other = FitLease(study, "another worker")
+    held: list[bool] = []
+    fit = sampler._fit
+    monkeypatch.setattr(sampler, "_fit", lambda *a: held.append(other.held_elsewhere()) or fit(*a))
+    study.optimize(toy_objective, n_trials=8)
+    assert held and all(held)  # every refit ran under the lease
+    assert not other.held_elsewhere() and not sampler.awaiting_proposals(study)
+
+
+def test_a_worker_awaits_proposals_only_while_another_refits_and_none_wait() -> None:
+    sampler = tiny_sampler(seed=3)
+    study = make_study(sampler)
+    study.optimize(toy_objective, n_trials=4)
+    assert not sampler.awaiting_proposals(study)
+    refitting = study.ask()  # another worker's trial, refitting under the lease
+    FitLease(study, "another worker").take(refitting._trial_id, seconds=60)
+    assert sampler.awaiting_proposals(study)
+    study.enqueue_trial(SPACE.params_of(SPACE.sample(np.random.default_rng(0))))
+    assert not sampler.awaiting_proposals(study)  # a proposal waits: take it
+    study.ask()
+    assert sampler.awaiting_proposals(study)
+    study.tell(refitting, state=optuna.trial.TrialState.FAIL)  # that worker died
+    assert not sampler.awaiting_proposals(study)
+
+
+def test_run_search_waits_while_the_sampler_awaits_proposals() -> None:
+    class Awaiting(optuna.samplers.RandomSampler):
+        asked = 0
+
+        def awaiting_proposals(self, study: optuna.Study) -> bool:
+            self.asked += 1
+            return self.asked <= 3  # three looks, then the proposals are there
+
+    ids = SPACE.sample_ids(50, seed=0)
+    evaluator = ArchEvaluator(SPACE, toy_table(ids).objectives, toy_table(ids))
+    sampler = Awaiting(seed=0)
+    result = run_search(SPACE, evaluator, sampler, budget=2, progress=False, max_failures=10_000,
+                        workers=WorkerSettings(poll_seconds=0.01))
+    assert len(result.arch_ids) == 2
+    assert sampler.asked >= 3 + 2  # it waited three times, then asked before each of its two trials
 
 
 def test_with_the_trees_spread_candidates_the_trees_disagree_on_scatter_wider(monkeypatch) -> None:
