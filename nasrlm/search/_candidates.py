@@ -31,18 +31,29 @@ class CandidateSettings:
     mutate_every_value_up_to: int = 16
     #: ... a parameter with more (or a continuous one) to this many random draws
     random_mutations: int = 4
+    #: from this many completed trials on, a round scores only the front's mutants (while any is new):
+    #: the search refines the front it has found instead of looking further (``None``: never)
+    refine_after: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.refine_after is not None and self.refine_after < 1:
+            raise ValueError(f"refine_after must be positive or None, got {self.refine_after}")
 
 
 def candidate_params(search_space: dict[str, BaseDistribution], settings: CandidateSettings, *,
                      pool: Sequence[Params], front: Sequence[Params], rng: np.random.Generator,
-                     draw: Callable[[np.random.Generator], Params] | None = None) -> list[Params]:
+                     draw: Callable[[np.random.Generator], Params] | None = None,
+                     refine: bool = False) -> list[Params]:
     """Parameters to score this round: the whole grid if it is small, else the pool, fresh draws and mutants.
 
     Fresh draws come from ``draw`` (default: :func:`draw_params` over ``search_space``). The mutants
-    change one parameter of one member of the current ``front``. Duplicates (and parameters that build
-    the same architecture) are left to the caller, which knows the space.
+    change one parameter of one member of the current ``front``; with ``refine``, they are all there
+    is. Duplicates (and parameters that build the same architecture) are left to the caller, which
+    knows the space.
     """
     grid = parameter_grid(search_space)
+    if refine:
+        return [m for parent in front for m in mutants(parent, search_space, grid, settings, rng)]
     if grid is not None and math.prod(len(v) for v in grid.values()) <= settings.num_candidates:
         names = sorted(grid)
         combos = itertools.product(*(grid[n] for n in names))

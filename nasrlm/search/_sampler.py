@@ -95,6 +95,8 @@ class RLMSampler(BaseSampler):
             parameter grid is at most this large, every architecture is scored instead.
         fresh_candidates: random candidates drawn anew each round on top of the pool: a fixed pool
             caps what the search can find.
+        refine_after: from this many completed trials on, a round scores only the mutants of the
+            front found (while any is new): the search refines its front instead of looking further.
         num_samples: decoded samples per candidate for the expected improvement.
         temperature: softmax temperature of those samples (above 1 widens them).
         spread: how far each candidate's samples scatter around its median: ``"prior"``, normally,
@@ -134,8 +136,8 @@ class RLMSampler(BaseSampler):
             ``pretrain_archs``, when given, override its fields of the same name (their defaults:
             :class:`FitSettings`'s).
         candidates: the rest of how candidates are drawn (how front members are mutated);
-            ``num_candidates`` and ``fresh_candidates``, when given, override its fields of the same
-            name (their defaults: :class:`CandidateSettings`'s).
+            ``num_candidates``, ``fresh_candidates`` and ``refine_after``, when given, override its
+            fields of the same name (their defaults: :class:`CandidateSettings`'s).
         model: overrides of :class:`~nasrlm.model.RLMConfig` (default :data:`DEFAULT_MODEL`).
         base: a pre-trained base model directory (``nasrlm pretrain``): every refit starts from it
             (:meth:`RLMPredictor.from_base <nasrlm.predictor.RLMPredictor.from_base>`), with its size,
@@ -163,6 +165,7 @@ class RLMSampler(BaseSampler):
 
     def __init__(self, space: SearchSpace, *, n_startup_trials: int = 10, proposals_per_fit: int = 5,
                  num_candidates: int | None = None, fresh_candidates: int | None = None,
+                 refine_after: int | None = None,
                  num_samples: int = 16, temperature: float = 1.0, spread: str = "auto",
                  prior: str | None = "trend-forest", surrogate: str = "rlm",
                  prior_alone_after: int | None = 100, weigh_residual: bool = True,
@@ -174,7 +177,7 @@ class RLMSampler(BaseSampler):
                  independent_sampler: BaseSampler | None = None, progress: bool = False) -> None:
         fit = _overridden(fit or FitSettings(), fit_steps=fit_steps, pretrain_archs=pretrain_archs)
         candidates = _overridden(candidates or CandidateSettings(), num_candidates=num_candidates,
-                                 fresh_candidates=fresh_candidates)
+                                 fresh_candidates=fresh_candidates, refine_after=refine_after)
         if n_startup_trials < 2:
             raise ValueError("n_startup_trials must be at least 2 (the model needs two examples)")
         for name, value in (("proposals_per_fit", proposals_per_fit),
@@ -400,7 +403,11 @@ class RLMSampler(BaseSampler):
         maximize = [d == StudyDirection.MAXIMIZE for d in study.directions]
         observed = np.array([t.values for t in complete], dtype=np.float64)
         front = [t.params for t, keep in zip(complete, pareto_mask(observed, maximize), strict=True) if keep]
-        candidates = self._candidates(search_space, front, evaluated | set(pending))
+        refine = (self.candidate_settings.refine_after is not None
+                  and len(complete) >= self.candidate_settings.refine_after)
+        candidates = self._candidates(search_space, front, evaluated | set(pending), refine=refine)
+        if refine and not candidates:  # every mutant of the front is taken: look further
+            candidates = self._candidates(search_space, front, evaluated | set(pending))
         if not candidates:
             return []
         ids = list(candidates)
@@ -425,11 +432,13 @@ class RLMSampler(BaseSampler):
         return [(params, [float(v) for v in row]) for params, row in zip(chosen, raw, strict=True)]
 
     def _candidates(self, search_space: dict[str, BaseDistribution], front: Sequence[dict[str, Any]],
-                    taken: set[str]) -> dict[str, dict[str, Any]]:
-        """Candidates by arch id, each architecture once and none of ``taken``."""
+                    taken: set[str], *, refine: bool = False) -> dict[str, dict[str, Any]]:
+        """Candidates by arch id, each architecture once and none of ``taken`` (``refine``: the front's
+        mutants alone, see :class:`CandidateSettings`)."""
         out: dict[str, dict[str, Any]] = {}
         for params in candidate_params(search_space, self.candidate_settings, pool=self._pool_params,
-                                       front=front, rng=self._rng, draw=partial(self._draw, search_space)):
+                                       front=front, rng=self._rng, draw=partial(self._draw, search_space),
+                                       refine=refine):
             params = {k: v for k, v in params.items() if k in search_space}  # exactly what is proposed
             try:
                 arch_id = self.arch_id_of(params)

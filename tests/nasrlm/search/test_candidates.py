@@ -39,6 +39,22 @@ def test_pool_fresh_draws_and_mutants_of_the_front() -> None:
     assert {c["a"] for c in children if c["w"] == 0.5} == {"y", "z"}
 
 
+def test_a_refining_round_scores_the_fronts_mutants_alone() -> None:
+    settings = CandidateSettings(num_candidates=12, fresh_candidates=6, random_mutations=3)
+    rng = np.random.default_rng(1)
+    pool = [draw_params(LARGE, rng) for _ in range(4)]
+    front = [{"a": "x", "w": 0.5}, {"a": "z", "w": 0.1}]
+    params = candidate_params(LARGE, settings, pool=pool, front=front, rng=rng, refine=True)
+    assert 0 < len(params) <= 2 * (3 + 3)  # three random draws of each parameter (not the grid: w is
+    assert not any(p in pool for p in params)  # continuous), and no pool, no fresh draws
+    assert all(min(sum(p[k] != parent[k] for k in parent) for parent in front) == 1 for p in params)
+    # on a small grid too: the mutants, not the whole grid
+    small = candidate_params(SMALL, settings, pool=[], front=[{"a": "x", "b": 0}], rng=rng, refine=True)
+    assert sorted((p["a"], p["b"]) for p in small) == [("x", 1), ("x", 2), ("x", 3), ("y", 0), ("z", 0)]
+    with pytest.raises(ValueError, match="refine_after"):
+        CandidateSettings(refine_after=0)
+
+
 def test_a_parameter_with_many_values_mutates_to_random_draws() -> None:
     space = {"n": IntDistribution(0, 99)}
     settings = CandidateSettings(mutate_every_value_up_to=16, random_mutations=4)

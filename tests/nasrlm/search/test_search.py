@@ -12,6 +12,7 @@ import pytest
 from nasrlm import cli
 from nasrlm.data import BenchmarkTable, Objective
 from nasrlm.measure import LatencyStore
+from nasrlm.metrics import pareto_mask
 from nasrlm.search import (
     DUPLICATE_ATTR,
     PREDICTED_USER_ATTR,
@@ -638,6 +639,17 @@ def test_running_trials_are_pending_never_proposed_and_believed_when_picking(mon
     assert len(waiting) == 2
     ids.append(SPACE.arch_id(SPACE.suggest(study.ask())))  # takes a waiting proposal: no refit
     assert seen == [4, 6] and len(set(ids)) == 3
+
+
+def test_past_refine_after_the_sampler_proposes_mutants_of_the_front_alone() -> None:
+    sampler = tiny_sampler(seed=4, refine_after=8, proposals_per_fit=1)
+    study = make_study(sampler)
+    study.optimize(toy_objective, n_trials=12)
+    for t in completed(study)[8:]:  # each proposed from the front of the trials before it
+        before = completed(study)[: t.number]
+        values = np.array([b.values for b in before])
+        front = [b.params for b, keep in zip(before, pareto_mask(values, [True, False]), strict=True) if keep]
+        assert min(sum(t.params[k] != f[k] for k in f) for f in front) == 1, t.number
 
 
 def test_a_refit_holds_the_fit_lease_and_frees_it_with_its_proposals_enqueued(monkeypatch) -> None:
