@@ -285,13 +285,12 @@ class RLMSampler(BaseSampler):
 
     def sample_relative(self, study: Study, trial: FrozenTrial,
                         search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
-        trials = study.get_trials(deepcopy=False)
-        running = sum(t.state == TrialState.RUNNING for t in trials)
-        self._workers[study.study_name] = max(self._workers.get(study.study_name, 1), running)
+        self._count_workers(study)
         if not search_space or _FIXED in trial.system_attrs:  # enqueued (a retry): its parameters are set
             return {}
         with self._lock:
-            complete = [t for t in trials if t.state == TrialState.COMPLETE and t.values is not None]
+            complete = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+                        if t.values is not None]
             if len(complete) < self.n_startup_trials:
                 return {}
             evaluated, pending = self._evaluated_and_pending(study, trial)
@@ -301,20 +300,9 @@ class RLMSampler(BaseSampler):
                 with beating(study, trial._trial_id):  # a refit outlasts the study's stale-trial limit
                     self._fit(study, complete, search_space)
                     proposals = self._propose(study, complete, search_space, evaluated, pending)
-                if not proposals:
-                    return {}
-                (params, predicted), rest = proposals[0], proposals[1:]
-                self._handed_out[study.study_name].add(self.arch_id_of(params))
-                if predicted is not None:  # kept with the trial: a resumed search still weighs by it
-                    study._storage.set_trial_user_attr(trial._trial_id, PREDICTED_USER_ATTR,
-                                                       self._by_name(study, predicted))
-                for other, other_predicted in rest:  # waiting in the study for whichever worker asks next
-                    attrs = None if other_predicted is None else {
-                        PREDICTED_USER_ATTR: self._by_name(study, other_predicted)}
-                    study.enqueue_trial(other, user_attrs=attrs)
+                return self._hand_out(study, trial, proposals)
             finally:  # after the proposals are enqueued: the workers waiting on the lease take them
                 lease.release()
-            return params  # a candidate's parameters are the search space's already (see _candidates)
 
     def awaiting_proposals(self, study: Study) -> bool:
         """Whether a worker about to ask ``study`` for a trial should wait a moment instead: no proposal
@@ -332,6 +320,27 @@ class RLMSampler(BaseSampler):
         return self._independent.sample_independent(study, trial, param_name, param_distribution)
 
     # --- trials and proposals ---------------------------------------------------------------------
+    def _count_workers(self, study: Study) -> None:
+        """Workers of ``study``: the most trials seen running at once (each fit proposes for each)."""
+        running = len(study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)))
+        self._workers[study.study_name] = max(self._workers.get(study.study_name, 1), running)
+
+    def _hand_out(self, study: Study, trial: FrozenTrial, proposals: Sequence[_Proposal]) -> dict[str, Any]:
+        """The first proposal's parameters for ``trial``; the others wait in the study for whichever
+        worker asks next. Each keeps the model's prediction as a user attribute."""
+        if not proposals:
+            return {}
+        (params, predicted), rest = proposals[0], proposals[1:]
+        self._handed_out[study.study_name].add(self.arch_id_of(params))
+        if predicted is not None:  # kept with the trial: a resumed search still weighs by it
+            study._storage.set_trial_user_attr(trial._trial_id, PREDICTED_USER_ATTR,
+                                               self._by_name(study, predicted))
+        for other, other_predicted in rest:
+            attrs = None if other_predicted is None else {
+                PREDICTED_USER_ATTR: self._by_name(study, other_predicted)}
+            study.enqueue_trial(other, user_attrs=attrs)
+        return params  # a candidate's parameters are the search space's already (see _candidates)
+
     @staticmethod
     def _by_name(study: Study, predicted: Sequence[float]) -> dict[str, float]:
         """A prediction as the trial's user attribute :data:`PREDICTED_USER_ATTR` keeps it."""
