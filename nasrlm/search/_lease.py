@@ -7,18 +7,24 @@ refits, and the others wait (:meth:`RLMSampler.awaiting_proposals`) for the prop
 them. Optuna's storages have no atomic compare-and-set on study attributes, so two workers may both
 take a free lease at the same instant: they then both refit, as without a lease, which is harmless.
 
-A lease is a study system attribute naming its holder, the holder's running trial and a deadline. It
-stops holding when the holder releases it, when that trial is no longer running (a worker killed mid-
-fit: its trial fails once its heartbeat goes stale) or at the deadline (storages without heartbeats).
+A lease is a study system attribute naming its holder, the holder's running trial and a deadline that
+the holder pushes back while it fits (:meth:`FitLease.holding`). It stops holding when the holder
+releases it, when that trial is no longer running, or at the deadline: a worker killed mid-fit stops
+pushing it back, so the others stop waiting within ``seconds`` on any storage.
 """
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 
 import optuna
 from optuna.trial import TrialState
+
+from nasrlm.search._liveness import OUTAGES
 
 #: The study system attribute that holds the lease (``None`` when free).
 LEASE_ATTR = "nasrlm:fit_lease"
@@ -36,6 +42,28 @@ class FitLease:
         self.study._storage.set_study_system_attr(
             self.study._study_id, LEASE_ATTR,
             {"owner": self.owner, "trial": trial_id, "until": time.time() + seconds})
+
+    @contextmanager
+    def holding(self, trial_id: int, seconds: float) -> Iterator[None]:
+        """Hold the lease while the block runs, its deadline ``seconds`` ahead and pushed back every
+        third of that; released at the end. A push that fails (the database away for a moment) is
+        tried again at the next one."""
+        self.take(trial_id, seconds)
+        stop = threading.Event()
+
+        def renew() -> None:
+            while not stop.wait(seconds / 3):
+                with suppress(OUTAGES):
+                    self.take(trial_id, seconds)
+
+        thread = threading.Thread(target=renew, name=f"nasrlm-fit-lease-{trial_id}", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
+            self.release()
 
     def release(self) -> None:
         """Free the lease, if this worker holds it."""

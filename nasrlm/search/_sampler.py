@@ -62,9 +62,9 @@ PREDICTED_USER_ATTR = "predicted"
 #: space: a stage's deepest blocks among them, not only among the trials run.
 DISTRIBUTION_DRAWS = 64
 
-#: A worker holds a study's fit lease at most this long, or 3 times its longest fit so far if longer (a
-#: deadline that matters only where the storage keeps no heartbeats: see :mod:`._lease`).
-LEASE_SECONDS = 120.0
+#: Seconds a fit lease outlives its holder: the holder pushes its deadline back while it fits, so
+#: workers waiting on a worker killed mid-fit stop waiting this long after (see :mod:`._lease`).
+LEASE_SECONDS = 60.0
 
 #: ``RLMSampler(spread=)`` choices.
 SPREADS = ("auto", "prior", "trees", "model")
@@ -234,7 +234,6 @@ class RLMSampler(BaseSampler):
         self._fits = 0
         self._handed_out: dict[str, set[str]] = {}  # per study: proposals whose trials may not be stored yet
         self._workers: dict[str, int] = {}  # per study: the most trials seen running at once
-        self._longest_fit = 0.0  # seconds: how long this worker's fit lease lasts
         self._name = uuid.uuid4().hex  # with the process id, this worker's name in a fit lease
         self._pool_params: list[dict[str, Any]] = []  # candidate parameters drawn once
         self._space_draws = True  # until the space turns out to have no params_of
@@ -294,15 +293,12 @@ class RLMSampler(BaseSampler):
             if len(complete) < self.n_startup_trials:
                 return {}
             evaluated, pending = self._evaluated_and_pending(study, trial)
-            lease = self._lease(study)
-            lease.take(trial._trial_id, seconds=max(LEASE_SECONDS, 3 * self._longest_fit))
-            try:
+            # the lease is freed once the proposals are enqueued: the workers waiting on it take them
+            with self._lease(study).holding(trial._trial_id, LEASE_SECONDS):
                 with beating(study, trial._trial_id):  # a refit outlasts the study's stale-trial limit
                     self._fit(study, complete, search_space)
                     proposals = self._propose(study, complete, search_space, evaluated, pending)
                 return self._hand_out(study, trial, proposals)
-            finally:  # after the proposals are enqueued: the workers waiting on the lease take them
-                lease.release()
 
     def awaiting_proposals(self, study: Study) -> bool:
         """Whether a worker about to ask ``study`` for a trial should wait a moment instead: no proposal
@@ -400,10 +396,8 @@ class RLMSampler(BaseSampler):
             self._surrogate.start(self.candidate_pool)
         self._surrogate.fit(list(rows), np.array(list(rows.values()), dtype=np.float64))
         self._fits += 1
-        seconds = time.perf_counter() - start
-        self._longest_fit = max(self._longest_fit, seconds)
         if self.on_fit is not None:
-            self.on_fit(len(rows), seconds)
+            self.on_fit(len(rows), time.perf_counter() - start)
 
     def _propose(self, study: Study, complete: Sequence[FrozenTrial],
                  search_space: dict[str, BaseDistribution], evaluated: set[str],

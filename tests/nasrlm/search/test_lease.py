@@ -47,3 +47,11 @@ def test_a_lease_naming_a_trial_of_no_study_does_not_hold(study) -> None:
     study._storage.set_study_system_attr(study._study_id, LEASE_ATTR,
                                          {"owner": "a", "trial": 10_000, "until": time.time() + 60})
     assert not FitLease(study, "b").held_elsewhere()
+
+
+def test_a_lease_held_through_a_block_outlasts_its_deadline_and_ends_with_the_block(study) -> None:
+    other = FitLease(study, "b")
+    with FitLease(study, "a").holding(study.ask()._trial_id, seconds=0.3):
+        time.sleep(0.7)  # past the first deadline: pushed back meanwhile
+        assert other.held_elsewhere()
+    assert not other.held_elsewhere()
