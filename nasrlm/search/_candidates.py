@@ -31,13 +31,6 @@ class CandidateSettings:
     mutate_every_value_up_to: int = 16
     #: ... a parameter with more (or a continuous one) to this many random draws
     random_mutations: int = 4
-    #: from this many completed trials on, a round scores only the front's mutants (while any is new):
-    #: the search refines the front it has found instead of looking further (``None``: never)
-    refine_after: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.refine_after is not None and self.refine_after < 1:
-            raise ValueError(f"refine_after must be positive or None, got {self.refine_after}")
 
 
 def candidate_params(search_space: dict[str, BaseDistribution], settings: CandidateSettings, *,

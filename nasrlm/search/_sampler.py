@@ -8,7 +8,8 @@ Because the improvement is averaged over decoded samples, an uncertain candidate
 beyond the front scores above a confident one just behind it: the model's uncertainty is what drives
 exploration. After ``prior_alone_after`` trials the surrogate is the model's prior alone
 (:class:`~nasrlm.search._surrogate.PriorSurrogate`), which searched as well from there at a fraction
-of the cost.
+of the cost; after ``refine_after`` trials the candidates are the front's mutants alone, so the search
+refines the front it found (more of the true front's members, at 300 evaluations).
 
 The sampler works on Optuna's parameters, not on a space's internals: a candidate is a parameter dict,
 and ``space.suggest(FixedTrial(params))`` turns it into the architecture whose ONNX text the model
@@ -96,7 +97,8 @@ class RLMSampler(BaseSampler):
         fresh_candidates: random candidates drawn anew each round on top of the pool: a fixed pool
             caps what the search can find.
         refine_after: from this many completed trials on, a round scores only the mutants of the
-            front found (while any is new): the search refines its front instead of looking further.
+            front found (while any is new): the search refines its front instead of looking further
+            (``None``: never).
         num_samples: decoded samples per candidate for the expected improvement.
         temperature: softmax temperature of those samples (above 1 widens them).
         spread: how far each candidate's samples scatter around its median: ``"prior"``, normally,
@@ -136,8 +138,8 @@ class RLMSampler(BaseSampler):
             ``pretrain_archs``, when given, override its fields of the same name (their defaults:
             :class:`FitSettings`'s).
         candidates: the rest of how candidates are drawn (how front members are mutated);
-            ``num_candidates``, ``fresh_candidates`` and ``refine_after``, when given, override its
-            fields of the same name (their defaults: :class:`CandidateSettings`'s).
+            ``num_candidates`` and ``fresh_candidates``, when given, override its fields of the same
+            name (their defaults: :class:`CandidateSettings`'s).
         model: overrides of :class:`~nasrlm.model.RLMConfig` (default :data:`DEFAULT_MODEL`).
         base: a pre-trained base model directory (``nasrlm pretrain``): every refit starts from it
             (:meth:`RLMPredictor.from_base <nasrlm.predictor.RLMPredictor.from_base>`), with its size,
@@ -165,7 +167,7 @@ class RLMSampler(BaseSampler):
 
     def __init__(self, space: SearchSpace, *, n_startup_trials: int = 10, proposals_per_fit: int = 5,
                  num_candidates: int | None = None, fresh_candidates: int | None = None,
-                 refine_after: int | None = None,
+                 refine_after: int | None = 150,
                  num_samples: int = 16, temperature: float = 1.0, spread: str = "auto",
                  prior: str | None = "trend-forest", surrogate: str = "rlm",
                  prior_alone_after: int | None = 100, weigh_residual: bool = True,
@@ -177,7 +179,7 @@ class RLMSampler(BaseSampler):
                  independent_sampler: BaseSampler | None = None, progress: bool = False) -> None:
         fit = _overridden(fit or FitSettings(), fit_steps=fit_steps, pretrain_archs=pretrain_archs)
         candidates = _overridden(candidates or CandidateSettings(), num_candidates=num_candidates,
-                                 fresh_candidates=fresh_candidates, refine_after=refine_after)
+                                 fresh_candidates=fresh_candidates)
         if n_startup_trials < 2:
             raise ValueError("n_startup_trials must be at least 2 (the model needs two examples)")
         for name, value in (("proposals_per_fit", proposals_per_fit),
@@ -202,6 +204,8 @@ class RLMSampler(BaseSampler):
         if surrogate == "prior" and prior in (None, "line"):
             raise ValueError(f"surrogate='prior' needs a feature prior (trend-forest, forest, ridge, auto), "
                              f"got prior={prior!r}")
+        if refine_after is not None and refine_after < 1:
+            raise ValueError(f"refine_after must be positive or None, got {refine_after}")
         if prior_alone_after is not None and prior_alone_after < 1:
             raise ValueError(f"prior_alone_after must be positive or None, got {prior_alone_after}")
         if surrogate == "prior" and (base is not None or spread == "model"):
@@ -215,6 +219,7 @@ class RLMSampler(BaseSampler):
         self.prior = prior
         self.surrogate = surrogate
         self.prior_alone_after = prior_alone_after
+        self.refine_after = refine_after
         self.weigh_residual = weigh_residual
         self.fit_settings = fit
         self.candidate_settings = candidates
@@ -406,8 +411,7 @@ class RLMSampler(BaseSampler):
         maximize = [d == StudyDirection.MAXIMIZE for d in study.directions]
         observed = np.array([t.values for t in complete], dtype=np.float64)
         front = [t.params for t, keep in zip(complete, pareto_mask(observed, maximize), strict=True) if keep]
-        refine = (self.candidate_settings.refine_after is not None
-                  and len(complete) >= self.candidate_settings.refine_after)
+        refine = self.refine_after is not None and len(complete) >= self.refine_after
         candidates = self._candidates(search_space, front, evaluated | set(pending), refine=refine)
         if refine and not candidates:  # every mutant of the front is taken: look further
             candidates = self._candidates(search_space, front, evaluated | set(pending))

@@ -650,6 +650,8 @@ def test_past_refine_after_the_sampler_proposes_mutants_of_the_front_alone() -> 
         values = np.array([b.values for b in before])
         front = [b.params for b, keep in zip(before, pareto_mask(values, [True, False]), strict=True) if keep]
         assert min(sum(t.params[k] != f[k] for k in f) for f in front) == 1, t.number
+    with pytest.raises(ValueError, match="refine_after must be positive"):
+        RLMSampler(SPACE, refine_after=0)
 
 
 def test_a_refit_holds_the_fit_lease_and_frees_it_with_its_proposals_enqueued(monkeypatch) -> None:
