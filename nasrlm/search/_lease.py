@@ -10,7 +10,8 @@ take a free lease at the same instant: they then both refit, as without a lease,
 A lease is a study system attribute naming its holder, the holder's running trial and a deadline that
 the holder pushes back while it fits (:meth:`FitLease.holding`). It stops holding when the holder
 releases it, when that trial is no longer running, or at the deadline: a worker killed mid-fit stops
-pushing it back, so the others stop waiting within ``seconds`` on any storage.
+pushing it back, so the others stop waiting within ``seconds`` on any storage. Deadlines are wall-clock
+times: workers on several machines need clocks in step to within a few seconds (as NTP keeps them).
 """
 
 from __future__ import annotations
