@@ -16,16 +16,15 @@ times: workers on several machines need clocks in step to within a few seconds (
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import optuna
 from optuna.trial import TrialState
 
-from nasrlm.search._liveness import OUTAGES
+from nasrlm.search._liveness import repeating
 
 #: The study system attribute that holds the lease (``None`` when free).
 LEASE_ATTR = "nasrlm:fit_lease"
@@ -50,20 +49,10 @@ class FitLease:
         third of that; released at the end. A push that fails (the database away for a moment) is
         tried again at the next one."""
         self.take(trial_id, seconds)
-        stop = threading.Event()
-
-        def renew() -> None:
-            while not stop.wait(seconds / 3):
-                with suppress(OUTAGES):
-                    self.take(trial_id, seconds)
-
-        thread = threading.Thread(target=renew, name=f"nasrlm-fit-lease-{trial_id}", daemon=True)
-        thread.start()
         try:
-            yield
+            with repeating(lambda: self.take(trial_id, seconds), seconds / 3, f"nasrlm-fit-lease-{trial_id}"):
+                yield
         finally:
-            stop.set()
-            thread.join()
             self.release()
 
     def release(self) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -111,16 +111,24 @@ def beating(study: optuna.Study, trial_id: int) -> Iterator[None]:
     if interval is None:
         yield
         return
+    with suppress(OUTAGES):
+        storage.record_heartbeat(trial_id)
+    with repeating(lambda: storage.record_heartbeat(trial_id), interval, f"nasrlm-heartbeat-{trial_id}"):
+        yield
+
+
+@contextmanager
+def repeating(action: Callable[[], object], every: float, name: str) -> Iterator[None]:
+    """Call ``action`` every ``every`` seconds in a thread (``name``) while the block runs. A call
+    that meets a database outage is skipped: the next one tries again."""
     stop = threading.Event()
 
-    def beat() -> None:
-        while True:
+    def run() -> None:
+        while not stop.wait(every):
             with suppress(OUTAGES):
-                storage.record_heartbeat(trial_id)
-            if stop.wait(interval):
-                return
+                action()
 
-    thread = threading.Thread(target=beat, name=f"nasrlm-heartbeat-{trial_id}", daemon=True)
+    thread = threading.Thread(target=run, name=name, daemon=True)
     thread.start()
     try:
         yield
