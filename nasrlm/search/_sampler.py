@@ -154,15 +154,21 @@ class RLMSampler(BaseSampler):
         independent_sampler: draws the start-up trials and any parameter outside the relative space.
         progress: show progress bars while the model trains and scores candidates.
 
-    One fit proposes ``proposals_per_fit`` architectures for each worker of the study: the first is the
-    trial that asked, the others wait in the study (``study.enqueue_trial``) for the next trials of any
-    worker, so a study may end with some still waiting (a resumed one takes them first). Trials still
-    running or waiting (other workers, ``n_jobs > 1``) are pending: never proposed again, and believed
-    at the model's median when the next proposals are picked. The workers are counted as the most
-    trials this sampler has seen running at once. Workers sharing a study refit one at a time (a
-    lease in the study, :mod:`~nasrlm.search._lease`): while one refits, the others wait for its
-    proposals (:meth:`awaiting_proposals`, which :func:`~nasrlm.search.run_search` asks before each
-    trial) instead of refitting on the same trials beside it.
+    One fit proposes ``proposals_per_fit`` architectures for each worker of the study (less those still
+    waiting, plus as many as the others evaluated during its last fit): the first is the trial that
+    asked, the others wait in the study (``study.enqueue_trial``) for the next trials of any worker, so
+    a study may end with some still waiting (a resumed one takes them first). Trials still running or
+    waiting (other workers, ``n_jobs > 1``) are pending: never proposed again, and believed at the
+    model's median when the next proposals are picked. The workers are counted as the most
+    trials this sampler has seen running at once.
+
+    Workers sharing a study refit one at a time (a lease in the study, :mod:`~nasrlm.search._lease`),
+    and the worker with a trained model does the refitting: when it takes a waiting proposal it
+    refits there and then and tops the queue up (:meth:`_fit_ahead`), so that the others keep
+    evaluating while it fits; a queue that runs dry anyway makes them wait for its proposals
+    (:meth:`awaiting_proposals`, which :func:`~nasrlm.search.run_search` asks before each trial)
+    rather than pre-train a model of their own. A worker that finds no proposal while another refits
+    evaluates a random mutant of the front found.
     """
 
     def __init__(self, space: SearchSpace, *, n_startup_trials: int = 10, proposals_per_fit: int = 5,
@@ -239,6 +245,8 @@ class RLMSampler(BaseSampler):
         self._fits = 0
         self._handed_out: dict[str, set[str]] = {}  # per study: proposals whose trials may not be stored yet
         self._workers: dict[str, int] = {}  # per study: the most trials seen running at once
+        self._fitted_on: dict[str, int] = {}  # per study: completed trials at this sampler's last fit
+        self._completed_while_fitting: dict[str, int] = {}  # per study: trials completed during that fit
         self._name = uuid.uuid4().hex  # with the process id, this worker's name in a fit lease
         self._pool_params: list[dict[str, Any]] = []  # candidate parameters drawn once
         self._space_draws = True  # until the space turns out to have no params_of
@@ -287,31 +295,113 @@ class RLMSampler(BaseSampler):
                 pass
         return self._distributions
 
+    def before_trial(self, study: Study, trial: FrozenTrial) -> None:
+        """Count the workers, and while a trial takes a waiting proposal, maybe refit ahead
+        (:meth:`_fit_ahead`): Optuna samples nothing for an enqueued trial, whose parameters are set."""
+        self._count_workers(study)
+        if _FIXED in trial.system_attrs:
+            self._fit_ahead(study, trial)
+
     def sample_relative(self, study: Study, trial: FrozenTrial,
                         search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
-        self._count_workers(study)
         if not search_space or _FIXED in trial.system_attrs:  # enqueued (a retry): its parameters are set
             return {}
         with self._lock:
-            complete = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-                        if t.values is not None]
+            complete = _completed(study)
             if len(complete) < self.n_startup_trials:
                 return {}
-            evaluated, pending = self._evaluated_and_pending(study, trial)
+            lease = self._lease(study)
+            if self._another_will_propose(study, lease):  # it took the last proposal from under us
+                return self._front_mutant(study, trial, complete, search_space)
             # the lease is freed once the proposals are enqueued: the workers waiting on it take them
-            with self._lease(study).holding(trial._trial_id, LEASE_SECONDS):
-                with beating(study, trial._trial_id):  # a refit outlasts the study's stale-trial limit
-                    self._fit(study, complete, search_space)
-                    proposals = self._propose(study, complete, search_space, evaluated, pending)
+            with lease.holding(trial._trial_id, LEASE_SECONDS):
+                proposals = self._fit_and_propose(study, trial, complete, search_space, skip=trial.number)
                 return self._hand_out(study, trial, proposals)
 
     def awaiting_proposals(self, study: Study) -> bool:
         """Whether a worker about to ask ``study`` for a trial should wait a moment instead: no proposal
-        waits in the study, and another worker is refitting (it holds the fit lease) and will enqueue
-        some. A worker that asked anyway would refit on the same trials beside it."""
-        if study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+        waits in the study, and another worker will enqueue some (it is refitting, or it has a trained
+        model and this one has none). A worker that asked anyway would refit on the same trials beside
+        it. When this worker's next trial is the one to refit, it claims the lease first
+        (:meth:`FitLease.claim`): of workers that find the queue empty together, one refits and the
+        others wait for its proposals."""
+        if self._queue_length(study):
             return False
-        return self._lease(study).held_elsewhere()
+        lease = self._lease(study)
+        if self._another_will_propose(study, lease):
+            return True
+        if self._workers.get(study.study_name, 1) < 2 or len(_completed(study)) < self.n_startup_trials:
+            return False  # alone, or the next trial is a random start-up one
+        return not lease.claim(None, LEASE_SECONDS)
+
+    def _another_will_propose(self, study: Study, lease: FitLease) -> bool:
+        """Whether another worker is refitting, or, this worker having no trained model and other
+        workers running, one that has a model finished a fit lately and will refit sooner than this one
+        could pre-train its own (alone, this worker resumes a study a finished worker fitted)."""
+        if lease.held_elsewhere():
+            return True
+        return (self._surrogate is None and self._workers.get(study.study_name, 1) > 1
+                and lease.fitted_elsewhere_within(LEASE_SECONDS))
+
+    def _fit_ahead(self, study: Study, trial: FrozenTrial) -> None:
+        """While ``trial`` takes a waiting proposal, refit and top the queue up (:meth:`_queue_target`),
+        so that the other workers find the next proposals waiting instead of waiting for a fit.
+
+        Only with several workers, only in a worker whose model is trained already (another would
+        first pre-train one, while the trained one sits idle), only when trials have completed since
+        its last fit, and only when no other worker or thread of this one is fitting.
+        """
+        if self._workers.get(study.study_name, 1) < 2 or self._surrogate is None:
+            return
+        if not self._lock.acquire(blocking=False):  # another thread of this worker is fitting
+            return
+        try:
+            complete = _completed(study)
+            if (self._queue_length(study) >= self._queue_target(study)
+                    or len(complete) <= self._fitted_on.get(study.study_name, 0)):
+                return
+            lease = self._lease(study)
+            if not lease.claim(trial._trial_id, LEASE_SECONDS):
+                return
+            with lease.holding(trial._trial_id, LEASE_SECONDS):
+                search_space = self.infer_relative_search_space(study, trial)
+                self._enqueue(study, self._fit_and_propose(study, trial, complete, search_space))
+        finally:
+            self._lock.release()
+
+    def _fit_and_propose(self, study: Study, trial: FrozenTrial, complete: Sequence[FrozenTrial],
+                         search_space: dict[str, BaseDistribution], *, skip: int | None = None
+                         ) -> list[_Proposal]:
+        """Refit on ``complete`` and propose enough to bring the queue to :meth:`_queue_target`, with
+        ``trial`` (whose worker waits on this) beating. Every trial but number ``skip`` is taken: the
+        trial that takes a waiting proposal counts as pending."""
+        with beating(study, trial._trial_id):  # a refit outlasts the study's stale-trial limit
+            evaluated, pending = self._evaluated_and_pending(study, skip=skip)
+            self._fit(study, complete, search_space)
+            count = max(1, self._queue_target(study) - self._queue_length(study))
+            proposals = self._propose(study, complete, search_space, evaluated, pending, count)
+        # what the other workers evaluated meanwhile: the queue must outlast the next fit
+        self._completed_while_fitting[study.study_name] = len(_completed(study)) - len(complete)
+        return proposals
+
+    def _queue_target(self, study: Study) -> int:
+        """Proposals a fit leaves waiting in ``study``: ``proposals_per_fit`` for each worker, and as many
+        as the other workers evaluated during this sampler's last fit, so the queue outlasts the next."""
+        workers = self._workers.get(study.study_name, 1)
+        return self.proposals_per_fit * workers + self._completed_while_fitting.get(study.study_name, 0)
+
+    def _front_mutant(self, study: Study, trial: FrozenTrial, complete: Sequence[FrozenTrial],
+                      search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
+        """A random one-parameter mutant of the front found, none taken, for a trial that found no
+        proposal while another worker refits: it evaluates that instead of refitting beside it."""
+        evaluated, pending = self._evaluated_and_pending(study, skip=trial.number)
+        front = _front(study, complete)
+        candidates = self._candidates(search_space, front, evaluated | set(pending), refine=True)
+        if not candidates:
+            return {}  # every mutant is taken: the independent sampler draws it
+        params = list(candidates.values())[int(self._rng.integers(len(candidates)))]
+        self._handed_out[study.study_name].add(self.arch_id_of(params))
+        return params
 
     def _lease(self, study: Study) -> FitLease:
         return FitLease(study, f"{self._name}:{os.getpid()}")  # a forked worker is a worker of its own
@@ -326,6 +416,10 @@ class RLMSampler(BaseSampler):
         running = len(study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)))
         self._workers[study.study_name] = max(self._workers.get(study.study_name, 1), running)
 
+    def _queue_length(self, study: Study) -> int:
+        """Proposals waiting in ``study`` for a worker to take them."""
+        return len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
+
     def _hand_out(self, study: Study, trial: FrozenTrial, proposals: Sequence[_Proposal]) -> dict[str, Any]:
         """The first proposal's parameters for ``trial``; the others wait in the study for whichever
         worker asks next. Each keeps the model's prediction as a user attribute."""
@@ -336,27 +430,30 @@ class RLMSampler(BaseSampler):
         if predicted is not None:  # kept with the trial: a resumed search still weighs by it
             study._storage.set_trial_user_attr(trial._trial_id, PREDICTED_USER_ATTR,
                                                self._by_name(study, predicted))
-        for other, other_predicted in rest:
-            attrs = None if other_predicted is None else {
-                PREDICTED_USER_ATTR: self._by_name(study, other_predicted)}
-            study.enqueue_trial(other, user_attrs=attrs)
+        self._enqueue(study, rest)
         return params  # a candidate's parameters are the search space's already (see _candidates)
+
+    def _enqueue(self, study: Study, proposals: Sequence[_Proposal]) -> None:
+        """Leave ``proposals`` waiting in the study, each with the model's prediction."""
+        for params, predicted in proposals:
+            attrs = None if predicted is None else {PREDICTED_USER_ATTR: self._by_name(study, predicted)}
+            study.enqueue_trial(params, user_attrs=attrs)
 
     @staticmethod
     def _by_name(study: Study, predicted: Sequence[float]) -> dict[str, float]:
         """A prediction as the trial's user attribute :data:`PREDICTED_USER_ATTR` keeps it."""
         return dict(zip(_names(study), predicted, strict=True))
 
-    def _evaluated_and_pending(self, study: Study, trial: FrozenTrial) -> tuple[set[str], list[str]]:
-        """Ids of the completed trials, and of those still running elsewhere (other workers, or handed
-        out by this sampler to a trial not stored yet): neither is ever proposed again. A failed or
-        pruned trial's architecture may be proposed again."""
+    def _evaluated_and_pending(self, study: Study, skip: int | None = None) -> tuple[set[str], list[str]]:
+        """Ids of the completed trials, and of those still running or waiting (other workers, or handed
+        out by this sampler to a trial not stored yet), trial number ``skip`` aside: neither is ever
+        proposed again. A failed or pruned trial's architecture may be proposed again."""
         evaluated: set[str] = set()
         running: set[str] = set()
         handed_out = self._handed_out.setdefault(study.study_name, set())
         for t in study.get_trials(deepcopy=False):
             params = t.params or t.system_attrs.get(_FIXED)  # an enqueued trial has fixed ones only
-            if t.number == trial.number or not params:
+            if t.number == skip or not params:
                 continue
             try:
                 arch_id = self.arch_id_of(params)
@@ -401,16 +498,18 @@ class RLMSampler(BaseSampler):
             self._surrogate.start(self.candidate_pool)
         self._surrogate.fit(list(rows), np.array(list(rows.values()), dtype=np.float64))
         self._fits += 1
+        self._fitted_on[study.study_name] = len(complete)
         if self.on_fit is not None:
             self.on_fit(len(rows), time.perf_counter() - start)
 
     def _propose(self, study: Study, complete: Sequence[FrozenTrial],
                  search_space: dict[str, BaseDistribution], evaluated: set[str],
-                 pending: Sequence[str]) -> list[_Proposal]:
-        """The next proposals, each with the model's unweighted median prediction (``None``: not needed)."""
+                 pending: Sequence[str], count: int) -> list[_Proposal]:
+        """The next ``count`` proposals, each with the model's unweighted median prediction (``None``:
+        not needed)."""
         maximize = [d == StudyDirection.MAXIMIZE for d in study.directions]
         observed = np.array([t.values for t in complete], dtype=np.float64)
-        front = [t.params for t, keep in zip(complete, pareto_mask(observed, maximize), strict=True) if keep]
+        front = _front(study, complete)
         refine = self.refine_after is not None and len(complete) >= self.refine_after
         candidates = self._candidates(search_space, front, evaluated | set(pending), refine=refine)
         if refine and not candidates:  # every mutant of the front is taken: look further
@@ -429,7 +528,6 @@ class RLMSampler(BaseSampler):
         if pending:  # believed at the model's median, as the proposals are
             believed = np.median(self.predict_samples(pending, seed=seed, residual_weight=weights), axis=1)
             observed = np.vstack([observed, believed])
-        count = self.proposals_per_fit * self._workers.get(study.study_name, 1)
         picked = greedy_ehvi(samples, observed, reference, maximize, count, self._rng)
         chosen = [candidates[ids[k]] for k in picked]
         predictor = self._surrogate.predictor
@@ -542,6 +640,19 @@ class RLMSampler(BaseSampler):
 def _overridden(settings: Any, **fields: Any) -> Any:
     """``settings`` (a frozen dataclass) with the ``fields`` that were given (not ``None``) changed."""
     return replace(settings, **{name: value for name, value in fields.items() if value is not None})
+
+
+def _completed(study: Study) -> list[FrozenTrial]:
+    """The study's completed trials with values."""
+    trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    return [t for t in trials if t.values is not None]
+
+
+def _front(study: Study, complete: Sequence[FrozenTrial]) -> list[dict[str, Any]]:
+    """Parameters of the Pareto-optimal trials among ``complete``."""
+    maximize = [d == StudyDirection.MAXIMIZE for d in study.directions]
+    observed = np.array([t.values for t in complete], dtype=np.float64)
+    return [t.params for t, keep in zip(complete, pareto_mask(observed, maximize), strict=True) if keep]
 
 
 def _names(study: Study) -> list[str]:

@@ -26,7 +26,9 @@ def test_a_lease_holds_for_the_other_workers_until_released(study) -> None:
     assert theirs.held_elsewhere()
     mine.release()
     assert not theirs.held_elsewhere()
-    assert study._storage.get_study_system_attrs(study._study_id)[LEASE_ATTR] is None
+    assert theirs.fitted_elsewhere_within(60) and not mine.fitted_elsewhere_within(60)  # a's model is trained
+    time.sleep(0.1)
+    assert not theirs.fitted_elsewhere_within(0.05)
 
 
 def test_a_lease_ends_with_its_trial(study) -> None:
@@ -55,3 +57,31 @@ def test_a_lease_held_through_a_block_outlasts_its_deadline_and_ends_with_the_bl
         time.sleep(0.7)  # past the first deadline: pushed back meanwhile
         assert other.held_elsewhere()
     assert not other.held_elsewhere()
+
+
+def test_a_claim_made_before_its_fit_holds_by_its_deadline_alone(study) -> None:
+    assert FitLease(study, "a").claim(None, seconds=0.2, settle=0.0)
+    assert FitLease(study, "b").held_elsewhere()  # no trial yet: nothing ends it but the deadline
+    assert not FitLease(study, "b").claim(None, seconds=60, settle=0.0)
+    time.sleep(0.3)
+    assert not FitLease(study, "b").held_elsewhere()
+
+
+def test_of_workers_claiming_a_free_lease_at_once_exactly_one_keeps_it(study) -> None:
+    import threading
+
+    won: dict[str, bool] = {}
+    start = threading.Barrier(4)
+
+    def claim(owner: str) -> None:
+        start.wait()
+        won[owner] = FitLease(study, owner).claim(None, seconds=60, settle=0.3)
+
+    threads = [threading.Thread(target=claim, args=(f"worker {k}",)) for k in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sum(won.values()) == 1
+    winner = next(owner for owner, kept in won.items() if kept)
+    assert study._storage.get_study_system_attrs(study._study_id)[LEASE_ATTR]["owner"] == winner

@@ -632,12 +632,13 @@ def test_running_trials_are_pending_never_proposed_and_believed_when_picking(mon
     study.optimize(toy_objective, n_trials=4)
     running = [study.ask() for _ in range(2)]  # as other workers would, not told yet
     ids = [SPACE.arch_id(SPACE.suggest(trial)) for trial in running]
-    # two trials running at once: each fit proposed one for each (one enqueued); the second fit believed
-    # the first trial's proposal and the waiting one at their medians
+    # two trials running at once: the first fit proposed one for each (one enqueued); the second believed
+    # the first trial's proposal and the waiting one at their medians, and proposed one for itself alone
+    # (one for each worker, less the one waiting)
     assert seen == [4, 6]
     waiting = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
-    assert len(waiting) == 2
-    ids.append(SPACE.arch_id(SPACE.suggest(study.ask())))  # takes a waiting proposal: no refit
+    assert len(waiting) == 1
+    ids.append(SPACE.arch_id(SPACE.suggest(study.ask())))  # takes the waiting proposal: nothing new to fit
     assert seen == [4, 6] and len(set(ids)) == 3
 
 
@@ -680,6 +681,79 @@ def test_a_worker_awaits_proposals_only_while_another_refits_and_none_wait() -> 
     assert sampler.awaiting_proposals(study)
     study.tell(refitting, state=optuna.trial.TrialState.FAIL)  # that worker died
     assert not sampler.awaiting_proposals(study)
+
+
+def test_with_several_workers_a_trained_worker_taking_a_proposal_refits_and_tops_the_queue_up() -> None:
+    sampler = tiny_sampler(seed=3)  # rounds of 3 proposals for each worker
+    study = make_study(sampler)
+    study.optimize(toy_objective, n_trials=5)  # alone: 4 start-up trials, one fit, 2 proposals waiting
+    assert sampler.fits == 1 and len(study.get_trials(states=(optuna.trial.TrialState.WAITING,))) == 2
+    trials = [study.ask()]  # takes a proposal (the sampler asked as the trial suggests); alone: no fit ahead
+    running = {SPACE.arch_id(SPACE.suggest(trials[0]))}
+    assert sampler.fits == 1
+    trials.append(study.ask())  # takes the other; two running: a second worker, and a trial completed since
+    running.add(SPACE.arch_id(SPACE.suggest(trials[1])))
+    assert sampler.fits == 2
+    waiting = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
+    assert len(waiting) == 3 * 2  # three for each of two workers, none waiting before
+    queued = {SPACE.arch_id(SPACE.suggest(optuna.trial.FixedTrial(t.system_attrs["fixed_params"])))
+              for t in waiting}
+    done = {t.user_attrs["arch_id"] for t in completed(study)}
+    assert len(queued) == 6 and not queued & (running | done)  # the running ones were pending
+    assert not FitLease(study, "another worker").held_elsewhere()  # freed with the proposals enqueued
+    trials.append(study.ask())  # nothing completed since the last fit: no fit
+    SPACE.suggest(trials[2])
+    assert sampler.fits == 2
+    for trial in trials:
+        study.tell(trial, toy_values(SPACE.arch_id(SPACE.suggest(trial))))
+    cold = tiny_sampler(seed=4)  # a worker that has trained no model never fits ahead of the queue
+    joined = optuna.create_study(directions=study.directions, sampler=cold)
+    joined.add_trials(study.get_trials())
+    for _ in range(2):
+        SPACE.suggest(joined.ask())
+    assert cold.fits == 0
+
+
+def test_a_worker_without_a_model_waits_for_one_that_fitted_lately_and_never_refits_beside_it() -> None:
+    sampler = tiny_sampler(seed=3)
+    study = make_study(sampler)
+    study.optimize(toy_objective, n_trials=4)
+    sampler._workers[study.study_name] = 2  # as if another worker had been seen running
+    other = FitLease(study, "a worker with a trained model")
+    other.take(None, seconds=60)
+    other.release()  # it finished a fit a moment ago, and will refit when it takes a proposal
+    assert sampler.awaiting_proposals(study)
+    trial = study.ask()  # asked anyway (it lost the last proposal to another worker): no fit of its own
+    arch_id = SPACE.arch_id(SPACE.suggest(trial))
+    assert sampler.fits == 0
+    values = np.array([t.values for t in completed(study)])
+    front = [t.params for t, keep in zip(completed(study), pareto_mask(values, [True, False]), strict=True)
+             if keep]
+    assert min(sum(trial.params[k] != f[k] for k in f) for f in front) == 1  # a mutant of the front
+    assert arch_id not in {t.user_attrs["arch_id"] for t in completed(study)}
+
+
+def test_the_queue_a_fit_leaves_outlasts_the_next_fit(tmp_path, monkeypatch) -> None:
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    sampler = tiny_sampler(seed=3)  # 3 proposals for each worker
+    study = make_study(sampler, storage)
+    study.optimize(toy_objective, n_trials=4)
+    others = optuna.load_study(study_name=study.study_name, storage=storage,
+                               sampler=optuna.samplers.RandomSampler(seed=0))
+    elsewhere = [others.ask() for _ in range(2)]  # two other workers' trials, finishing during the fit
+    for trial in elsewhere:
+        SPACE.suggest(trial)
+    fit = sampler._fit
+
+    def fit_while_others_finish(*args):
+        fit(*args)
+        for trial in elsewhere:
+            others.tell(trial, toy_values(SPACE.arch_id(SPACE.suggest(trial))))
+
+    monkeypatch.setattr(sampler, "_fit", fit_while_others_finish)
+    SPACE.suggest(study.ask())
+    assert sampler._workers[study.study_name] == 3
+    assert sampler._queue_target(study) == 3 * 3 + 2  # as many more as were evaluated during it
 
 
 def test_run_search_waits_while_the_sampler_awaits_proposals() -> None:
