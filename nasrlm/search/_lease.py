@@ -53,7 +53,9 @@ class FitLease:
 
     def claim(self, trial_id: int | None, seconds: float, settle: float = SETTLE_SECONDS) -> bool:
         """Take the lease unless another worker holds it, and say whether this worker still holds it
-        ``settle`` seconds later: of several workers claiming a free lease at once, one keeps it."""
+        ``settle`` seconds later: of several workers claiming a free lease at once, the last to write
+        keeps it. (A worker held up for more than ``settle`` between finding the lease free and
+        writing its claim may keep it too: two then refit side by side, which is harmless.)"""
         if self.held_elsewhere():
             return False
         self.take(trial_id, seconds)
@@ -66,17 +68,20 @@ class FitLease:
         third of that; released at the end. A push that fails (the database away for a moment) is
         tried again at the next one."""
         self.take(trial_id, seconds)
+        fitted = False
         try:
             with repeating(lambda: self.take(trial_id, seconds), seconds / 3, f"nasrlm-fit-lease-{trial_id}"):
                 yield
+            fitted = True
         finally:
-            self.release()
+            self.release(fitted=fitted)
 
-    def release(self) -> None:
-        """Free the lease, if this worker holds it, recording who fitted last and when it finished."""
+    def release(self, *, fitted: bool = True) -> None:
+        """Free the lease, if this worker holds it; after a fit, record who fitted and when it ended
+        (:meth:`fitted_elsewhere_within`)."""
         if self._lease().get("owner") == self.owner:
-            self.study._storage.set_study_system_attr(
-                self.study._study_id, LEASE_ATTR, {"owner": self.owner, "released": time.time()})
+            record = {"owner": self.owner, "released": time.time()} if fitted else None
+            self.study._storage.set_study_system_attr(self.study._study_id, LEASE_ATTR, record)
 
     def fitted_elsewhere_within(self, seconds: float) -> bool:
         """Whether another worker finished a fit less than ``seconds`` ago (it holds a trained model)."""
@@ -85,7 +90,8 @@ class FitLease:
         return elsewhere and time.time() - lease.get("released", 0.0) < seconds
 
     def held_elsewhere(self) -> bool:
-        """Whether another worker holds the lease: it is fitting, and will enqueue proposals."""
+        """Whether another worker holds the lease: it is fitting, or claimed it to fit within the
+        claim's (short) deadline, and will enqueue proposals."""
         lease = self._lease()
         if lease.get("owner") in (None, self.owner) or time.time() > lease.get("until", 0.0):
             return False

@@ -23,6 +23,8 @@ import os
 import threading
 import time
 import uuid
+import warnings
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import partial
@@ -66,6 +68,12 @@ DISTRIBUTION_DRAWS = 64
 #: Seconds a fit lease outlives its holder: the holder pushes its deadline back while it fits, so
 #: workers waiting on a worker killed mid-fit stop waiting this long after (see :mod:`._lease`).
 LEASE_SECONDS = 60.0
+#: Seconds a claim made before asking for a trial holds the lease until the fit takes it over: the
+#: others wait no longer than this when the trial asked for turns out not to refit (a retry came first).
+CLAIM_SECONDS = 5.0
+#: Recent asks over which the workers of a study are counted (the most trials running at any of them):
+#: a trial left running by a killed worker stops counting once it is failed.
+WORKER_COUNT_WINDOW = 20
 
 #: ``RLMSampler(spread=)`` choices.
 SPREADS = ("auto", "prior", "trees", "model")
@@ -244,7 +252,7 @@ class RLMSampler(BaseSampler):
         self._surrogate: RLMSurrogate | PriorSurrogate | None = None
         self._fits = 0
         self._handed_out: dict[str, set[str]] = {}  # per study: proposals whose trials may not be stored yet
-        self._workers: dict[str, int] = {}  # per study: the most trials seen running at once
+        self._running: dict[str, deque[int]] = {}  # per study: trials running at each recent ask
         self._fitted_on: dict[str, int] = {}  # per study: completed trials at this sampler's last fit
         self._completed_while_fitting: dict[str, int] = {}  # per study: trials completed during that fit
         self._name = uuid.uuid4().hex  # with the process id, this worker's name in a fit lease
@@ -297,10 +305,19 @@ class RLMSampler(BaseSampler):
 
     def before_trial(self, study: Study, trial: FrozenTrial) -> None:
         """Count the workers, and while a trial takes a waiting proposal, maybe refit ahead
-        (:meth:`_fit_ahead`): Optuna samples nothing for an enqueued trial, whose parameters are set."""
-        self._count_workers(study)
-        if _FIXED in trial.system_attrs:
-            self._fit_ahead(study, trial)
+        (:meth:`_fit_ahead`): Optuna samples nothing for an enqueued trial, whose parameters are set.
+
+        Neither may fail the ask: Optuna has taken the trial off the queue already, and a trial that
+        never reaches its worker is only failed (and retried) once its heartbeat is found stale. A
+        failed refit ahead is reported as a warning; the next trial to find the queue empty refits.
+        """
+        try:
+            self._count_workers(study)
+            if _FIXED in trial.system_attrs:
+                self._fit_ahead(study, trial)
+        except Exception as error:  # a database away for a moment, a failed fit, ...
+            warnings.warn(f"trial {trial.number}: refitting ahead of the queue failed ({error!r}); the "
+                          f"next trial to find no proposal refits", RuntimeWarning, stacklevel=2)
 
     def sample_relative(self, study: Study, trial: FrozenTrial,
                         search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
@@ -311,7 +328,7 @@ class RLMSampler(BaseSampler):
             if len(complete) < self.n_startup_trials:
                 return {}
             lease = self._lease(study)
-            if self._another_will_propose(study, lease):  # it took the last proposal from under us
+            if self._another_will_propose(study, lease):  # it is fitting (or fitted lately, see there)
                 return self._front_mutant(study, trial, complete, search_space)
             # the lease is freed once the proposals are enqueued: the workers waiting on it take them
             with lease.holding(trial._trial_id, LEASE_SECONDS):
@@ -330,9 +347,9 @@ class RLMSampler(BaseSampler):
         lease = self._lease(study)
         if self._another_will_propose(study, lease):
             return True
-        if self._workers.get(study.study_name, 1) < 2 or len(_completed(study)) < self.n_startup_trials:
+        if self._worker_count(study) < 2 or len(_completed(study)) < self.n_startup_trials:
             return False  # alone, or the next trial is a random start-up one
-        return not lease.claim(None, LEASE_SECONDS)
+        return not lease.claim(None, CLAIM_SECONDS)
 
     def _another_will_propose(self, study: Study, lease: FitLease) -> bool:
         """Whether another worker is refitting, or, this worker having no trained model and other
@@ -340,7 +357,7 @@ class RLMSampler(BaseSampler):
         could pre-train its own (alone, this worker resumes a study a finished worker fitted)."""
         if lease.held_elsewhere():
             return True
-        return (self._surrogate is None and self._workers.get(study.study_name, 1) > 1
+        return (self._surrogate is None and self._worker_count(study) > 1
                 and lease.fitted_elsewhere_within(LEASE_SECONDS))
 
     def _fit_ahead(self, study: Study, trial: FrozenTrial) -> None:
@@ -351,9 +368,10 @@ class RLMSampler(BaseSampler):
         first pre-train one, while the trained one sits idle), only when trials have completed since
         its last fit, and only when no other worker or thread of this one is fitting.
         """
-        if self._workers.get(study.study_name, 1) < 2 or self._surrogate is None:
+        if self._worker_count(study) < 2 or self._surrogate is None:
             return
-        if not self._lock.acquire(blocking=False):  # another thread of this worker is fitting
+        search_space = self.infer_relative_search_space(study, trial)
+        if not search_space or not self._lock.acquire(blocking=False):  # another thread is fitting
             return
         try:
             complete = _completed(study)
@@ -364,7 +382,6 @@ class RLMSampler(BaseSampler):
             if not lease.claim(trial._trial_id, LEASE_SECONDS):
                 return
             with lease.holding(trial._trial_id, LEASE_SECONDS):
-                search_space = self.infer_relative_search_space(study, trial)
                 self._enqueue(study, self._fit_and_propose(study, trial, complete, search_space))
         finally:
             self._lock.release()
@@ -376,8 +393,9 @@ class RLMSampler(BaseSampler):
         ``trial`` (whose worker waits on this) beating. Every trial but number ``skip`` is taken: the
         trial that takes a waiting proposal counts as pending."""
         with beating(study, trial._trial_id):  # a refit outlasts the study's stale-trial limit
-            evaluated, pending = self._evaluated_and_pending(study, skip=skip)
             self._fit(study, complete, search_space)
+            # read after the fit: other workers started trials meanwhile
+            evaluated, pending = self._evaluated_and_pending(study, skip=skip)
             count = max(1, self._queue_target(study) - self._queue_length(study))
             proposals = self._propose(study, complete, search_space, evaluated, pending, count)
         # what the other workers evaluated meanwhile: the queue must outlast the next fit
@@ -387,7 +405,7 @@ class RLMSampler(BaseSampler):
     def _queue_target(self, study: Study) -> int:
         """Proposals a fit leaves waiting in ``study``: ``proposals_per_fit`` for each worker, and as many
         as the other workers evaluated during this sampler's last fit, so the queue outlasts the next."""
-        workers = self._workers.get(study.study_name, 1)
+        workers = self._worker_count(study)
         return self.proposals_per_fit * workers + self._completed_while_fitting.get(study.study_name, 0)
 
     def _front_mutant(self, study: Study, trial: FrozenTrial, complete: Sequence[FrozenTrial],
@@ -412,9 +430,14 @@ class RLMSampler(BaseSampler):
 
     # --- trials and proposals ---------------------------------------------------------------------
     def _count_workers(self, study: Study) -> None:
-        """Workers of ``study``: the most trials seen running at once (each fit proposes for each)."""
+        """Note how many trials of ``study`` run now (see :meth:`_worker_count`)."""
         running = len(study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)))
-        self._workers[study.study_name] = max(self._workers.get(study.study_name, 1), running)
+        self._running.setdefault(study.study_name, deque(maxlen=WORKER_COUNT_WINDOW)).append(running)
+
+    def _worker_count(self, study: Study) -> int:
+        """Workers of ``study``: the most trials seen running at once over the last
+        :data:`WORKER_COUNT_WINDOW` asks (each fit proposes for each)."""
+        return max([1, *self._running.get(study.study_name, ())])
 
     def _queue_length(self, study: Study) -> int:
         """Proposals waiting in ``study`` for a worker to take them."""

@@ -60,11 +60,18 @@ def test_a_lease_held_through_a_block_outlasts_its_deadline_and_ends_with_the_bl
 
 
 def test_a_claim_made_before_its_fit_holds_by_its_deadline_alone(study) -> None:
-    assert FitLease(study, "a").claim(None, seconds=0.2, settle=0.0)
+    assert FitLease(study, "a").claim(None, seconds=2.0, settle=0.0)
     assert FitLease(study, "b").held_elsewhere()  # no trial yet: nothing ends it but the deadline
     assert not FitLease(study, "b").claim(None, seconds=60, settle=0.0)
-    time.sleep(0.3)
+    time.sleep(2.1)
     assert not FitLease(study, "b").held_elsewhere()
+    assert not FitLease(study, "b").fitted_elsewhere_within(60)  # a claim that expired fitted nothing
+
+
+def test_a_fit_that_fails_leaves_no_record_of_a_fit(study) -> None:
+    with pytest.raises(RuntimeError), FitLease(study, "a").holding(study.ask()._trial_id, seconds=60):
+        raise RuntimeError("the fit failed")
+    assert not FitLease(study, "b").held_elsewhere() and not FitLease(study, "b").fitted_elsewhere_within(60)
 
 
 def test_of_workers_claiming_a_free_lease_at_once_exactly_one_keeps_it(study) -> None:
@@ -75,7 +82,7 @@ def test_of_workers_claiming_a_free_lease_at_once_exactly_one_keeps_it(study) ->
 
     def claim(owner: str) -> None:
         start.wait()
-        won[owner] = FitLease(study, owner).claim(None, seconds=60, settle=0.3)
+        won[owner] = FitLease(study, owner).claim(None, seconds=60, settle=1.0)
 
     threads = [threading.Thread(target=claim, args=(f"worker {k}",)) for k in range(4)]
     for thread in threads:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections import Counter
+from collections import Counter, deque
 
 import numpy as np
 import optuna
@@ -700,7 +700,8 @@ def test_with_several_workers_a_trained_worker_taking_a_proposal_refits_and_tops
               for t in waiting}
     done = {t.user_attrs["arch_id"] for t in completed(study)}
     assert len(queued) == 6 and not queued & (running | done)  # the running ones were pending
-    assert not FitLease(study, "another worker").held_elsewhere()  # freed with the proposals enqueued
+    lease = FitLease(study, "another worker")
+    assert not lease.held_elsewhere() and lease.fitted_elsewhere_within(60)  # freed, proposals enqueued
     trials.append(study.ask())  # nothing completed since the last fit: no fit
     SPACE.suggest(trials[2])
     assert sampler.fits == 2
@@ -714,11 +715,41 @@ def test_with_several_workers_a_trained_worker_taking_a_proposal_refits_and_tops
     assert cold.fits == 0
 
 
+def test_a_worker_refits_ahead_only_when_no_other_worker_is_fitting() -> None:
+    sampler = tiny_sampler(seed=3)
+    study = make_study(sampler)
+    study.optimize(toy_objective, n_trials=5)  # one fit, 2 proposals waiting
+    FitLease(study, "another worker").take(None, seconds=60)  # about to refit
+    for _ in range(2):  # the second would refit ahead: two running, a trial completed since the fit
+        SPACE.suggest(study.ask())
+    assert sampler.fits == 1
+    FitLease(study, "another worker").release()
+    study.enqueue_trial(SPACE.params_of(SPACE.sample(np.random.default_rng(7))))
+    SPACE.suggest(study.ask())  # the lease free again: it refits ahead
+    assert sampler.fits == 2
+
+
+def test_a_refit_ahead_that_fails_warns_and_leaves_the_trial_to_its_worker(monkeypatch) -> None:
+    sampler = tiny_sampler(seed=3)
+    study = make_study(sampler)
+    study.optimize(toy_objective, n_trials=5)
+    SPACE.suggest(study.ask())
+
+    def fail(*args):
+        raise RuntimeError("out of memory")
+
+    monkeypatch.setattr(sampler, "_fit", fail)
+    with pytest.warns(RuntimeWarning, match="refitting ahead of the queue failed"):
+        trial = study.ask()  # takes the second proposal: two running, so it tries to refit ahead
+    study.tell(trial, toy_values(SPACE.arch_id(SPACE.suggest(trial))))  # the trial is its worker's still
+    assert not FitLease(study, "another worker").held_elsewhere()
+
+
 def test_a_worker_without_a_model_waits_for_one_that_fitted_lately_and_never_refits_beside_it() -> None:
     sampler = tiny_sampler(seed=3)
     study = make_study(sampler)
     study.optimize(toy_objective, n_trials=4)
-    sampler._workers[study.study_name] = 2  # as if another worker had been seen running
+    sampler._running[study.study_name] = deque([2])  # as if another worker had been seen running
     other = FitLease(study, "a worker with a trained model")
     other.take(None, seconds=60)
     other.release()  # it finished a fit a moment ago, and will refit when it takes a proposal
@@ -752,7 +783,7 @@ def test_the_queue_a_fit_leaves_outlasts_the_next_fit(tmp_path, monkeypatch) -> 
 
     monkeypatch.setattr(sampler, "_fit", fit_while_others_finish)
     SPACE.suggest(study.ask())
-    assert sampler._workers[study.study_name] == 3
+    assert sampler._worker_count(study) == 3
     assert sampler._queue_target(study) == 3 * 3 + 2  # as many more as were evaluated during it
 
 
