@@ -23,9 +23,9 @@ import os
 import threading
 import time
 import uuid
-import warnings
 from collections import deque
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -163,20 +163,19 @@ class RLMSampler(BaseSampler):
         progress: show progress bars while the model trains and scores candidates.
 
     One fit proposes ``proposals_per_fit`` architectures for each worker of the study (less those still
-    waiting, plus as many as the others evaluated during its last fit): the first is the trial that
-    asked, the others wait in the study (``study.enqueue_trial``) for the next trials of any worker, so
-    a study may end with some still waiting (a resumed one takes them first). Trials still running or
-    waiting (other workers, ``n_jobs > 1``) are pending: never proposed again, and believed at the
-    model's median when the next proposals are picked. The workers are counted as the most
-    trials this sampler has seen running at once.
+    waiting): the first is the trial that asked, the others wait in the study (``study.enqueue_trial``)
+    for the next trials of any worker, so a study may end with some still waiting (a resumed one takes
+    them first). Trials still running or waiting (other workers, ``n_jobs > 1``) are pending: never
+    proposed again, and believed at the model's median when the next proposals are picked. The
+    workers are counted as the most trials this sampler has seen running at once lately.
 
     Workers sharing a study refit one at a time (a lease in the study, :mod:`~nasrlm.search._lease`),
-    and the worker with a trained model does the refitting: when it takes a waiting proposal it
-    refits there and then and tops the queue up (:meth:`_fit_ahead`), so that the others keep
-    evaluating while it fits; a queue that runs dry anyway makes them wait for its proposals
-    (:meth:`awaiting_proposals`, which :func:`~nasrlm.search.run_search` asks before each trial)
-    rather than pre-train a model of their own. A worker that finds no proposal while another refits
-    evaluates a random mutant of the front found.
+    and the one with a trained model does it: when the proposals run out, the others wait for its next
+    ones (:meth:`awaiting_proposals`, which :func:`~nasrlm.search.run_search` asks before each trial)
+    rather than refit beside it or pre-train a model of their own. A worker whose trial finds another
+    refitting (it asked just as the last proposal went) evaluates a random mutant of the front found.
+    (Refitting ahead, while the others evaluate the last proposals, cost more hypervolume than it
+    saved time: experiments/README.md, "Many workers".)
     """
 
     def __init__(self, space: SearchSpace, *, n_startup_trials: int = 10, proposals_per_fit: int = 5,
@@ -253,8 +252,6 @@ class RLMSampler(BaseSampler):
         self._fits = 0
         self._handed_out: dict[str, set[str]] = {}  # per study: proposals whose trials may not be stored yet
         self._running: dict[str, deque[int]] = {}  # per study: trials running at each recent ask
-        self._fitted_on: dict[str, int] = {}  # per study: completed trials at this sampler's last fit
-        self._completed_while_fitting: dict[str, int] = {}  # per study: trials completed during that fit
         self._name = uuid.uuid4().hex  # with the process id, this worker's name in a fit lease
         self._pool_params: list[dict[str, Any]] = []  # candidate parameters drawn once
         self._space_draws = True  # until the space turns out to have no params_of
@@ -304,20 +301,11 @@ class RLMSampler(BaseSampler):
         return self._distributions
 
     def before_trial(self, study: Study, trial: FrozenTrial) -> None:
-        """Count the workers, and while a trial takes a waiting proposal, maybe refit ahead
-        (:meth:`_fit_ahead`): Optuna samples nothing for an enqueued trial, whose parameters are set.
-
-        Neither may fail the ask: Optuna has taken the trial off the queue already, and a trial that
-        never reaches its worker is only failed (and retried) once its heartbeat is found stale. A
-        failed refit ahead is reported as a warning; the next trial to find the queue empty refits.
-        """
-        try:
+        """Count the workers at every trial, an enqueued one too (Optuna samples nothing for it)."""
+        # a count missed while the database is away loses a heuristic; raising would lose the trial,
+        # which Optuna has taken off the queue already
+        with suppress(Exception):
             self._count_workers(study)
-            if _FIXED in trial.system_attrs:
-                self._fit_ahead(study, trial)
-        except Exception as error:  # a database away for a moment, a failed fit, ...
-            warnings.warn(f"trial {trial.number}: refitting ahead of the queue failed ({error!r}); the "
-                          f"next trial to find no proposal refits", RuntimeWarning, stacklevel=2)
 
     def sample_relative(self, study: Study, trial: FrozenTrial,
                         search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
@@ -332,7 +320,13 @@ class RLMSampler(BaseSampler):
                 return self._front_mutant(study, trial, complete, search_space)
             # the lease is freed once the proposals are enqueued: the workers waiting on it take them
             with lease.holding(trial._trial_id, LEASE_SECONDS):
-                proposals = self._fit_and_propose(study, trial, complete, search_space, skip=trial.number)
+                with beating(study, trial._trial_id):  # a refit outlasts the study's stale-trial limit
+                    self._fit(study, complete, search_space)
+                    # read after the fit: other workers started trials meanwhile
+                    evaluated, pending = self._evaluated_and_pending(study, skip=trial.number)
+                    wanted = self.proposals_per_fit * self._worker_count(study)
+                    count = max(1, wanted - self._queue_length(study))
+                    proposals = self._propose(study, complete, search_space, evaluated, pending, count)
                 return self._hand_out(study, trial, proposals)
 
     def awaiting_proposals(self, study: Study) -> bool:
@@ -360,61 +354,13 @@ class RLMSampler(BaseSampler):
         return (self._surrogate is None and self._worker_count(study) > 1
                 and lease.fitted_elsewhere_within(LEASE_SECONDS))
 
-    def _fit_ahead(self, study: Study, trial: FrozenTrial) -> None:
-        """While ``trial`` takes a waiting proposal, refit and top the queue up (:meth:`_queue_target`),
-        so that the other workers find the next proposals waiting instead of waiting for a fit.
-
-        Only with several workers, only in a worker whose model is trained already (another would
-        first pre-train one, while the trained one sits idle), only when trials have completed since
-        its last fit, and only when no other worker or thread of this one is fitting.
-        """
-        if self._worker_count(study) < 2 or self._surrogate is None:
-            return
-        search_space = self.infer_relative_search_space(study, trial)
-        if not search_space or not self._lock.acquire(blocking=False):  # another thread is fitting
-            return
-        try:
-            complete = _completed(study)
-            if (self._queue_length(study) >= self._queue_target(study)
-                    or len(complete) <= self._fitted_on.get(study.study_name, 0)):
-                return
-            lease = self._lease(study)
-            if not lease.claim(trial._trial_id, LEASE_SECONDS):
-                return
-            with lease.holding(trial._trial_id, LEASE_SECONDS):
-                self._enqueue(study, self._fit_and_propose(study, trial, complete, search_space))
-        finally:
-            self._lock.release()
-
-    def _fit_and_propose(self, study: Study, trial: FrozenTrial, complete: Sequence[FrozenTrial],
-                         search_space: dict[str, BaseDistribution], *, skip: int | None = None
-                         ) -> list[_Proposal]:
-        """Refit on ``complete`` and propose enough to bring the queue to :meth:`_queue_target`, with
-        ``trial`` (whose worker waits on this) beating. Every trial but number ``skip`` is taken: the
-        trial that takes a waiting proposal counts as pending."""
-        with beating(study, trial._trial_id):  # a refit outlasts the study's stale-trial limit
-            self._fit(study, complete, search_space)
-            # read after the fit: other workers started trials meanwhile
-            evaluated, pending = self._evaluated_and_pending(study, skip=skip)
-            count = max(1, self._queue_target(study) - self._queue_length(study))
-            proposals = self._propose(study, complete, search_space, evaluated, pending, count)
-        # what the other workers evaluated meanwhile: the queue must outlast the next fit
-        self._completed_while_fitting[study.study_name] = len(_completed(study)) - len(complete)
-        return proposals
-
-    def _queue_target(self, study: Study) -> int:
-        """Proposals a fit leaves waiting in ``study``: ``proposals_per_fit`` for each worker, and as many
-        as the other workers evaluated during this sampler's last fit, so the queue outlasts the next."""
-        workers = self._worker_count(study)
-        return self.proposals_per_fit * workers + self._completed_while_fitting.get(study.study_name, 0)
-
     def _front_mutant(self, study: Study, trial: FrozenTrial, complete: Sequence[FrozenTrial],
                       search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
         """A random one-parameter mutant of the front found, none taken, for a trial that found no
         proposal while another worker refits: it evaluates that instead of refitting beside it."""
         evaluated, pending = self._evaluated_and_pending(study, skip=trial.number)
-        front = _front(study, complete)
-        candidates = self._candidates(search_space, front, evaluated | set(pending), refine=True)
+        candidates = self._candidates(search_space, _front(study, complete), evaluated | set(pending),
+                                      refine=True)
         if not candidates:
             return {}  # every mutant is taken: the independent sampler draws it
         params = list(candidates.values())[int(self._rng.integers(len(candidates)))]
@@ -521,7 +467,6 @@ class RLMSampler(BaseSampler):
             self._surrogate.start(self.candidate_pool)
         self._surrogate.fit(list(rows), np.array(list(rows.values()), dtype=np.float64))
         self._fits += 1
-        self._fitted_on[study.study_name] = len(complete)
         if self.on_fit is not None:
             self.on_fit(len(rows), time.perf_counter() - start)
 

@@ -31,6 +31,7 @@ from nasrlm.search import (
     write_report,
 )
 from nasrlm.search._lease import FitLease
+from nasrlm.search._sampler import WORKER_COUNT_WINDOW
 from search_spaces import NasBench201, SubsetSpace, get_space
 from search_spaces.nasbench201 import EDGES, OPS, NB201Arch
 
@@ -683,68 +684,6 @@ def test_a_worker_awaits_proposals_only_while_another_refits_and_none_wait() -> 
     assert not sampler.awaiting_proposals(study)
 
 
-def test_with_several_workers_a_trained_worker_taking_a_proposal_refits_and_tops_the_queue_up() -> None:
-    sampler = tiny_sampler(seed=3)  # rounds of 3 proposals for each worker
-    study = make_study(sampler)
-    study.optimize(toy_objective, n_trials=5)  # alone: 4 start-up trials, one fit, 2 proposals waiting
-    assert sampler.fits == 1 and len(study.get_trials(states=(optuna.trial.TrialState.WAITING,))) == 2
-    trials = [study.ask()]  # takes a proposal (the sampler asked as the trial suggests); alone: no fit ahead
-    running = {SPACE.arch_id(SPACE.suggest(trials[0]))}
-    assert sampler.fits == 1
-    trials.append(study.ask())  # takes the other; two running: a second worker, and a trial completed since
-    running.add(SPACE.arch_id(SPACE.suggest(trials[1])))
-    assert sampler.fits == 2
-    waiting = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
-    assert len(waiting) == 3 * 2  # three for each of two workers, none waiting before
-    queued = {SPACE.arch_id(SPACE.suggest(optuna.trial.FixedTrial(t.system_attrs["fixed_params"])))
-              for t in waiting}
-    done = {t.user_attrs["arch_id"] for t in completed(study)}
-    assert len(queued) == 6 and not queued & (running | done)  # the running ones were pending
-    lease = FitLease(study, "another worker")
-    assert not lease.held_elsewhere() and lease.fitted_elsewhere_within(60)  # freed, proposals enqueued
-    trials.append(study.ask())  # nothing completed since the last fit: no fit
-    SPACE.suggest(trials[2])
-    assert sampler.fits == 2
-    for trial in trials:
-        study.tell(trial, toy_values(SPACE.arch_id(SPACE.suggest(trial))))
-    cold = tiny_sampler(seed=4)  # a worker that has trained no model never fits ahead of the queue
-    joined = optuna.create_study(directions=study.directions, sampler=cold)
-    joined.add_trials(study.get_trials())
-    for _ in range(2):
-        SPACE.suggest(joined.ask())
-    assert cold.fits == 0
-
-
-def test_a_worker_refits_ahead_only_when_no_other_worker_is_fitting() -> None:
-    sampler = tiny_sampler(seed=3)
-    study = make_study(sampler)
-    study.optimize(toy_objective, n_trials=5)  # one fit, 2 proposals waiting
-    FitLease(study, "another worker").take(None, seconds=60)  # about to refit
-    for _ in range(2):  # the second would refit ahead: two running, a trial completed since the fit
-        SPACE.suggest(study.ask())
-    assert sampler.fits == 1
-    FitLease(study, "another worker").release()
-    study.enqueue_trial(SPACE.params_of(SPACE.sample(np.random.default_rng(7))))
-    SPACE.suggest(study.ask())  # the lease free again: it refits ahead
-    assert sampler.fits == 2
-
-
-def test_a_refit_ahead_that_fails_warns_and_leaves_the_trial_to_its_worker(monkeypatch) -> None:
-    sampler = tiny_sampler(seed=3)
-    study = make_study(sampler)
-    study.optimize(toy_objective, n_trials=5)
-    SPACE.suggest(study.ask())
-
-    def fail(*args):
-        raise RuntimeError("out of memory")
-
-    monkeypatch.setattr(sampler, "_fit", fail)
-    with pytest.warns(RuntimeWarning, match="refitting ahead of the queue failed"):
-        trial = study.ask()  # takes the second proposal: two running, so it tries to refit ahead
-    study.tell(trial, toy_values(SPACE.arch_id(SPACE.suggest(trial))))  # the trial is its worker's still
-    assert not FitLease(study, "another worker").held_elsewhere()
-
-
 def test_a_worker_without_a_model_waits_for_one_that_fitted_lately_and_never_refits_beside_it() -> None:
     sampler = tiny_sampler(seed=3)
     study = make_study(sampler)
@@ -764,27 +703,16 @@ def test_a_worker_without_a_model_waits_for_one_that_fitted_lately_and_never_ref
     assert arch_id not in {t.user_attrs["arch_id"] for t in completed(study)}
 
 
-def test_the_queue_a_fit_leaves_outlasts_the_next_fit(tmp_path, monkeypatch) -> None:
-    storage = f"sqlite:///{tmp_path / 'study.db'}"
-    sampler = tiny_sampler(seed=3)  # 3 proposals for each worker
-    study = make_study(sampler, storage)
-    study.optimize(toy_objective, n_trials=4)
-    others = optuna.load_study(study_name=study.study_name, storage=storage,
-                               sampler=optuna.samplers.RandomSampler(seed=0))
-    elsewhere = [others.ask() for _ in range(2)]  # two other workers' trials, finishing during the fit
-    for trial in elsewhere:
-        SPACE.suggest(trial)
-    fit = sampler._fit
-
-    def fit_while_others_finish(*args):
-        fit(*args)
-        for trial in elsewhere:
-            others.tell(trial, toy_values(SPACE.arch_id(SPACE.suggest(trial))))
-
-    monkeypatch.setattr(sampler, "_fit", fit_while_others_finish)
-    SPACE.suggest(study.ask())
-    assert sampler._worker_count(study) == 3
-    assert sampler._queue_target(study) == 3 * 3 + 2  # as many more as were evaluated during it
+def test_workers_are_counted_over_recent_trials_so_one_left_running_by_a_killed_run_stops_counting() -> None:
+    sampler = tiny_sampler(seed=3)
+    study = make_study(sampler)
+    left = study.ask()  # a trial of a worker killed before it told anything
+    mine = study.ask()  # this worker's: two running
+    assert sampler._worker_count(study) == 2
+    study.tell(left, state=optuna.trial.TrialState.FAIL)  # found dead and failed
+    study.tell(mine, state=optuna.trial.TrialState.FAIL)
+    study.optimize(toy_objective, n_trials=WORKER_COUNT_WINDOW)  # an enqueued retry would count too
+    assert sampler._worker_count(study) == 1
 
 
 def test_run_search_waits_while_the_sampler_awaits_proposals() -> None:
