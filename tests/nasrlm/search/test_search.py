@@ -63,6 +63,13 @@ def completed(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
     return study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
 
 
+def changes_from_front(params: dict, trials: list[optuna.trial.FrozenTrial]) -> int:
+    """Fewest parameters ``params`` changes from any member of the toy study's front among ``trials``."""
+    values = np.array([t.values for t in trials])
+    front = [t.params for t, keep in zip(trials, pareto_mask(values, [True, False]), strict=True) if keep]
+    return min(sum(params[k] != f[k] for k in f) for f in front)
+
+
 def make_study(sampler: optuna.samplers.BaseSampler, storage: str | None = None) -> optuna.Study:
     study = optuna.create_study(directions=["maximize", "minimize"], sampler=sampler, storage=storage)
     study.set_metric_names(["acc", "lat"])
@@ -649,9 +656,7 @@ def test_past_refine_after_the_sampler_proposes_mutants_of_the_front_alone() -> 
     study.optimize(toy_objective, n_trials=12)
     for t in completed(study)[8:]:  # each proposed from the front of the trials before it
         before = completed(study)[: t.number]
-        values = np.array([b.values for b in before])
-        front = [b.params for b, keep in zip(before, pareto_mask(values, [True, False]), strict=True) if keep]
-        assert min(sum(t.params[k] != f[k] for k in f) for f in front) == 1, t.number
+        assert changes_from_front(t.params, before) == 1, t.number
     with pytest.raises(ValueError, match="refine_after must be positive"):
         RLMSampler(SPACE, refine_after=0)
 
@@ -696,10 +701,7 @@ def test_a_worker_without_a_model_waits_for_one_that_fitted_lately_and_never_ref
     trial = study.ask()  # asked anyway (it lost the last proposal to another worker): no fit of its own
     arch_id = SPACE.arch_id(SPACE.suggest(trial))
     assert sampler.fits == 0
-    values = np.array([t.values for t in completed(study)])
-    front = [t.params for t, keep in zip(completed(study), pareto_mask(values, [True, False]), strict=True)
-             if keep]
-    assert min(sum(trial.params[k] != f[k] for k in f) for f in front) == 1  # a mutant of the front
+    assert changes_from_front(trial.params, completed(study)) == 1  # a mutant of the front
     assert arch_id not in {t.user_attrs["arch_id"] for t in completed(study)}
 
 
