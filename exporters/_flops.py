@@ -58,6 +58,7 @@ def live_nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
             live.append(node)
             needed.update(node.input)
             for attribute in node.attribute:  # names a subgraph (If, Loop, Scan) reads from outside it
-                for subgraph in [attribute.g, *attribute.graphs]:
-                    needed.update(name for n in subgraph.node for name in n.input)
+                if attribute.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
+                    for subgraph in [attribute.g, *attribute.graphs]:
+                        needed.update(name for n in subgraph.node for name in n.input)
     return live[::-1]

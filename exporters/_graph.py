@@ -34,6 +34,11 @@ from onnx import helper, numpy_helper
 
 from exporters._flops import live_nodes
 
+#: Function bodies whose block features are kept, by content: a space's models share most of their
+#: blocks (stems, heads, reductions), so a batch of them reads each shared body once.
+_BODY_CACHE_SIZE = 4096
+_body_cache: dict[bytes, dict[str, float]] = {}
+
 #: Operator families, in feature order. Compute families (convolutions, fully connected) also make up
 #: the path lengths.
 FAMILIES = ("conv1", "conv3", "conv5", "dwconv", "fc", "pool")
@@ -115,9 +120,10 @@ def _path_features(model: onnx.ModelProto) -> dict[str, float]:
     weight = dag.weight
 
     out: dict[str, float] = {"log10_paths": math.log10(total)}
-    for f in ("compute", *FAMILIES):
+    names = ("compute", *FAMILIES)
+    bounds = dag.fewest_and_most([weight[f] for f in names])
+    for f, (low, high) in zip(names, bounds, strict=True):
         through = sum(paths_in[k] * paths_out[k] * weight[f][k] for k in range(len(dag.nodes)))
-        low, high = dag.fewest_and_most(weight[f])
         out[f"{f}_path_mean"] = through / total
         out[f"{f}_path_min"] = min(low[k] for k in ends)
         out[f"{f}_path_max"] = max(high[k] for k in ends)
@@ -132,11 +138,12 @@ def _path_features(model: onnx.ModelProto) -> dict[str, float]:
     for f in (*FAMILIES, "compute"):
         out[f"segment_paths_{f}"] = 0
     begin = _Dag.SOURCE
+    names = (*FAMILIES, "compute")
     for cut in cuts:
-        paths = dag.paths_between(begin, cut, blocked=None)
+        paths, *avoiding = dag.paths_between(begin, cut, [None, *(weight[f] for f in names)])
         out["segment_paths"] += paths
-        for f in (*FAMILIES, "compute"):
-            out[f"segment_paths_{f}"] += paths - dag.paths_between(begin, cut, blocked=weight[f])
+        for f, other in zip(names, avoiding, strict=True):
+            out[f"segment_paths_{f}"] += paths - other
         begin = cut
     return out
 
@@ -174,20 +181,31 @@ def _called(function: onnx.FunctionProto, functions: dict[tuple[str, str], onnx.
 
 
 def _body_features(model: onnx.ModelProto, function: onnx.FunctionProto) -> dict[str, float]:
+    """The block features of one function's body (see :func:`_block_features`), read once per content."""
+    called = _called(function, {(f.domain, f.name): f for f in model.functions})
+    key = b"".join(f.SerializeToString() for f in (function, *called))
+    if key not in _body_cache:
+        if len(_body_cache) >= _BODY_CACHE_SIZE:
+            del _body_cache[next(iter(_body_cache))]  # the oldest
+        _body_cache[key] = _read_body(model, function, called)
+    return _body_cache[key]
+
+
+def _read_body(model: onnx.ModelProto, function: onnx.FunctionProto, called: list[onnx.FunctionProto]
+               ) -> dict[str, float]:
     graph = helper.make_graph(list(function.node), function.name,
                               [helper.make_value_info(name, onnx.TypeProto()) for name in function.input],
                               [helper.make_value_info(name, onnx.TypeProto()) for name in function.output])
-    called = _called(function, {(f.domain, f.name): f for f in model.functions})
     body = helper.make_model(graph, opset_imports=list(model.opset_import), functions=called)
     dag = _Dag(onnx.inliner.inline_local_functions(body).graph if called else graph)
     weight = dag.weight
-    paths = dag.paths_between(_Dag.SOURCE, _Dag.END, blocked=None)
+    paths, *avoiding = dag.paths_between(_Dag.SOURCE, _Dag.END, [None, *weight.values()])
     out = {"block_paths": paths}
-    for f, w in weight.items():
-        out[f"block_paths_{f}"] = paths - dag.paths_between(_Dag.SOURCE, _Dag.END, blocked=w)
+    for f, other in zip(weight, avoiding, strict=True):
+        out[f"block_paths_{f}"] = paths - other
     paths_in = dag.paths_in()
     ends = [k for k in dag.ends if paths_in[k] > 0]
-    low, high = dag.fewest_and_most(weight["compute"])
+    [(low, high)] = dag.fewest_and_most([weight["compute"]])
     out["block_compute_min"] = min((low[k] for k in ends), default=0)
     out["block_compute_max"] = max((high[k] for k in ends), default=0)
     out.update(dag.family_pairs())
@@ -262,25 +280,44 @@ class _Dag:
                     out[f"block_pair_{a}_end"] += before * direct[k]
         return out
 
-    def fewest_and_most(self, weight: list[int]) -> tuple[list[float], list[float]]:
-        """Per node, the least and the most total ``weight`` on a path from the inputs to it (inclusive)."""
-        low, high = [math.inf] * len(self.nodes), [-math.inf] * len(self.nodes)
-        for k, parents in enumerate(self.parents):
-            for p in parents:
-                low[k] = min(low[k], 0 if p == self.SOURCE else low[p])
-                high[k] = max(high[k], 0 if p == self.SOURCE else high[p])
-            low[k] += weight[k]
-            high[k] += weight[k]
-        return low, high
+    def fewest_and_most(self, weights: list[list[int]]) -> list[tuple[list[float], list[float]]]:
+        """For each of ``weights`` (a number per node), per node the least and the most total weight on a
+        path from the inputs to it (inclusive); all weights in one pass over the graph."""
+        source = [0] * len(weights)
+        low: list[list[float]] = []
+        high: list[list[float]] = []
+        for parents, add in zip(self.parents, zip(*weights, strict=True), strict=True):
+            if parents:
+                lows = zip(*(source if p == self.SOURCE else low[p] for p in parents), strict=True)
+                highs = zip(*(source if p == self.SOURCE else high[p] for p in parents), strict=True)
+                low.append([min(v) + a for v, a in zip(lows, add, strict=True)])
+                high.append([max(v) + a for v, a in zip(highs, add, strict=True)])
+            else:  # reached by no path
+                low.append([math.inf] * len(weights))
+                high.append([-math.inf] * len(weights))
+        return [([row[j] for row in low], [row[j] for row in high]) for j in range(len(weights))]
 
-    def paths_between(self, begin: int, end: int, blocked: list[int] | None) -> int:
-        """Paths from node ``begin`` (or SOURCE) to node ``end`` (or END: the graph outputs) that pass
-        through no ``blocked`` node after ``begin`` (``end`` included)."""
+    def paths_between(self, begin: int, end: int, blocked: list[list[int] | None]) -> list[int]:
+        """For each of ``blocked`` (1 at the nodes a path may not pass; ``None``: no node), the paths from
+        node ``begin`` (or SOURCE) to node ``end`` (or END: the graph outputs) that pass through no
+        blocked node after ``begin`` (``end`` included); all in one pass over the graph."""
         last = len(self.nodes) - 1 if end == self.END else end
-        counts = self._counts(begin, blocked, last)
-        if end == self.END:
-            return sum(counts[k] for k in self.ends)
-        return counts[end]
+        sets = range(len(blocked))
+        stoppers = [(j, b) for j, b in zip(sets, blocked, strict=True) if b is not None]
+        start = [1] * len(blocked)
+        counts: dict[int, list[int]] = {}
+        for k in range(begin + 1, last + 1):
+            row = [0] * len(blocked)
+            for p in self.parents[k]:
+                if p == begin or p > begin:
+                    row = [a + b for a, b in zip(row, start if p == begin else counts[p], strict=True)]
+            for j, b in stoppers:
+                if b[k]:
+                    row[j] = 0
+            counts[k] = row
+        if end != self.END:
+            return counts.get(end, [0] * len(blocked))
+        return [sum(counts[k][j] for k in self.ends if k in counts) for j in sets]
 
     def _counts(self, begin: int, blocked: list[int] | None, last: int) -> list[int]:
         counts = [0] * len(self.nodes)
