@@ -240,7 +240,10 @@ class _Dag:
 
     def paths_in(self) -> list[int]:
         """Paths from the graph inputs to each node."""
-        return self._counts(self.SOURCE, None, len(self.nodes) - 1)
+        counts = [0] * len(self.nodes)
+        for k, parents in enumerate(self.parents):
+            counts[k] = sum(1 if p == self.SOURCE else counts[p] for p in parents)
+        return counts
 
     def paths_out(self) -> list[int]:
         """Paths from each node to the graph outputs."""
@@ -309,7 +312,7 @@ class _Dag:
         for k in range(begin + 1, last + 1):
             row = [0] * len(blocked)
             for p in self.parents[k]:
-                if p == begin or p > begin:
+                if p >= begin:
                     row = [a + b for a, b in zip(row, start if p == begin else counts[p], strict=True)]
             for j, b in stoppers:
                 if b[k]:
@@ -318,11 +321,3 @@ class _Dag:
         if end != self.END:
             return counts.get(end, [0] * len(blocked))
         return [sum(counts[k][j] for k in self.ends if k in counts) for j in sets]
-
-    def _counts(self, begin: int, blocked: list[int] | None, last: int) -> list[int]:
-        counts = [0] * len(self.nodes)
-        for k in range(begin + 1, last + 1):
-            if blocked is not None and blocked[k]:
-                continue
-            counts[k] = sum(1 if p == begin else counts[p] if p > begin else 0 for p in self.parents[k])
-        return counts
