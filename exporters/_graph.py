@@ -135,10 +135,9 @@ def _path_features(model: onnx.ModelProto) -> dict[str, float]:
         cuts.append(_Dag.END)
     out["segments"] = len(cuts)
     out["segment_paths"] = 0
-    for f in (*FAMILIES, "compute"):
+    for f in names:
         out[f"segment_paths_{f}"] = 0
     begin = _Dag.SOURCE
-    names = (*FAMILIES, "compute")
     for cut in cuts:
         paths, *avoiding = dag.paths_between(begin, cut, [None, *(weight[f] for f in names)])
         out["segment_paths"] += paths
@@ -159,7 +158,7 @@ def _block_features(model: onnx.ModelProto) -> dict[str, float]:
         if key not in functions:
             continue
         if key not in cache:
-            cache[key] = _body_features(model, functions[key])
+            cache[key] = _body_features(model, functions[key], functions)
         out["blocks"] += 1
         for name, value in cache[key].items():
             out[name] += value
@@ -180,9 +179,11 @@ def _called(function: onnx.FunctionProto, functions: dict[tuple[str, str], onnx.
     return list(found.values())
 
 
-def _body_features(model: onnx.ModelProto, function: onnx.FunctionProto) -> dict[str, float]:
-    """The block features of one function's body (see :func:`_block_features`), read once per content."""
-    called = _called(function, {(f.domain, f.name): f for f in model.functions})
+def _body_features(model: onnx.ModelProto, function: onnx.FunctionProto,
+                   functions: dict[tuple[str, str], onnx.FunctionProto]) -> dict[str, float]:
+    """The block features of one function's body (see :func:`_block_features`; ``functions``: the model's
+    local functions by key), read once per content."""
+    called = _called(function, functions)
     key = b"".join(f.SerializeToString() for f in (function, *called))
     if key not in _body_cache:
         if len(_body_cache) >= _BODY_CACHE_SIZE:
@@ -308,7 +309,7 @@ class _Dag:
         sets = range(len(blocked))
         stoppers = [(j, b) for j, b in zip(sets, blocked, strict=True) if b is not None]
         start = [1] * len(blocked)
-        counts: dict[int, list[int]] = {}
+        counts = [[0] * len(blocked)] * len(self.nodes)  # a node at or before ``begin``: no path from it
         for k in range(begin + 1, last + 1):
             row = [0] * len(blocked)
             for p in self.parents[k]:
@@ -319,5 +320,5 @@ class _Dag:
                     row[j] = 0
             counts[k] = row
         if end != self.END:
-            return counts.get(end, [0] * len(blocked))
-        return [sum(counts[k][j] for k in self.ends if k in counts) for j in sets]
+            return counts[end]
+        return [sum(counts[k][j] for k in self.ends) for j in sets]
