@@ -8,8 +8,10 @@ Because the improvement is averaged over decoded samples, an uncertain candidate
 beyond the front scores above a confident one just behind it: the model's uncertainty is what drives
 exploration. After ``prior_alone_after`` trials the surrogate is the model's prior alone
 (:class:`~nasrlm.search._surrogate.PriorSurrogate`), which searched as well from there at a fraction
-of the cost; after ``refine_after`` trials the candidates are the front's mutants alone, so the search
-refines the front it found (more of the true front's members, at 300 evaluations).
+of the cost. In the ``refine`` ranges of completed trials the candidates are the front's mutants alone,
+so the search refines the front it found: from 50 to 100 trials, while the model's residual sharpens
+its ranking near the trials, and again from 150 on (more of the true front's members at 300
+evaluations); between the two the prior looks across the whole space once more.
 
 The sampler works on Optuna's parameters, not on a space's internals: a candidate is a parameter dict,
 and ``space.suggest(FixedTrial(params))`` turns it into the architecture whose ONNX text the model
@@ -55,6 +57,8 @@ __all__ = ["DEFAULT_MODEL", "MIN_CHECKED_PROPOSALS", "PREDICTED_USER_ATTR", "SUR
 #: Network for the sampler's model: small enough to refit in seconds on two cores (the ``compact`` size;
 #: why no dropout: experiments/README.md, "Pareto search").
 DEFAULT_MODEL = SIZES["compact"]
+#: ``RLMSampler(refine=)``'s default: the completed-trial ranges in which the front is refined.
+DEFAULT_REFINE = ((50, 100), (150, None))
 #: Evaluated proposals of the model needed before its residual's weight is estimated from them.
 MIN_CHECKED_PROPOSALS = 5
 #: Trial user attribute holding the model's unweighted median prediction, by objective name, for a
@@ -104,9 +108,11 @@ class RLMSampler(BaseSampler):
             parameter grid is at most this large, every architecture is scored instead.
         fresh_candidates: random candidates drawn anew each round on top of the pool: a fixed pool
             caps what the search can find.
-        refine_after: from this many completed trials on, a round scores only the mutants of the
-            front found (while any is new): the search refines its front instead of looking further
-            (``None``: never).
+        refine: ranges ``(start, stop)`` of completed trials, ``start`` included and ``stop`` not
+            (``None``: to the end), in which a round scores only the mutants of the front found (while
+            any is new): the search refines its front instead of looking further. The default refines
+            from 50 to 100 and from 150 on; refining from 50 to the end found less at 300
+            (experiments/README.md, "Pareto search"). ``None`` or ``()``: never.
         num_samples: decoded samples per candidate for the expected improvement.
         temperature: softmax temperature of those samples (above 1 widens them).
         spread: how far each candidate's samples scatter around its median: ``"prior"``, normally,
@@ -180,7 +186,7 @@ class RLMSampler(BaseSampler):
 
     def __init__(self, space: SearchSpace, *, n_startup_trials: int = 10, proposals_per_fit: int = 5,
                  num_candidates: int | None = None, fresh_candidates: int | None = None,
-                 refine_after: int | None = 150,
+                 refine: Sequence[tuple[int, int | None]] | None = DEFAULT_REFINE,
                  num_samples: int = 16, temperature: float = 1.0, spread: str = "auto",
                  prior: str | None = "trend-forest", surrogate: str = "rlm",
                  prior_alone_after: int | None = 100, weigh_residual: bool = True,
@@ -217,8 +223,6 @@ class RLMSampler(BaseSampler):
         if surrogate == "prior" and prior in (None, "line"):
             raise ValueError(f"surrogate='prior' needs a feature prior (trend-forest, forest, ridge, auto), "
                              f"got prior={prior!r}")
-        if refine_after is not None and refine_after < 1:
-            raise ValueError(f"refine_after must be positive or None, got {refine_after}")
         if prior_alone_after is not None and prior_alone_after < 1:
             raise ValueError(f"prior_alone_after must be positive or None, got {prior_alone_after}")
         if surrogate == "prior" and (base is not None or spread == "model"):
@@ -232,7 +236,7 @@ class RLMSampler(BaseSampler):
         self.prior = prior
         self.surrogate = surrogate
         self.prior_alone_after = prior_alone_after
-        self.refine_after = refine_after
+        self.refine = _refine_ranges(refine)
         self.weigh_residual = weigh_residual
         self.fit_settings = fit
         self.candidate_settings = candidates
@@ -478,7 +482,8 @@ class RLMSampler(BaseSampler):
         maximize = [d == StudyDirection.MAXIMIZE for d in study.directions]
         observed = np.array([t.values for t in complete], dtype=np.float64)
         front = _front(study, complete)
-        refine = self.refine_after is not None and len(complete) >= self.refine_after
+        refine = any(start <= len(complete) and (stop is None or len(complete) < stop)
+                     for start, stop in self.refine)
         candidates = self._candidates(search_space, front, evaluated | set(pending), refine=refine)
         if refine and not candidates:  # every mutant of the front is taken: look further
             candidates = self._candidates(search_space, front, evaluated | set(pending))
@@ -608,6 +613,19 @@ class RLMSampler(BaseSampler):
 def _overridden(settings: Any, **fields: Any) -> Any:
     """``settings`` (a frozen dataclass) with the ``fields`` that were given (not ``None``) changed."""
     return replace(settings, **{name: value for name, value in fields.items() if value is not None})
+
+
+def _refine_ranges(refine: Sequence[Sequence[int | None]] | None) -> tuple[tuple[int, int | None], ...]:
+    """``RLMSampler(refine=)`` checked and as tuples (a JSON list of pairs from the command line too)."""
+    ranges = []
+    for pair in refine or ():
+        start, stop = pair if isinstance(pair, Sequence) and len(pair) == 2 else (None, None)
+        valid_stop = stop is None or isinstance(stop, int) and isinstance(start, int) and stop > start
+        if not (isinstance(start, int) and start >= 1 and valid_stop):
+            raise ValueError(f"refine: each range is a pair (start, stop) with 1 <= start < stop, or stop "
+                             f"None, got {pair!r}")
+        ranges.append((start, stop))
+    return tuple(ranges)
 
 
 def _completed(study: Study) -> list[FrozenTrial]:

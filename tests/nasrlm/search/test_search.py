@@ -650,15 +650,25 @@ def test_running_trials_are_pending_never_proposed_and_believed_when_picking(mon
     assert seen == [4, 6] and len(set(ids)) == 3
 
 
-def test_past_refine_after_the_sampler_proposes_mutants_of_the_front_alone() -> None:
-    sampler = tiny_sampler(seed=4, refine_after=8, proposals_per_fit=1)
+def test_inside_a_refine_range_the_sampler_proposes_mutants_of_the_front_alone() -> None:
+    sampler = tiny_sampler(seed=4, refine=[[8, 11]], proposals_per_fit=1)  # as JSON gives it
+    assert sampler.refine == ((8, 11),)
     study = make_study(sampler)
-    study.optimize(toy_objective, n_trials=12)
-    for t in completed(study)[8:]:  # each proposed from the front of the trials before it
-        before = completed(study)[: t.number]
-        assert changes_from_front(t.params, before) == 1, t.number
-    with pytest.raises(ValueError, match="refine_after must be positive"):
-        RLMSampler(SPACE, refine_after=0)
+    study.optimize(toy_objective, n_trials=14)
+    trials = completed(study)
+    changes = [changes_from_front(t.params, trials[: t.number]) for t in trials[8:]]
+    assert changes[:3] == [1, 1, 1]  # each proposed from the front of the trials before it
+    assert max(changes[3:]) > 1  # past the range, the candidates are the whole space again
+
+
+@pytest.mark.parametrize("refine", [[(0, None)], [(5, 5)], [(5,)], [("5", None)], [5]])
+def test_a_refine_range_that_is_not_one_is_refused(refine) -> None:
+    with pytest.raises(ValueError, match="refine: each range is a pair"):
+        RLMSampler(SPACE, refine=refine)
+
+
+def test_refine_none_never_refines() -> None:
+    assert RLMSampler(SPACE, refine=None).refine == ()
 
 
 def test_a_refit_holds_the_fit_lease_and_frees_it_with_its_proposals_enqueued(monkeypatch) -> None:
