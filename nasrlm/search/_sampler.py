@@ -9,9 +9,8 @@ beyond the front scores above a confident one just behind it: the model's uncert
 exploration. After ``prior_alone_after`` trials the surrogate is the model's prior alone
 (:class:`~nasrlm.search._surrogate.PriorSurrogate`), which searched as well from there at a fraction
 of the cost. In the ``refine`` ranges of completed trials the candidates are the front's mutants alone,
-so the search refines the front it found: from 50 to 100 trials, while the model's residual sharpens
-its ranking near the trials, and again from 150 on (more of the true front's members at 300
-evaluations); between the two the prior looks across the whole space once more.
+so the search refines the front it found: by default from 50 to 100 trials and again from 150 on, with
+the whole space scored once more in between (refining from 50 to the end found less by 300).
 
 The sampler works on Optuna's parameters, not on a space's internals: a candidate is a parameter dict,
 and ``space.suggest(FixedTrial(params))`` turns it into the architecture whose ONNX text the model
