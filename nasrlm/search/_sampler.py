@@ -619,8 +619,8 @@ def _refine_ranges(refine: Sequence[Sequence[int | None]] | None) -> tuple[tuple
     ranges = []
     for pair in refine or ():
         start, stop = pair if isinstance(pair, Sequence) and len(pair) == 2 else (None, None)
-        valid_stop = stop is None or isinstance(stop, int) and isinstance(start, int) and stop > start
-        if not (isinstance(start, int) and start >= 1 and valid_stop):
+        if not (isinstance(start, int) and start >= 1
+                and (stop is None or isinstance(stop, int) and stop > start)):
             raise ValueError(f"refine: each range is a pair (start, stop) with 1 <= start < stop, or stop "
                              f"None, got {pair!r}")
         ranges.append((start, stop))
