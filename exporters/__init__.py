@@ -8,9 +8,9 @@ model as a trainable ``torch.nn.Module``) imports torch when it is first used.
 from typing import Any
 
 from exporters._builder import PARAM_DOMAIN, PARAM_OP, ModelBuilder
-from exporters._flops import count_macs
-from exporters._graph import FEATURE_NAMES, graph_features
-from exporters._materialize import count_parameters, materialize
+from exporters._flops import count_macs, count_parameters
+from exporters._graph import FEATURE_NAMES, GraphDescription, describe_graph, graph_features
+from exporters._materialize import materialize
 from exporters._text import canonicalize, from_text, to_text
 from exporters._torch import torch_to_onnx
 from exporters.latency import DeviceProfile, LatencyResult, default_profile, measure_latency, with_batch
@@ -23,6 +23,8 @@ __all__ = [
     "ModelBuilder",
     "canonicalize",
     "default_profile",
+    "describe_graph",
+    "GraphDescription",
     "count_macs",
     "FEATURE_NAMES",
     "graph_features",

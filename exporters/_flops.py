@@ -1,16 +1,27 @@
-"""Multiply–accumulate count of an executable model, from its graph alone.
+"""Multiply–accumulates and trainable parameters of a model, from its graph alone.
 
-A free label (no training, no hardware) for pre-training the regression model. Only Conv, Gemm and
-MatMul count, which is why NAS-Bench-201's published "FLOPs" (thop, which also counts pooling and
-normalisation) are a few percent higher; the ranking is what matters for pre-training.
+Free labels (no training, no hardware) for pre-training the regression model. Only Conv, Gemm and
+MatMul count as multiply–accumulates, which is why NAS-Bench-201's published "FLOPs" (thop, which also
+counts pooling and normalisation) are a few percent higher; the ranking is what matters for pre-training.
+Both work on structural models (weights as ``param.Tensor`` placeholders, blocks as local functions) and
+on executable ones alike, read once into a :class:`~exporters._flat.FlatGraph`.
 """
 
 from __future__ import annotations
 
 import math
+from functools import cache
 
+import numpy as np
 import onnx
-from onnx import shape_inference
+from onnx import helper, shape_inference
+
+from exporters._flat import FlatGraph, FlatNode, flatten
+from exporters._materialize import materialize
+from exporters._shapes import UnknownShape, infer_shapes
+
+#: Inputs of BatchNormalization that hold running statistics, not trainable parameters.
+_BN_STATS = (3, 4)
 
 
 def count_macs(model: onnx.ModelProto) -> int:
@@ -22,11 +33,74 @@ def count_macs(model: onnx.ModelProto) -> int:
     graph and in the published parameter counts, but HW-NAS-Bench measured them at chance-level cells'
     latency, under 1 ms on pixel3 against 3-36 ms for the rest.)
 
-    Needs fully known shapes: run on an executable model (``materialize``) with a static input.
+    Needs fully known shapes: a static input shape.
     """
-    inferred = shape_inference.infer_shapes(model, strict_mode=True)
+    return macs_of(flatten(model), model)
+
+
+def count_parameters(model: onnx.ModelProto) -> int:
+    """Trainable parameters, counted the way PyTorch counts them.
+
+    Every floating-point weight counts once (each call of a function that declares weights has its own),
+    except BatchNorm running mean/variance (buffers in PyTorch) — so the number is comparable with the
+    ``params`` columns that benchmarks publish.
+    """
+    return parameters_of(flatten(model))
+
+
+def parameters_of(flat: FlatGraph) -> int:
+    """:func:`count_parameters` of a flattened model."""
+    stats = {node.inputs[i] for node in flat.nodes if node.op_type == "BatchNormalization"
+             for i in _BN_STATS if i < len(node.inputs)}
+    return sum(math.prod(shape) for value, (shape, dtype) in flat.weights.items()
+               if value not in stats and _is_float(dtype))
+
+
+@cache
+def _is_float(dtype: int) -> bool:
+    return bool(np.issubdtype(helper.tensor_dtype_to_np_dtype(dtype), np.floating))
+
+
+def macs_of(flat: FlatGraph, model: onnx.ModelProto) -> int:
+    """:func:`count_macs` of ``model``, flattened as ``flat``; ONNX shape inference where the shape
+    rules of :mod:`exporters._shapes` do not reach."""
+    if flat.has_subgraphs:  # a subgraph's reads from outside it decide what is live: let ONNX read them
+        return _count_macs_onnx(model)
+    try:
+        shapes = infer_shapes(flat)
+    except UnknownShape:
+        return _count_macs_onnx(model)
+    total = 0
+    for node in live_nodes(flat):
+        if node.op_type == "Conv":
+            out, weight = shapes[node.outputs[0]], shapes[node.inputs[1]]
+            total += math.prod(out) * math.prod(weight[1:])  # weight[1] is C_in / group already
+        elif node.op_type == "Gemm":
+            a, b = shapes[node.inputs[0]], shapes[node.inputs[1]]
+            m, k = (a[1], a[0]) if node.attrs.get("transA", 0) else (a[0], a[1])
+            n = b[0] if node.attrs.get("transB", 0) else b[1]
+            total += m * k * n
+        elif node.op_type == "MatMul":
+            total += math.prod(shapes[node.outputs[0]]) * shapes[node.inputs[0]][-1]
+    return total
+
+
+def live_nodes(flat: FlatGraph) -> list[FlatNode]:
+    """The nodes of ``flat`` (in order) that some graph output needs."""
+    needed = set(flat.outputs)
+    live = []
+    for node in reversed(flat.nodes):
+        if any(v in needed for v in node.outputs):
+            live.append(node)
+            needed.update(node.inputs)
+    return live[::-1]
+
+
+def _count_macs_onnx(model: onnx.ModelProto) -> int:
+    """:func:`count_macs` through ONNX shape inference on the inlined model with weights declared."""
+    inferred = shape_inference.infer_shapes(materialize(model, weights=False), strict_mode=True)
     graph = inferred.graph
-    live = live_nodes(graph)
+    live = _live_proto_nodes(graph)
     shapes: dict[str, list[int]] = {}
     for vi in [*graph.input, *graph.value_info, *graph.output]:
         shapes[vi.name] = [d.dim_value for d in vi.type.tensor_type.shape.dim]
@@ -36,7 +110,7 @@ def count_macs(model: onnx.ModelProto) -> int:
     for node in live:
         if node.op_type == "Conv":
             out, weight = shapes[node.output[0]], shapes[node.input[1]]
-            total += math.prod(out) * math.prod(weight[1:])  # weight[1] is C_in / group already
+            total += math.prod(out) * math.prod(weight[1:])
         elif node.op_type == "Gemm":
             a, b = shapes[node.input[0]], shapes[node.input[1]]
             trans_a = any(x.name == "transA" and x.i for x in node.attribute)
@@ -49,8 +123,8 @@ def count_macs(model: onnx.ModelProto) -> int:
     return total
 
 
-def live_nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
-    """The nodes of ``graph`` (topologically ordered, as ONNX requires) that some graph output needs."""
+def _live_proto_nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
+    """The nodes of ``graph`` that some graph output needs, subgraphs' reads from outside included."""
     needed = {o.name for o in graph.output}
     live = []
     for node in reversed(graph.node):

@@ -27,12 +27,13 @@ computes; these pairs say in which order, which is what path encodings of NAS-Be
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import onnx
-import onnx.inliner
 from onnx import helper, numpy_helper
 
-from exporters._flops import live_nodes
+from exporters._flat import NO_NODE, SOURCE, FlatGraph, FlatNode, flatten
+from exporters._flops import macs_of, parameters_of
 
 #: Function bodies whose block features are kept, by content: a space's models share most of their
 #: blocks (stems, heads, reductions), so a batch of them reads each shared body once.
@@ -56,12 +57,11 @@ FEATURE_NAMES: tuple[str, ...] = (
 )
 
 
-def _is_zero_constant(node: onnx.NodeProto) -> bool:
+def _is_zero_constant(node: FlatNode) -> bool:
     """Whether ``node`` is a Constant whose value is all zeros (e.g. NB201's ``none`` edge: ``x * 0``)."""
     if node.op_type != "Constant" or node.domain not in ("", "ai.onnx"):
         return False
-    for attribute in node.attribute:
-        value = helper.get_attribute_value(attribute)
+    for value in node.attrs.values():
         if isinstance(value, onnx.TensorProto):
             return not numpy_helper.to_array(value).any()
         if isinstance(value, (int, float)):
@@ -71,7 +71,7 @@ def _is_zero_constant(node: onnx.NodeProto) -> bool:
     return False
 
 
-def family(node: onnx.NodeProto) -> str | None:
+def family(node: FlatNode) -> str | None:
     """The operator family of ``node`` (see :data:`FAMILIES`), or None for everything else.
 
     Convolutions are split by kernel (1, 3, 5 and wider) and whether they are grouped (depthwise and
@@ -79,10 +79,9 @@ def family(node: onnx.NodeProto) -> str | None:
     network the same way).
     """
     if node.op_type == "Conv":
-        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-        if int(attrs.get("group", 1)) > 1:
+        if int(node.attrs.get("group", 1)) > 1:
             return "dwconv"
-        kernel = max(int(k) for k in attrs.get("kernel_shape", [1]))
+        kernel = max(int(k) for k in node.attrs.get("kernel_shape", [1]))
         return "conv1" if kernel <= 1 else "conv3" if kernel <= 3 else "conv5"
     if node.op_type in ("Gemm", "MatMul"):
         return "fc"
@@ -91,7 +90,7 @@ def family(node: onnx.NodeProto) -> str | None:
     return None
 
 
-def graph_features(model: onnx.ModelProto) -> dict[str, float]:
+def graph_features(model: onnx.ModelProto, flat: FlatGraph | None = None) -> dict[str, float]:
     """:data:`FEATURE_NAMES` → value, for a structural or executable model (local functions allowed).
 
     A model whose output does not depend on its input has no paths: its path features are all 0.
@@ -101,36 +100,35 @@ def graph_features(model: onnx.ModelProto) -> dict[str, float]:
     at a stem or a head) and add up what each segment holds: how many paths cross it, and how many of
     those meet at least one node of each family. That recovers a cell's own path counts (e.g. a cell
     path made only of skips and pooling) without knowing where its cells are. Every value is finite;
-    a family absent from the graph has zeros.
+    a family absent from the graph has zeros. ``flat``: the model already flattened, to read it once.
     """
-    out = _path_features(onnx.inliner.inline_local_functions(model) if model.functions else model)
+    out = _path_features(_Dag(flat if flat is not None else flatten(model)))
     out.update(_block_features(model))
     return {name: float(out[name]) for name in FEATURE_NAMES}
 
 
-def _path_features(model: onnx.ModelProto) -> dict[str, float]:
-    """The whole-graph and segment features of a model without local functions."""
-    dag = _Dag(model.graph)
+def _path_features(dag: _Dag) -> dict[str, float]:
+    """The whole-graph and segment features of a flattened model."""
     paths_in, paths_out = dag.paths_in(), dag.paths_out()
     ends = [k for k in dag.ends if paths_in[k] > 0]
     total = sum(paths_in[k] for k in ends)
     if total == 0:  # the output does not depend on the input (NB201 cells of none edges): no paths
         return dict.fromkeys(FEATURE_NAMES, 0.0)
-    on_path = [paths_in[k] > 0 and paths_out[k] > 0 for k in range(len(dag.nodes))]
+    on_path = [paths_in[k] > 0 and paths_out[k] > 0 for k in range(dag.size)]
     weight = dag.weight
 
     out: dict[str, float] = {"log10_paths": math.log10(total)}
     names = ("compute", *FAMILIES)
     bounds = dag.fewest_and_most([weight[f] for f in names])
     for f, (low, high) in zip(names, bounds, strict=True):
-        through = sum(paths_in[k] * paths_out[k] * weight[f][k] for k in range(len(dag.nodes)))
+        through = sum(paths_in[k] * paths_out[k] * weight[f][k] for k in range(dag.size))
         out[f"{f}_path_mean"] = through / total
         out[f"{f}_path_min"] = min(low[k] for k in ends)
         out[f"{f}_path_max"] = max(high[k] for k in ends)
         out[f"{f}_nodes"] = sum(w for w, live in zip(weight[f], on_path, strict=True) if live)
 
     # segments: between consecutive cut nodes (those on every path), each node in exactly one
-    cuts = [k for k in range(len(dag.nodes)) if on_path[k] and paths_in[k] * paths_out[k] == total]
+    cuts = [k for k in range(dag.size) if on_path[k] and paths_in[k] * paths_out[k] == total]
     if len(ends) > 1 or not cuts or cuts[-1] not in ends:
         cuts.append(_Dag.END)
     out["segments"] = len(cuts)
@@ -167,7 +165,7 @@ def _block_features(model: onnx.ModelProto) -> dict[str, float]:
 
 def _called(function: onnx.FunctionProto, functions: dict[tuple[str, str], onnx.FunctionProto]
             ) -> list[onnx.FunctionProto]:
-    """The local functions ``function`` calls, directly or not (inlining needs only those)."""
+    """The local functions ``function`` calls, directly or not."""
     found: dict[tuple[str, str], onnx.FunctionProto] = {}
     stack = [function]
     while stack:
@@ -194,68 +192,81 @@ def _body_features(model: onnx.ModelProto, function: onnx.FunctionProto,
 
 def _read_body(model: onnx.ModelProto, function: onnx.FunctionProto, called: list[onnx.FunctionProto]
                ) -> dict[str, float]:
-    graph = helper.make_graph(list(function.node), function.name,
+    """The block features of ``function``'s body read as a graph of its own: its inputs are the graph's
+    inputs, its outputs the graph's outputs."""
+    graph = helper.make_graph([], function.name,
                               [helper.make_value_info(name, onnx.TypeProto()) for name in function.input],
                               [helper.make_value_info(name, onnx.TypeProto()) for name in function.output])
+    graph.node.extend(function.node)
     body = helper.make_model(graph, opset_imports=list(model.opset_import), functions=called)
-    dag = _Dag(onnx.inliner.inline_local_functions(body).graph if called else graph)
+    dag = _Dag(flatten(body))
     weight = dag.weight
     paths, *avoiding = dag.paths_between(_Dag.SOURCE, _Dag.END, [None, *weight.values()])
     out = {"block_paths": paths}
     for f, other in zip(weight, avoiding, strict=True):
         out[f"block_paths_{f}"] = paths - other
-    paths_in = dag.paths_in()
-    ends = [k for k in dag.ends if paths_in[k] > 0]
     [(low, high)] = dag.fewest_and_most([weight["compute"]])
-    out["block_compute_min"] = min((low[k] for k in ends), default=0)
-    out["block_compute_max"] = max((high[k] for k in ends), default=0)
+    out["block_compute_min"] = min((low[k] for k in dag.ends), default=0)
+    out["block_compute_max"] = max((high[k] for k in dag.ends), default=0)
     out.update(dag.family_pairs())
     return out
 
 
 class _Dag:
-    """The live nodes of a graph as a DAG over node indices (topological order, as ONNX requires)."""
+    """The nodes of a flattened graph that lie on an input→output path, as a DAG over node indices in
+    topological order. Nodes on no path (weights, constants, what no output needs, what only a product
+    with zero reaches) change no feature, and neither do those that pass one input on unchanged in
+    family, so both are left out: what remains is what the features count."""
 
     SOURCE, END = -1, -2  # a virtual node before the graph inputs, and one after the graph outputs
 
-    def __init__(self, graph: onnx.GraphProto) -> None:
-        self.nodes = live_nodes(graph)
-        producer = {name: k for k, node in enumerate(self.nodes) for name in node.output}
-        sources = {i.name for i in graph.input} - {init.name for init in graph.initializer}
-        self.families = [family(n) for n in self.nodes]
+    def __init__(self, flat: FlatGraph) -> None:
+        producer = flat.producer
+        # per node, the nodes it reads from (SOURCE for a graph input), once per input tensor; a node
+        # whose output is identically zero reads from none, so no path passes through it
+        parents: list[list[int]] = []
+        zero = [False] * len(flat.nodes)
+        for k, node in enumerate(flat.nodes):
+            reads = [producer[v] for v in node.inputs if v >= 0 and producer[v] != NO_NODE]
+            zero[k] = _is_zero_constant(node) or (
+                node.op_type == "Mul" and any(p != SOURCE and zero[p] for p in reads))
+            parents.append([] if zero[k] else reads)
+        ends = [producer[v] for v in flat.outputs if producer[v] >= 0]
+        paths_in = _count_in(parents)
+        paths_out = _count_out(parents, ends)
+        total = sum(paths_in[k] for k in ends)
+        end_set = set(ends)
+        # Kept: the nodes on a path, less those that only pass their one input on (no family, one
+        # parent, not on every path, no output): each feature is the same without them.
+        rep: dict[int, int] = {SOURCE: SOURCE}  # a kept node's new index; a passing node's stand-in
+        self.families: list[str | None] = []
+        self.parents: list[list[int]] = []
+        for k, reads in enumerate(parents):
+            if not (paths_in[k] and paths_out[k]):
+                continue
+            fam = family(flat.nodes[k])
+            reads = [rep[p] for p in reads if p in rep]
+            if (fam is None and len(reads) == 1 and k not in end_set
+                    and paths_in[k] * paths_out[k] != total):
+                rep[k] = reads[0]
+                continue
+            rep[k] = len(self.parents)
+            self.parents.append(reads)
+            self.families.append(fam)
         #: per family (and ``compute``, every convolution and fully connected layer): 1 at its nodes
         self.weight = {f: [int(fam == f) for fam in self.families] for f in FAMILIES}
         self.weight["compute"] = [int(fam in _COMPUTE) for fam in self.families]
-        #: per node, the nodes it reads from (SOURCE for a graph input), once per input tensor; a node
-        #: whose output is identically zero reads from none, so no path passes through it
-        self.parents = []
-        zero = [False] * len(self.nodes)
-        for k, node in enumerate(self.nodes):
-            parents = [self.SOURCE if name in sources else producer[name]
-                       for name in node.input if name in sources or name in producer]
-            zero[k] = _is_zero_constant(node) or (
-                node.op_type == "Mul" and any(p != self.SOURCE and zero[p] for p in parents))
-            self.parents.append([] if zero[k] else parents)
         #: the nodes producing graph outputs, once per output
-        self.ends = [producer[o.name] for o in graph.output if o.name in producer]
+        self.ends = [rep[k] for k in ends if k in rep]
+        self.size = len(self.parents)
 
     def paths_in(self) -> list[int]:
         """Paths from the graph inputs to each node."""
-        counts = [0] * len(self.nodes)
-        for k, parents in enumerate(self.parents):
-            counts[k] = sum(1 if p == self.SOURCE else counts[p] for p in parents)
-        return counts
+        return _count_in(self.parents)
 
     def paths_out(self) -> list[int]:
         """Paths from each node to the graph outputs."""
-        out = [0] * len(self.nodes)
-        for k in self.ends:
-            out[k] += 1
-        for k in reversed(range(len(self.nodes))):
-            for p in self.parents[k]:
-                if p != self.SOURCE:
-                    out[p] += out[k]
-        return out
+        return _count_out(self.parents, self.ends)
 
     def family_pairs(self) -> dict[str, int]:
         """``block_pair_{a}_{b}`` → how often, over all input→output paths, a node of family ``a`` (or
@@ -271,8 +282,8 @@ class _Dag:
                 continue
             a = "start" if begin == self.SOURCE else self.families[begin]
             # paths from ``begin`` that meet no family node before their last node
-            direct = [0] * len(self.nodes)
-            for k in range(begin + 1, len(self.nodes)):
+            direct = [0] * self.size
+            for k in range(begin + 1, self.size):
                 direct[k] = sum(1 if p == begin else direct[p] if p > begin and passes[p] else 0
                                 for p in self.parents[k])
                 if direct[k] and not passes[k]:
@@ -305,11 +316,11 @@ class _Dag:
         """For each of ``blocked`` (1 at the nodes a path may not pass; ``None``: no node), the paths from
         node ``begin`` (or SOURCE) to node ``end`` (or END: the graph outputs) that pass through no
         blocked node after ``begin`` (``end`` included); all in one pass over the graph."""
-        last = len(self.nodes) - 1 if end == self.END else end
+        last = self.size - 1 if end == self.END else end
         sets = range(len(blocked))
         stoppers = [(j, b) for j, b in zip(sets, blocked, strict=True) if b is not None]
         start = [1] * len(blocked)
-        counts = [[0] * len(blocked)] * len(self.nodes)  # a node at or before ``begin``: no path from it
+        counts = [[0] * len(blocked)] * self.size  # a node at or before ``begin``: no path from it
         for k in range(begin + 1, last + 1):
             row = [0] * len(blocked)
             for p in self.parents[k]:
@@ -322,3 +333,44 @@ class _Dag:
         if end != self.END:
             return counts[end]
         return [sum(counts[k][j] for k in self.ends) for j in sets]
+
+
+def _count_in(parents: list[list[int]]) -> list[int]:
+    """Per node of a DAG given by its ``parents`` (SOURCE for the inputs), the paths from the inputs."""
+    counts = [0] * len(parents)
+    for k, reads in enumerate(parents):
+        counts[k] = sum(1 if p == SOURCE else counts[p] for p in reads)
+    return counts
+
+
+def _count_out(parents: list[list[int]], ends: list[int]) -> list[int]:
+    """Per node, the paths to the outputs (``ends``: the nodes producing them, once per output)."""
+    out = [0] * len(parents)
+    for k in ends:
+        out[k] += 1
+    for k in reversed(range(len(parents))):
+        if out[k]:
+            for p in parents[k]:
+                if p != SOURCE:
+                    out[p] += out[k]
+    return out
+
+
+@dataclass(frozen=True)
+class GraphDescription:
+    """What the graph of a model says of it, read once: :func:`describe_graph`."""
+
+    #: trainable parameters (:func:`~exporters.count_parameters`)
+    parameters: int
+    #: multiply–accumulates (:func:`~exporters.count_macs`)
+    macs: int
+    #: :func:`graph_features`, or None where they were not asked for
+    features: dict[str, float] | None
+
+
+def describe_graph(model: onnx.ModelProto, *, features: bool = True) -> GraphDescription:
+    """Parameters, multiply–accumulates and (with ``features``) :func:`graph_features` of a structural
+    or executable model, its graph read once for all three."""
+    flat = flatten(model)
+    return GraphDescription(parameters_of(flat), macs_of(flat, model),
+                            graph_features(model, flat) if features else None)

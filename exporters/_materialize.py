@@ -1,4 +1,4 @@
-"""Turn a structural model into an executable one, and count its trainable parameters."""
+"""Turn a structural model into an executable one."""
 
 from __future__ import annotations
 
@@ -10,9 +10,6 @@ import onnx.inliner
 from onnx import TensorProto, helper, numpy_helper
 
 from exporters._builder import PARAM_DOMAIN, PARAM_OP
-
-#: Inputs of BatchNormalization that hold running statistics, not trainable parameters.
-_BN_STATS = (3, 4)
 
 
 def materialize(model: onnx.ModelProto, seed: int = 0, *, weights: bool = True) -> onnx.ModelProto:
@@ -66,20 +63,3 @@ def _draw(rng: np.random.Generator, shape: list[int], dtype: np.dtype) -> np.nda
         fan_in = math.prod(shape[1:]) or 1
         return (rng.standard_normal(shape) * math.sqrt(2.0 / fan_in)).astype(dtype)
     return rng.uniform(0.5, 1.5, size=shape).astype(dtype)
-
-
-def count_parameters(model: onnx.ModelProto) -> int:
-    """Trainable parameters of an executable model, counted the way PyTorch counts them.
-
-    Every floating-point initializer counts once, except BatchNorm running mean/variance (buffers in
-    PyTorch) — so the number is comparable with the ``params`` columns that benchmarks publish.
-    """
-    stats = {node.input[i] for node in model.graph.node if node.op_type == "BatchNormalization"
-             for i in _BN_STATS if i < len(node.input)}
-    total = 0
-    for init in model.graph.initializer:
-        if init.name in stats:
-            continue
-        if np.issubdtype(helper.tensor_dtype_to_np_dtype(init.data_type), np.floating):
-            total += math.prod(init.dims)
-    return total

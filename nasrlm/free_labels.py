@@ -16,7 +16,7 @@ import numpy as np
 import onnx
 from tqdm.auto import tqdm
 
-from exporters import FEATURE_NAMES, count_macs, count_parameters, graph_features, materialize, to_text
+from exporters import FEATURE_NAMES, describe_graph, to_text
 from nasrlm.data import Objective
 from search_spaces import SearchSpace
 
@@ -107,9 +107,8 @@ def texts_and_free_labels(space: SearchSpace, arch_ids: Sequence[str], *, graph:
 
 
 def _free_labels_of(model: onnx.ModelProto, graph: bool) -> list[float]:
-    shapes_only = materialize(model, weights=False)  # shapes suffice, and are faster
-    labels = [count_parameters(shapes_only) / 1e6, count_macs(shapes_only) / 1e6]
-    if graph:
-        features = graph_features(model)  # before inlining: its blocks are counted one by one
-        labels.extend(features[name] for name in FEATURE_NAMES)
+    described = describe_graph(model, features=graph)
+    labels = [described.parameters / 1e6, described.macs / 1e6]
+    if described.features is not None:
+        labels.extend(described.features[name] for name in FEATURE_NAMES)
     return labels
