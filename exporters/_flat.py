@@ -14,6 +14,8 @@ kept as single nodes, as the inliner keeps them.
 
 from __future__ import annotations
 
+import itertools
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,12 +26,31 @@ from onnx import TensorProto, helper, numpy_helper
 
 from exporters._builder import PARAM_DOMAIN, PARAM_OP
 
-#: Function bodies parsed, by content; a space's models share most of them (stems, heads, edges).
-_TEMPLATE_CACHE_SIZE = 4096
-_templates: dict[bytes, _Template] = {}
 
-#: ``FlatGraph.producer`` of a value that comes from a graph input, and of one no node computes
-#: (a weight, an initializer, an input left empty).
+class BoundedCache(OrderedDict):
+    """A dict that forgets its least recently used entry beyond ``size`` entries (each step O(1))."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.size = size
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        if key in self:
+            self.move_to_end(key)
+            return self[key]
+        return default
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        super().__setitem__(key, value)
+        if len(self) > self.size:
+            self.popitem(last=False)
+
+
+#: Function bodies parsed, by content; a space's models share most of them (stems, heads, edges).
+_templates: BoundedCache = BoundedCache(4096)
+
+#: ``FlatGraph.producer`` of a value that comes from a graph input (or a function body's formal input,
+#: in the graph of that body alone), and of one no node computes (a weight, an initializer).
 SOURCE, NO_NODE = -1, -2
 
 
@@ -43,6 +64,10 @@ class _Node:
     outputs: tuple[str, ...]
     attrs: dict[str, Any]
     has_subgraph: bool
+    #: a ``param.Tensor`` node's shape and element type
+    param: tuple[list[int], int] | None
+    #: a ``Constant`` node's value
+    constant: np.ndarray | None
 
 
 @dataclass(frozen=True)
@@ -52,9 +77,14 @@ class _Template:
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     nodes: tuple[_Node, ...]
+    #: a number no other template parsed in this process has
+    serial: int
+    #: the serialized body less its name, its weights' shapes and the names of the functions or custom
+    #: operators it calls (in domains other than ONNX's): what its paths depend on, but for its callees
+    structure: bytes
 
 
-@dataclass
+@dataclass(slots=True)
 class FlatNode:
     """An operator node of the expanded graph; its inputs and outputs are value ids."""
 
@@ -87,11 +117,12 @@ class FlatGraph:
     has_subgraphs: bool = False
 
     def new_value(self, producer: int) -> int:
+        """A new value id, computed by node ``producer`` (or SOURCE, NO_NODE)."""
         self.producer.append(producer)
         return len(self.producer) - 1
 
 
-class _NotExpandable(Exception):
+class NotExpandable(Exception):
     """The model uses something the template expansion does not follow; inline it with onnx first."""
 
 
@@ -99,7 +130,7 @@ def flatten(model: onnx.ModelProto) -> FlatGraph:
     """The model's graph with every local function call expanded, as a :class:`FlatGraph`."""
     try:
         return _flatten(model)
-    except _NotExpandable:
+    except NotExpandable:
         return _flatten(onnx.inliner.inline_local_functions(model))
 
 
@@ -120,49 +151,111 @@ def _flatten(model: onnx.ModelProto) -> FlatGraph:
         dims = vi.type.tensor_type.shape.dim
         known = all(d.HasField("dim_value") for d in dims) and vi.type.tensor_type.HasField("shape")
         flat.input_shapes[value] = [d.dim_value for d in dims] if known else None
-    main = _Template((), tuple(o.name for o in graph.output), tuple(_read_node(n) for n in graph.node))
+    main = _Template((), tuple(o.name for o in graph.output), tuple(_read_node(n) for n in graph.node),
+                     -1, b"")
     outputs = _expand(main, env, flat, functions, {})
     flat.outputs = [v for v in outputs if v is not None]
     return flat
 
 
+@dataclass
+class _Fragment:
+    """A function body expanded once, its values numbered from 0: first its formal inputs, then what
+    its nodes compute (its own and its callees'); pasted into a graph by :func:`_paste`. Its ``graph``
+    is the body as a graph of its own, the formal inputs its inputs (never to be changed: shared)."""
+
+    inputs: int
+    graph: FlatGraph
+    outputs: list[int | None]
+    serial: int
+
+
+#: Function bodies expanded, by template and the fragments of their callees.
+_fragments: BoundedCache = BoundedCache(4096)
+_serials = itertools.count()
+
+
 def _expand(template: _Template, env: dict[str, int], flat: FlatGraph,
             functions: dict[tuple[str, str], onnx.FunctionProto],
-            parsed: dict[tuple[str, str], _Template]) -> list[int | None]:
+            bound: dict[tuple[str, str], _Fragment]) -> list[int | None]:
     """Append ``template``'s nodes to ``flat`` with its names bound by ``env`` (changed in place);
-    returns the value ids of its outputs (None for an output nothing computes)."""
+    returns the value ids of its outputs (None for an output nothing computes). ``bound``: the
+    fragments of the model's functions met so far."""
+    producer = flat.producer
     for node in template.nodes:
-        key = (node.domain, node.op_type)
         inputs = [env.get(name, -1) if name else -1 for name in node.inputs]
+        key = (node.domain, node.op_type)
         if key in functions:
-            callee = parsed.get(key) or parsed.setdefault(key, template_of(functions[key]))
-            inner = {formal: v for formal, v in zip(callee.inputs, inputs, strict=False) if v >= 0}
-            results = _expand(callee, inner, flat, functions, parsed)
+            results = _paste(_fragment_of(key, functions, bound), inputs, flat)
             for name, value in zip(node.outputs, results, strict=False):
                 if name and value is not None:
                     env[name] = value
-        elif node.domain == PARAM_DOMAIN and node.op_type == PARAM_OP:
-            shape = [int(d) for d in node.attrs["shape"]]
-            dtype = int(node.attrs.get("dtype", TensorProto.FLOAT))
+        elif node.param is not None:
             for name in node.outputs:
-                value = env[name] = flat.new_value(NO_NODE)
-                flat.weights[value] = (shape, dtype)
+                value = env[name] = len(producer)
+                producer.append(NO_NODE)
+                flat.weights[value] = node.param
         else:
             index = len(flat.nodes)
-            outputs = []
-            for name in node.outputs:
-                value = flat.new_value(index)
-                outputs.append(value)
+            outputs = list(range(len(producer), len(producer) + len(node.outputs)))
+            producer.extend([index] * len(outputs))
+            for name, value in zip(node.outputs, outputs, strict=True):
                 if name:
                     env[name] = value
-            flat.has_subgraphs |= node.has_subgraph
-            if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
-                constant = _constant_value(node.attrs)
-                if constant is not None:
-                    flat.constants[outputs[0]] = constant
-            flat.nodes.append(FlatNode(node.op_type, node.domain, node.attrs,
-                                       inputs, outputs))
+            if node.has_subgraph:
+                flat.has_subgraphs = True
+            if node.constant is not None:
+                flat.constants[outputs[0]] = node.constant
+            flat.nodes.append(FlatNode(node.op_type, node.domain, node.attrs, inputs, outputs))
     return [env.get(name) for name in template.outputs]
+
+
+def flatten_function(model: onnx.ModelProto, name: str, domain: str) -> FlatGraph:
+    """The body of local function ``domain.name`` of ``model`` (its calls expanded) as a graph of its own:
+    the function's inputs are its inputs, its outputs its outputs. Shared: not to be changed.
+
+    Raises:
+        NotExpandable: the function or one it calls takes attribute parameters.
+    """
+    functions = {(f.domain, f.name): f for f in model.functions}
+    return _fragment_of((domain, name), functions, {}).graph
+
+
+def _fragment_of(key: tuple[str, str], functions: dict[tuple[str, str], onnx.FunctionProto],
+                 bound: dict[tuple[str, str], _Fragment]) -> _Fragment:
+    """The expanded body of function ``key`` of a model, built once per content and callees."""
+    if key in bound:
+        return bound[key]
+    template = template_of(functions[key])
+    callees = [_fragment_of((n.domain, n.op_type), functions, bound).serial
+               for n in template.nodes if (n.domain, n.op_type) in functions]
+    identity = (template.serial, *callees)
+    fragment = _fragments.get(identity)
+    if fragment is None:
+        graph = FlatGraph(producer=[SOURCE] * len(template.inputs), inputs=list(range(len(template.inputs))))
+        inner = {name: k for k, name in enumerate(template.inputs)}
+        outputs = _expand(template, inner, graph, functions, bound)
+        graph.outputs = [v for v in outputs if v is not None]
+        fragment = _fragments[identity] = _Fragment(len(template.inputs), graph, outputs, next(_serials))
+    bound[key] = fragment
+    return fragment
+
+
+def _paste(fragment: _Fragment, inputs: list[int], flat: FlatGraph) -> list[int | None]:
+    """Append a copy of ``fragment`` to ``flat``, its formal inputs bound to ``inputs`` (-1: none);
+    returns the value ids of its outputs."""
+    part, first_node = fragment.graph, len(flat.nodes)
+    bound = [*inputs[: fragment.inputs], *[-1] * (fragment.inputs - len(inputs))]
+    ids = [*bound, *range(len(flat.producer), len(flat.producer) + len(part.producer) - fragment.inputs)]
+    flat.producer.extend([p + first_node if p >= 0 else p for p in part.producer[fragment.inputs:]])
+    flat.nodes.extend([FlatNode(n.op_type, n.domain, n.attrs, [ids[v] if v >= 0 else -1 for v in n.inputs],
+                                [ids[v] for v in n.outputs]) for n in part.nodes])
+    for value, weight in part.weights.items():
+        flat.weights[ids[value]] = weight
+    for value, constant in part.constants.items():
+        flat.constants[ids[value]] = constant
+    flat.has_subgraphs |= part.has_subgraphs
+    return [ids[v] if v is not None else None for v in fragment.outputs]
 
 
 def template_of(function: onnx.FunctionProto) -> _Template:
@@ -171,22 +264,41 @@ def template_of(function: onnx.FunctionProto) -> _Template:
     template = _templates.get(key)
     if template is None:
         if function.attribute or function.attribute_proto:
-            raise _NotExpandable(f"function {function.name} has attribute parameters")
-        if len(_templates) >= _TEMPLATE_CACHE_SIZE:
-            del _templates[next(iter(_templates))]  # the oldest
+            raise NotExpandable(f"function {function.name} has attribute parameters")
         template = _templates[key] = _Template(tuple(function.input), tuple(function.output),
-                                               tuple(_read_node(n) for n in function.node))
+                                               tuple(_read_node(n) for n in function.node),
+                                               next(_serials), _structure(function))
     return template
+
+
+def _structure(function: onnx.FunctionProto) -> bytes:
+    stripped = onnx.FunctionProto()
+    stripped.CopyFrom(function)
+    stripped.name = ""
+    for node in stripped.node:
+        if node.domain == PARAM_DOMAIN and node.op_type == PARAM_OP:
+            kept = [a for a in node.attribute if a.name != "shape"]
+            del node.attribute[:]
+            node.attribute.extend(kept)
+        elif node.domain not in ("", "ai.onnx"):
+            node.op_type = ""
+    return stripped.SerializeToString()
 
 
 def _read_node(node: onnx.NodeProto) -> _Node:
     attrs = {}
     for attribute in node.attribute:
         if attribute.ref_attr_name:
-            raise _NotExpandable(f"node {node.name or node.op_type} refers to a function attribute")
+            raise NotExpandable(f"node {node.name or node.op_type} refers to a function attribute")
         attrs[attribute.name] = helper.get_attribute_value(attribute)
     subgraph = any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute)
-    return _Node(node.op_type, node.domain, tuple(node.input), tuple(node.output), attrs, subgraph)
+    param = constant = None
+    if node.domain == PARAM_DOMAIN and node.op_type == PARAM_OP:
+        param = ([int(d) for d in attrs["shape"]], int(attrs.get("dtype", TensorProto.FLOAT)))
+    elif node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+        constant = _constant_value(attrs)
+    return _Node(node.op_type, node.domain, tuple(node.input), tuple(node.output), attrs, subgraph,
+                 param, constant)
 
 
 def _constant_value(attrs: dict[str, Any]) -> np.ndarray | None:

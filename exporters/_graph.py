@@ -26,19 +26,30 @@ computes; these pairs say in which order, which is what path encodings of NAS-Be
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 
 import onnx
 from onnx import helper, numpy_helper
 
-from exporters._flat import NO_NODE, SOURCE, FlatGraph, FlatNode, flatten
+from exporters._builder import PARAM_DOMAIN
+from exporters._flat import (
+    NO_NODE,
+    SOURCE,
+    BoundedCache,
+    FlatGraph,
+    FlatNode,
+    NotExpandable,
+    flatten,
+    flatten_function,
+    template_of,
+)
 from exporters._flops import macs_of, parameters_of
 
-#: Function bodies whose block features are kept, by content: a space's models share most of their
+#: Function bodies whose block features are kept, by structure: a space's models share most of their
 #: blocks (stems, heads, reductions), so a batch of them reads each shared body once.
-_BODY_CACHE_SIZE = 4096
-_body_cache: dict[bytes, dict[str, float]] = {}
+_body_cache: BoundedCache = BoundedCache(4096)
 
 #: Operator families, in feature order. Compute families (convolutions, fully connected) also make up
 #: the path lengths.
@@ -119,12 +130,12 @@ def _path_features(dag: _Dag) -> dict[str, float]:
 
     out: dict[str, float] = {"log10_paths": math.log10(total)}
     names = ("compute", *FAMILIES)
-    bounds = dag.fewest_and_most([weight[f] for f in names])
+    bounds = dag.fewest_and_most([weight[f] for f in names], ends)
     for f, (low, high) in zip(names, bounds, strict=True):
         through = sum(paths_in[k] * paths_out[k] * weight[f][k] for k in range(dag.size))
         out[f"{f}_path_mean"] = through / total
-        out[f"{f}_path_min"] = min(low[k] for k in ends)
-        out[f"{f}_path_max"] = max(high[k] for k in ends)
+        out[f"{f}_path_min"] = low
+        out[f"{f}_path_max"] = high
         out[f"{f}_nodes"] = sum(w for w, live in zip(weight[f], on_path, strict=True) if live)
 
     # segments: between consecutive cut nodes (those on every path), each node in exactly one
@@ -150,15 +161,13 @@ def _block_features(model: onnx.ModelProto) -> dict[str, float]:
     functions inlined) and those that meet each family; summed over the calls (all 0 without any)."""
     functions = {(f.domain, f.name): f for f in model.functions}
     out: dict[str, float] = {name: 0 for name in FEATURE_NAMES if name.startswith("block")}
-    cache: dict[tuple[str, str], dict[str, float]] = {}
+    keys: dict[tuple[str, str], bytes] = {}
     for node in model.graph.node:
         key = (node.domain, node.op_type)
         if key not in functions:
             continue
-        if key not in cache:
-            cache[key] = _body_features(model, functions[key], functions)
         out["blocks"] += 1
-        for name, value in cache[key].items():
+        for name, value in _body_features(model, key, functions, keys).items():
             out[name] += value
     return out
 
@@ -177,37 +186,65 @@ def _called(function: onnx.FunctionProto, functions: dict[tuple[str, str], onnx.
     return list(found.values())
 
 
-def _body_features(model: onnx.ModelProto, function: onnx.FunctionProto,
-                   functions: dict[tuple[str, str], onnx.FunctionProto]) -> dict[str, float]:
+def _body_features(model: onnx.ModelProto, key: tuple[str, str],
+                   functions: dict[tuple[str, str], onnx.FunctionProto],
+                   keys: dict[tuple[str, str], bytes]) -> dict[str, float]:
     """The block features of one function's body (see :func:`_block_features`; ``functions``: the model's
-    local functions by key), read once per content."""
-    called = _called(function, functions)
-    key = b"".join(f.SerializeToString() for f in (function, *called))
-    if key not in _body_cache:
-        if len(_body_cache) >= _BODY_CACHE_SIZE:
-            del _body_cache[next(iter(_body_cache))]  # the oldest
-        _body_cache[key] = _read_body(model, function, called)
-    return _body_cache[key]
+    local functions by key; ``keys``: their structure keys, filled in as they are met), read once per
+    structure: the same cell at two widths is read once."""
+    structure = _structure_key(key, functions, keys)
+    features = _body_cache.get(structure)
+    if features is None:
+        try:
+            body = flatten_function(model, key[1], key[0])
+        except NotExpandable:
+            function = functions[key]
+            body = flatten(_as_model(model, function, _called(function, functions)))
+        features = _body_cache[structure] = _read_body(body)
+    return features
 
 
-def _read_body(model: onnx.ModelProto, function: onnx.FunctionProto, called: list[onnx.FunctionProto]
-               ) -> dict[str, float]:
-    """The block features of ``function``'s body read as a graph of its own: its inputs are the graph's
-    inputs, its outputs the graph's outputs."""
+def _structure_key(key: tuple[str, str], functions: dict[tuple[str, str], onnx.FunctionProto],
+                   keys: dict[tuple[str, str], bytes]) -> bytes:
+    """A digest of what a function's block features depend on: its body less its name and its weights'
+    shapes, and the same of every function it calls, in order (a body names its callees, whose names
+    may say their widths)."""
+    if key not in keys:
+        function = functions[key]
+        try:
+            digest = hashlib.sha1(template_of(function).structure)
+        except NotExpandable:  # read through onnx.inliner: every byte of the body counts
+            digest = hashlib.sha1(function.SerializeToString())
+        for node in function.node:
+            if node.domain not in ("", "ai.onnx", PARAM_DOMAIN):
+                callee = (node.domain, node.op_type)
+                digest.update(_structure_key(callee, functions, keys) if callee in functions
+                              else f"{node.domain}.{node.op_type}".encode())
+        keys[key] = digest.digest()
+    return keys[key]
+
+
+def _as_model(model: onnx.ModelProto, function: onnx.FunctionProto, called: list[onnx.FunctionProto]
+              ) -> onnx.ModelProto:
+    """``function``'s body as a model of its own: its inputs are the graph's inputs, its outputs the
+    graph's outputs."""
     graph = helper.make_graph([], function.name,
                               [helper.make_value_info(name, onnx.TypeProto()) for name in function.input],
                               [helper.make_value_info(name, onnx.TypeProto()) for name in function.output])
     graph.node.extend(function.node)
-    body = helper.make_model(graph, opset_imports=list(model.opset_import), functions=called)
-    dag = _Dag(flatten(body))
+    return helper.make_model(graph, opset_imports=list(model.opset_import), functions=called)
+
+
+def _read_body(body: FlatGraph) -> dict[str, float]:
+    """The block features of a function's body, flattened as a graph of its own."""
+    dag = _Dag(body)
     weight = dag.weight
     paths, *avoiding = dag.paths_between(_Dag.SOURCE, _Dag.END, [None, *weight.values()])
     out = {"block_paths": paths}
     for f, other in zip(weight, avoiding, strict=True):
         out[f"block_paths_{f}"] = paths - other
-    [(low, high)] = dag.fewest_and_most([weight["compute"]])
-    out["block_compute_min"] = min((low[k] for k in dag.ends), default=0)
-    out["block_compute_max"] = max((high[k] for k in dag.ends), default=0)
+    [(low, high)] = dag.fewest_and_most([weight["compute"]], dag.ends)
+    out["block_compute_min"], out["block_compute_max"] = low, high
     out.update(dag.family_pairs())
     return out
 
@@ -227,9 +264,11 @@ class _Dag:
         parents: list[list[int]] = []
         zero = [False] * len(flat.nodes)
         for k, node in enumerate(flat.nodes):
-            reads = [producer[v] for v in node.inputs if v >= 0 and producer[v] != NO_NODE]
-            zero[k] = _is_zero_constant(node) or (
-                node.op_type == "Mul" and any(p != SOURCE and zero[p] for p in reads))
+            reads = [p for p in (producer[v] for v in node.inputs if v >= 0) if p != NO_NODE]
+            if node.op_type == "Constant":
+                zero[k] = _is_zero_constant(node)
+            elif node.op_type == "Mul":
+                zero[k] = any(p != SOURCE and zero[p] for p in reads)
             parents.append([] if zero[k] else reads)
         ends = [producer[v] for v in flat.outputs if producer[v] >= 0]
         paths_in = _count_in(parents)
@@ -295,22 +334,33 @@ class _Dag:
                     out[f"block_pair_{a}_end"] += before * direct[k]
         return out
 
-    def fewest_and_most(self, weights: list[list[int]]) -> list[tuple[list[float], list[float]]]:
-        """For each of ``weights`` (a number per node), per node the least and the most total weight on a
-        path from the inputs to it (inclusive); all weights in one pass over the graph."""
+    def fewest_and_most(self, weights: list[list[int]], at: list[int]) -> list[tuple[float, float]]:
+        """For each of ``weights`` (a number per node), the least and the most total weight on a path from
+        the inputs to any of the nodes ``at`` (inclusive; both 0 where ``at`` is empty); all weights in
+        one pass over the graph."""
         source = [0] * len(weights)
+        adds = [[(j, a) for j, a in enumerate(row) if a] for row in zip(*weights, strict=True)]
         low: list[list[float]] = []
         high: list[list[float]] = []
-        for parents, add in zip(self.parents, zip(*weights, strict=True), strict=True):
-            if parents:
-                lows = zip(*(source if p == self.SOURCE else low[p] for p in parents), strict=True)
-                highs = zip(*(source if p == self.SOURCE else high[p] for p in parents), strict=True)
-                low.append([min(v) + a for v, a in zip(lows, add, strict=True)])
-                high.append([max(v) + a for v, a in zip(highs, add, strict=True)])
+        for parents, add in zip(self.parents, adds, strict=True):
+            if len(parents) == 1:  # most nodes: the parent's rows, shared where nothing is added
+                p = parents[0]
+                lo, hi = (source, source) if p == self.SOURCE else (low[p], high[p])
+            elif parents:
+                lo = list(map(min, *(source if p == self.SOURCE else low[p] for p in parents)))
+                hi = list(map(max, *(source if p == self.SOURCE else high[p] for p in parents)))
             else:  # reached by no path
-                low.append([math.inf] * len(weights))
-                high.append([-math.inf] * len(weights))
-        return [([row[j] for row in low], [row[j] for row in high]) for j in range(len(weights))]
+                lo, hi = [math.inf] * len(weights), [-math.inf] * len(weights)
+            if add:
+                lo, hi = list(lo), list(hi)
+                for j, a in add:
+                    lo[j] += a
+                    hi[j] += a
+            low.append(lo)
+            high.append(hi)
+        if not at:
+            return [(0, 0)] * len(weights)
+        return [(min(low[k][j] for k in at), max(high[k][j] for k in at)) for j in range(len(weights))]
 
     def paths_between(self, begin: int, end: int, blocked: list[list[int] | None]) -> list[int]:
         """For each of ``blocked`` (1 at the nodes a path may not pass; ``None``: no node), the paths from

@@ -27,7 +27,7 @@ Shape = list[int]
 
 def infer_shapes(flat: FlatGraph) -> dict[int, Shape]:
     """Value id → shape, for every value the graph's nodes compute and every weight and input."""
-    shapes: dict[int, Shape] = {v: list(shape) for v, (shape, _) in flat.weights.items()}
+    shapes: dict[int, Shape] = {v: shape for v, (shape, _) in flat.weights.items()}  # never changed
     for value, shape in flat.input_shapes.items():
         if shape is None:
             raise UnknownShape("a graph input has a dimension that is not a fixed number")

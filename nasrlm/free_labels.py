@@ -10,7 +10,11 @@ graph and feed the prior.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import gc
+import multiprocessing
+import multiprocessing.pool
+import os
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import onnx
@@ -18,11 +22,13 @@ from tqdm.auto import tqdm
 
 from exporters import FEATURE_NAMES, describe_graph, to_text
 from nasrlm.data import Objective
+from nasrlm.label_cache import LabelCache, default_cache, space_key
 from search_spaces import SearchSpace
 
-#: Bumped whenever a free label's definition changes, so that caches of them can tell theirs is stale
-#: (2: MACs count only the nodes the output depends on; 3: the graph labels; 4: their block counts;
-#: 5: no path through a product with zero; 6: the order of families along a block's paths).
+#: Bumped whenever a free label's or the canonical text's definition changes, so that caches of them
+#: (:mod:`nasrlm.label_cache`) can tell theirs is stale (2: MACs count only the nodes the output depends
+#: on; 3: the graph labels; 4: their block counts; 5: no path through a product with zero; 6: the order
+#: of families along a block's paths).
 FREE_LABELS_VERSION = 6
 
 FREE_OBJECTIVES: tuple[Objective, ...] = (
@@ -81,29 +87,147 @@ GRAPH_OBJECTIVES: tuple[Objective, ...] = tuple(_graph_objective(n) for n in FEA
 ALL_FREE_OBJECTIVES: tuple[Objective, ...] = (*FREE_OBJECTIVES, *GRAPH_OBJECTIVES)
 
 
+#: What :func:`texts_and_free_labels` does with the label cache unless told: use the default one.
+DEFAULT_CACHE = "default"
+#: Architectures a worker process describes per task (and the cache is written per).
+_CHUNK = 64
+#: Below this many architectures to describe, one process does it: starting workers costs more.
+_PARALLEL_FROM = 256
+
+
 def free_labels(space: SearchSpace, arch_ids: Sequence[str], *, graph: bool = False,
-                progress: bool = False) -> np.ndarray:
+                progress: bool = False, jobs: int | None = None,
+                cache: LabelCache | str | None = DEFAULT_CACHE) -> np.ndarray:
     """Millions of parameters and of multiply–accumulates, one row per id: ``(len(arch_ids), 2)``;
-    with ``graph``, followed by the :data:`GRAPH_OBJECTIVES` (columns of :data:`ALL_FREE_OBJECTIVES`)."""
-    return texts_and_free_labels(space, arch_ids, graph=graph, progress=progress, texts=False)[1]
+    with ``graph``, followed by the :data:`GRAPH_OBJECTIVES` (columns of :data:`ALL_FREE_OBJECTIVES`).
+    ``jobs`` and ``cache``: as for :func:`texts_and_free_labels`."""
+    return texts_and_free_labels(space, arch_ids, graph=graph, progress=progress, texts=False, jobs=jobs,
+                                 cache=cache)[1]
 
 
 def texts_and_free_labels(space: SearchSpace, arch_ids: Sequence[str], *, graph: bool = False,
-                          progress: bool = False, texts: bool = True) -> tuple[list[str], np.ndarray]:
+                          progress: bool = False, texts: bool = True, jobs: int | None = None,
+                          cache: LabelCache | str | None = DEFAULT_CACHE) -> tuple[list[str], np.ndarray]:
     """Canonical texts (as ``space.to_text`` prints them) and :func:`free_labels`, one ONNX build each.
 
-    What the regression model needs of every architecture; building once matters for spaces whose
-    build is slow, such as torch modules traced by the exporter. ``texts=False`` skips the texts.
+    What the regression model needs of every architecture; ``texts=False`` skips the texts. Each is
+    read from the label cache where it is there (``cache``: a :class:`~nasrlm.label_cache.LabelCache`,
+    ``"default"`` for :func:`~nasrlm.label_cache.default_cache`, None for none) and described otherwise,
+    in ``jobs`` processes (default: every core), then written to the cache. See :func:`describe`.
     """
+    described: dict[str, tuple[str, np.ndarray]] = {}
+    for chunk in describe(space, arch_ids, graph=graph, texts=texts, jobs=jobs, cache=cache,
+                          progress=progress):
+        described.update(chunk)
     columns = len(ALL_FREE_OBJECTIVES) if graph else len(FREE_OBJECTIVES)
-    printed, out = [], np.empty((len(arch_ids), columns), dtype=np.float64)
-    desc = "architectures" if texts else "free labels"
-    for row, arch_id in enumerate(tqdm(arch_ids, desc=desc, unit="arch", disable=not progress)):
-        model = space.build_onnx(space.parse(arch_id))
-        if texts:
-            printed.append(to_text(model))
-        out[row] = _free_labels_of(model, graph)
-    return printed, out
+    labels = np.array([described[i][1][:columns] for i in arch_ids], dtype=np.float64)
+    return ([described[i][0] for i in arch_ids] if texts else []), labels.reshape(len(arch_ids), columns)
+
+
+def describe(space: SearchSpace, arch_ids: Sequence[str], *, graph: bool = True, texts: bool = True,
+             jobs: int | None = None, cache: LabelCache | str | None = DEFAULT_CACHE,
+             progress: bool = False, desc: str | None = None) -> Iterator[dict[str, tuple[str, np.ndarray]]]:
+    """Text and free labels of each of ``arch_ids`` (each once), as dicts id → (text, labels) in chunks,
+    cached ones first: a caller that stops reading stops the work (the workers are stopped, what was
+    described so far is in the cache).
+
+    With a cache, every architecture gets its text and every label of :data:`ALL_FREE_OBJECTIVES` (so
+    that one row serves every later use); without one only what is asked (``graph``, ``texts``: an
+    empty text where it is not). ``jobs`` processes describe them (default: every core of the
+    machine; one where there are few to describe, or where processes cannot be forked); ``progress``
+    shows a bar with the rate and the time left.
+    """
+    store = default_cache() if cache == DEFAULT_CACHE else cache
+    if isinstance(store, str):
+        raise ValueError(f"cache={store!r}: a LabelCache, {DEFAULT_CACHE!r} or None")
+    todo = list(dict.fromkeys(arch_ids))
+    key = ""
+    if store is not None and todo:
+        key = space_key(space)
+        columns = len(ALL_FREE_OBJECTIVES)
+        cached = {i: row for i, row in store.get_many(key, FREE_LABELS_VERSION, todo).items()
+                  if len(row[1]) == columns}
+        if cached:
+            yield cached
+        todo = [i for i in todo if i not in cached]
+        graph = texts = True
+    if not todo:
+        return
+    jobs = _jobs(jobs, len(todo))
+    chunks = [todo[k : k + _CHUNK] for k in range(0, len(todo), _CHUNK)]
+    bar = tqdm(total=len(todo), desc=desc or f"describing {space.name}", unit="arch",
+               disable=not progress, smoothing=0.1)
+    with bar, _Workers(space, jobs, graph=graph, texts=texts) as workers:
+        for ids, rows in zip(chunks, workers.map(chunks), strict=True):
+            chunk = dict(zip(ids, rows, strict=True))
+            if store is not None:
+                store.put_many(key, FREE_LABELS_VERSION, chunk)
+            bar.update(len(ids))
+            yield chunk
+
+
+def _jobs(jobs: int | None, count: int) -> int:
+    if jobs is not None and jobs < 1:
+        raise ValueError(f"jobs={jobs}: at least 1")
+    if count < _PARALLEL_FROM or "fork" not in multiprocessing.get_all_start_methods():
+        return 1
+    if jobs is None:
+        jobs = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return min(jobs, -(-count // _CHUNK))
+
+
+#: The space a forked worker describes (set before the fork; plug-in spaces need not be picklable).
+_worker_job: tuple[SearchSpace, bool, bool] | None = None
+
+
+class _Workers:
+    """``jobs`` forked processes describing chunks of ids (in this process where ``jobs`` is 1)."""
+
+    def __init__(self, space: SearchSpace, jobs: int, *, graph: bool, texts: bool) -> None:
+        self.job = (space, graph, texts)
+        self.jobs = jobs
+        self._pool: multiprocessing.pool.Pool | None = None
+
+    def __enter__(self) -> _Workers:
+        global _worker_job
+        if self.jobs > 1:
+            _worker_job = self.job
+            try:
+                self._pool = multiprocessing.get_context("fork").Pool(self.jobs)
+            finally:
+                _worker_job = None
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._pool is not None:
+            self._pool.terminate()
+            self._pool.join()
+
+    def map(self, chunks: list[list[str]]) -> Iterator[list[tuple[str, np.ndarray]]]:
+        if self._pool is None:
+            return (_describe_chunk(ids, self.job) for ids in chunks)
+        return self._pool.imap(_describe_in_worker, chunks)
+
+
+def _describe_in_worker(ids: list[str]) -> list[tuple[str, np.ndarray]]:
+    if _worker_job is None:
+        raise RuntimeError("a label worker started without its space")
+    return _describe_chunk(ids, _worker_job)
+
+
+def _describe_chunk(ids: list[str], job: tuple[SearchSpace, bool, bool]) -> list[tuple[str, np.ndarray]]:
+    space, graph, texts = job
+    out = []
+    collecting = gc.isenabled()
+    gc.disable()  # describing makes many short-lived objects and no cycles: a collection per chunk is enough
+    try:
+        for arch_id in ids:
+            model = space.build_onnx(space.parse(arch_id))
+            out.append((to_text(model) if texts else "", np.array(_free_labels_of(model, graph))))
+    finally:
+        if collecting:
+            gc.enable()
+    return out
 
 
 def _free_labels_of(model: onnx.ModelProto, graph: bool) -> list[float]:

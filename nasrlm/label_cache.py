@@ -1,0 +1,164 @@
+"""One persistent file of architectures' canonical texts and free labels, shared by every command.
+
+Describing an architecture (its ONNX build, canonical text, parameters, MACs and graph labels) takes a
+few milliseconds, and pre-training, training, evaluation, prediction and search describe thousands:
+the same NB201 cells again and again, across commands, processes and sessions. A :class:`LabelCache`
+keeps each description once, in SQLite (safe for several processes at once: WAL mode, a writer waits
+for another's transaction), keyed by
+
+- the space's name and a fingerprint of its definition (the source of the space's class and the text of
+  one of its architectures), so that editing a plug-in space never serves its old texts;
+- the architecture's canonical id;
+- a version of the labels' and the text's definitions
+  (:data:`~nasrlm.free_labels.FREE_LABELS_VERSION`), so that stale rows are never read.
+
+Where it lives: ``$NASRLM_CACHE`` if set (``off`` turns it off), else ``$XDG_CACHE_HOME/nasrlm``, else
+``~/.cache/nasrlm`` (:func:`default_cache`); the command line's ``--cache DIR`` and ``--no-cache`` set
+``NASRLM_CACHE`` for the command and the processes it starts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import os
+import sqlite3
+import zlib
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+
+import numpy as np
+
+from nasrlm.errors import NasrlmError
+from search_spaces import SearchSpace
+
+#: The environment variable naming the cache's folder (or ``off``).
+CACHE_ENV = "NASRLM_CACHE"
+_FILE = "labels.db"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS described (
+    space TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    arch_id TEXT NOT NULL,
+    text BLOB NOT NULL,
+    labels BLOB NOT NULL,
+    PRIMARY KEY (space, version, arch_id)
+)
+"""
+#: ids per query (SQLite limits the number of parameters of one statement)
+_CHUNK = 500
+
+
+class LabelCacheError(NasrlmError, RuntimeError):
+    """A label cache file that cannot be opened or read."""
+
+
+class LabelCache:
+    """SQLite file of (canonical text, labels) by (space key, label version, architecture id).
+
+    Texts are stored compressed, labels as float64 rows. Use as a context manager or call :meth:`close`.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        try:
+            if str(path) != ":memory:":
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._conn = sqlite3.connect(str(path), timeout=60.0, isolation_level=None,
+                                         check_same_thread=False)
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.executescript(_SCHEMA)
+        except (sqlite3.DatabaseError, OSError) as error:  # not a database, a folder, a path below a file
+            raise LabelCacheError(f"{self.path}: cannot open it as a label cache ({error})") from None
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        self._conn.close()
+
+    def __enter__(self) -> LabelCache:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"LabelCache({str(self.path)!r})"
+
+    def get_many(self, space: str, version: int, arch_ids: Sequence[str]
+                 ) -> dict[str, tuple[str, np.ndarray]]:
+        """The stored (text, labels) of those of ``arch_ids`` that are stored, by id (``space``: a
+        :func:`space_key`; ``version``: of the labels' definitions)."""
+        out: dict[str, tuple[str, np.ndarray]] = {}
+        ids = list(dict.fromkeys(arch_ids))
+        for start in range(0, len(ids), _CHUNK):
+            chunk = ids[start : start + _CHUNK]
+            rows = self._conn.execute(
+                f"SELECT arch_id, text, labels FROM described WHERE space = ? AND version = ? "
+                f"AND arch_id IN ({', '.join('?' * len(chunk))})", (space, version, *chunk))
+            for arch_id, text, labels in rows:
+                out[arch_id] = (zlib.decompress(text).decode(), np.frombuffer(labels, dtype=np.float64))
+        return out
+
+    def put_many(self, space: str, version: int, described: dict[str, tuple[str, np.ndarray]]) -> None:
+        """Store (text, labels) by id in one transaction; an id stored already keeps its row."""
+        rows = [(space, version, arch_id, zlib.compress(text.encode()),
+                 np.asarray(labels, dtype=np.float64).tobytes())
+                for arch_id, (text, labels) in described.items()]
+        with self._conn:  # one transaction (the connection autocommits otherwise)
+            self._conn.execute("BEGIN IMMEDIATE")
+            self._conn.executemany("INSERT OR IGNORE INTO described VALUES (?, ?, ?, ?, ?)", rows)
+
+    def __len__(self) -> int:
+        return int(self._conn.execute("SELECT COUNT(*) FROM described").fetchone()[0])
+
+
+def default_cache_dir() -> Path | None:
+    """The folder of the default cache: ``$NASRLM_CACHE`` (None where it says ``off``), else
+    ``$XDG_CACHE_HOME/nasrlm``, else ``~/.cache/nasrlm``."""
+    named = os.environ.get(CACHE_ENV, "").strip()
+    if named.lower() in ("off", "none", "0"):
+        return None
+    if named:
+        return Path(named).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "nasrlm"
+
+
+_opened: dict[Path, LabelCache] = {}
+
+
+def default_cache() -> LabelCache | None:
+    """The cache in :func:`default_cache_dir` (opened once per process), or None where it is off."""
+    folder = default_cache_dir()
+    if folder is None:
+        return None
+    path = folder / _FILE
+    if path not in _opened:
+        _opened[path] = LabelCache(path)
+    return _opened[path]
+
+
+_fingerprints: dict[int, tuple[SearchSpace, str]] = {}  # by id; the space kept, so its id is not reused
+
+
+def space_key(space: SearchSpace) -> str:
+    """``name:fingerprint`` of a space: its name and a hash of its class's source file and of the
+    canonical text of one of its architectures, computed once per space object."""
+    if id(space) not in _fingerprints:
+        from exporters import to_text
+
+        digest = hashlib.sha1()
+        try:
+            source = inspect.getsourcefile(type(space))
+            if source is not None:
+                digest.update(Path(source).read_bytes())
+        except (OSError, TypeError):  # defined in a notebook or at the prompt: its text still counts
+            pass
+        probe = space.sample_ids(1, seed=0)[0]
+        digest.update(probe.encode())
+        digest.update(to_text(space.build_onnx(space.parse(probe))).encode())
+        _fingerprints[id(space)] = (space, f"{space.name}:{digest.hexdigest()[:16]}")
+    return _fingerprints[id(space)][1]
