@@ -70,14 +70,14 @@ class Job:
     budget: int
     url: str
     settings: WorkerSettings
-    labels: Path  # where each run's label store goes
+    labels: Path  # where each run's label cache goes
 
     def work(self, study_name: str, seed: int) -> None:
         torch.set_num_threads(1)
         optuna.logging.set_verbosity(optuna.logging.ERROR)
         options = self.options
-        if self.sampler == "rlm":  # the run's workers share one (new) label store, as `nasrlm search`'s do
-            options = {"label_store": str(self.labels / f"{study_name}.db"), **options}
+        if self.sampler == "rlm":  # the run's workers share one new label cache: no run starts warm
+            options = {"label_cache": str(self.labels / f"{study_name}.db"), **options}
         sampler = make_sampler(self.sampler, self.space, seed, options=options)
         run_search(self.space, self.evaluator, sampler, budget=self.budget, storage=self.url,
                    study_name=study_name, progress=False, workers=self.settings)

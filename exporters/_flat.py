@@ -288,8 +288,8 @@ def _structure(function: onnx.FunctionProto) -> bytes:
 def _read_node(node: onnx.NodeProto) -> _Node:
     attrs = {}
     for attribute in node.attribute:
-        if attribute.ref_attr_name:
-            raise NotExpandable(f"node {node.name or node.op_type} refers to a function attribute")
+        if attribute.ref_attr_name:  # in a function body read as a graph of its own: nothing to fill it
+            continue
         attrs[attribute.name] = helper.get_attribute_value(attribute)
     subgraph = any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute)
     param = constant = None

@@ -18,6 +18,7 @@ import math
 import os
 import sys
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -319,8 +320,11 @@ def _table_space(name: str | None, table: Any, path: str) -> search_spaces.Searc
     return _space(name or table.space)
 
 
-def _texts(space: search_spaces.SearchSpace, ids: Sequence[str]) -> list[str]:
-    return [space.to_text(space.parse(i)) for i in ids]
+def _texts(space: search_spaces.SearchSpace, ids: Sequence[str], *, progress: bool = False) -> list[str]:
+    """Canonical texts of ``ids``, through the label cache."""
+    from nasrlm.free_labels import texts_and_free_labels
+
+    return texts_and_free_labels(space, ids, progress=progress)[0]
 
 
 def _load_base(path: str, objectives: Sequence[Any], space: str) -> Any:
@@ -419,6 +423,35 @@ def _add_device(p: argparse.ArgumentParser) -> None:
 
 def _add_threads(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=_positive_int, help="torch CPU threads (default: torch's choice)")
+
+
+def _add_label_options(p: argparse.ArgumentParser) -> None:
+    """``--jobs``, ``--cache`` and ``--no-cache``: how architectures' texts and labels are described
+    (:mod:`nasrlm.label_cache`); they set ``NASRLM_JOBS`` / ``NASRLM_CACHE`` for the command and every
+    process it starts."""
+    p.add_argument("--jobs", type=_positive_int, metavar="N",
+                   help="processes describing architectures (texts, labels) not in the label cache "
+                        "(default: $NASRLM_JOBS, else every core)")
+    cache = p.add_mutually_exclusive_group()
+    cache.add_argument("--cache", metavar="DIR",
+                       help="the label cache's folder (default: $NASRLM_CACHE, else $XDG_CACHE_HOME/nasrlm, "
+                            "else ~/.cache/nasrlm)")
+    cache.add_argument("--no-cache", action="store_true",
+                       help="neither read nor write the label cache: describe every architecture afresh")
+
+
+def _apply_label_options(args: argparse.Namespace) -> None:
+    from nasrlm.label_cache import CACHE_ENV, JOBS_ENV
+
+    if getattr(args, "jobs", None) is not None:
+        os.environ[JOBS_ENV] = str(args.jobs)
+    if getattr(args, "no_cache", False):
+        os.environ[CACHE_ENV] = "off"
+    elif getattr(args, "cache", None):
+        folder = Path(args.cache).expanduser()
+        if folder.exists() and not folder.is_dir():
+            raise CliError(f"--cache {args.cache}: not a folder")
+        os.environ[CACHE_ENV] = str(folder.resolve())
 
 
 def _db_default() -> str:
@@ -688,6 +721,7 @@ class Train(Command):
         _add_device(p)
         p.add_argument("--seed", type=_count, default=0)
         _add_threads(p)
+        _add_label_options(p)
         p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
 
     def run(self, args: argparse.Namespace) -> int:
@@ -867,6 +901,12 @@ class Fit(Command):
         return 0
 
 
+#: ``nasrlm pretrain``: the most of ``--minutes`` that describing architectures may take, and the least
+#: that training gets however long the rows took.
+LABEL_SHARE = 0.5
+MIN_TRAINING_SHARE = 0.1
+
+
 class Pretrain(Command):
     name = "pretrain"
     help = "pre-train one base model on every published table (then: train --init)"
@@ -882,7 +922,11 @@ class Pretrain(Command):
                             "e.g. 'nb201:*acc*,*:pixel3' (a bare space name leaves out all its columns)")
         p.add_argument("--spaces", help="comma-separated spaces (default: every registered one)")
         p.add_argument("--minutes", type=_positive_float, default=config.minutes,
-                       help=f"time budget (default {config.minutes:g}); the learning rate decays over it")
+                       help=f"time budget of the whole run (default {config.minutes:g}): describing the "
+                            f"architectures the label cache lacks takes at most {LABEL_SHARE:.0%} of it "
+                            f"(rows not described by then are left out of this run, and those described "
+                            f"are cached for the next), training the rest (at least "
+                            f"{MIN_TRAINING_SHARE:.0%}); the learning rate decays over the training")
         p.add_argument("--max-steps", type=_positive_int, help="stop after this many steps")
         p.add_argument("--max-rows", type=_positive_int, help="labelled rows per space (default: all)")
         p.add_argument("--free-rows", type=_count, default=500,
@@ -897,6 +941,7 @@ class Pretrain(Command):
         _add_device(p)
         p.add_argument("--seed", type=_count, default=0)
         _add_threads(p)
+        _add_label_options(p)
         p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
 
     def run(self, args: argparse.Namespace) -> int:
@@ -914,6 +959,7 @@ class Pretrain(Command):
             save_tasks,
         )
 
+        started = time.monotonic()
         output = Path(args.output)
         device = _device(args.device)
         torch_threads(args.threads)
@@ -939,9 +985,11 @@ class Pretrain(Command):
             data_dir = resolve_data_dir(args.data_dir)  # --data-dir, else $NASRLM_DATA
             if data_dir is None:
                 log("no data directory (--data-dir or $NASRLM_DATA): pre-training on free labels only")
+            budget = 60 * args.minutes
             tasks, objectives = collect_tasks(data_dir, exclude=exclude, spaces=spaces,
                                               free_rows=args.free_rows, max_rows=args.max_rows,
-                                              seed=args.seed, progress=not args.quiet, log=log)
+                                              seed=args.seed, progress=not args.quiet,
+                                              until=started + LABEL_SHARE * budget, log=log)
             predictor = RLMPredictor.from_scratch(objectives, size=args.size, seed=args.seed)
             fit_normalizers(predictor, tasks)
             output.mkdir(parents=True, exist_ok=True)
@@ -951,11 +999,13 @@ class Pretrain(Command):
                 predictor.transfer = transfer
                 log("transfer forests: " + ", ".join(f"{s.space} ({s.rows:,} rows of {', '.join(s.tags)})"
                                                      for s in transfer.sources))
+            left = budget - (time.monotonic() - started)  # the rows took their share: training the rest
+            config.minutes = max(left, MIN_TRAINING_SHARE * budget) / 60
             state = PretrainState.start(tasks, config, exclude)
         tags = {o for t in tasks for o in t.objectives}
         rows = sum(len(t.texts) for t in tasks)
         log(f"pre-training on {rows:,} rows of {len(tasks)} spaces, {len(tags)} tags, "
-            f"for {config.minutes:.0f} min on {device}")
+            f"for {config.minutes:.1f} min on {device}")
         state = pretrain(predictor, tasks, config, output=output, state=state, device=device)
         print(f"saved base model {output}: {state.step:,} steps in {state.seconds / 60:.1f} min, "
               f"final loss {state.loss[-1]:.3f}", file=sys.stderr)
@@ -983,6 +1033,7 @@ class Predict(Command):
         _add_selection(p)
         p.add_argument("--samples", type=int, default=64, help="decoder samples per architecture")
         _add_device(p)
+        _add_label_options(p)
         p.add_argument("-q", "--quiet", action="store_true", help="no progress bar (on stderr)")
 
     def run(self, args: argparse.Namespace) -> int:
@@ -992,7 +1043,8 @@ class Predict(Command):
         space = _space(args.space)
         ids = _arch_ids(space, args)
         predictor = _load_model_for(args.model, space).to(device)
-        predictions = predictor.predict(_texts(space, ids), num_samples=args.samples, seed=args.seed,
+        predictions = predictor.predict(_texts(space, ids, progress=not args.quiet), num_samples=args.samples,
+                                        seed=args.seed,
                                         progress=not args.quiet, **predictor.known_labels(space, ids))
         out = {i: {k: v.to_dict() for k, v in p.items()} for i, p in zip(ids, predictions, strict=True)}
         print(json.dumps(out, indent=2))
@@ -1011,6 +1063,7 @@ class Eval(Command):
         p.add_argument("--samples", type=int, default=64, help="decoder samples per architecture")
         p.add_argument("--seed", type=_count, default=0)
         _add_device(p)
+        _add_label_options(p)
         p.add_argument("-q", "--quiet", action="store_true")
 
     def run(self, args: argparse.Namespace) -> int:
@@ -1035,7 +1088,8 @@ class Eval(Command):
             raise CliError(f"none of {args.data}'s columns ({', '.join(table.names)}) is predicted by "
                            f"{args.model}")
         truth = np.stack([table.column(n) for n in names], axis=1)
-        samples = predictor.sample(_texts(space, table.ids), names, num_samples=args.samples, seed=args.seed,
+        samples = predictor.sample(_texts(space, table.ids, progress=not args.quiet), names,
+                                   num_samples=args.samples, seed=args.seed,
                                    progress=not args.quiet, **predictor.known_labels(space, table.ids))
         median = np.median(samples, axis=1)
         result = {}
@@ -1113,6 +1167,7 @@ class Search(Command):
         p.add_argument("--data-dir", help="benchmark data directory (default $NASRLM_DATA)")
         p.add_argument("--db", help="latency store for measured objectives (default <out>/latency.db)")
         _add_threads(p)
+        _add_label_options(p)
         p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
 
     def run(self, args: argparse.Namespace) -> int:
@@ -1398,6 +1453,7 @@ class Demo(Command):
         p.add_argument("--data-dir", help="use published tables (acc, pixel3) instead of live measurement")
         p.add_argument("--seed", type=_count, default=0)
         _add_threads(p)
+        _add_label_options(p)
         p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
 
     def run(self, args: argparse.Namespace) -> int:
@@ -1459,6 +1515,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         load_plugins([*os.environ.get(PLUGINS_ENV, "").split(","), *args.plugin, *args.command_plugins])
+        _apply_label_options(args)
         return args.func(args)
     except NasrlmError as error:
         message = " ".join(str(error).split())  # one line, whatever the message held

@@ -14,6 +14,7 @@ import gc
 import multiprocessing
 import multiprocessing.pool
 import os
+import time
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -22,7 +23,7 @@ from tqdm.auto import tqdm
 
 from exporters import FEATURE_NAMES, describe_graph, to_text
 from nasrlm.data import Objective
-from nasrlm.label_cache import LabelCache, default_cache, space_key
+from nasrlm.label_cache import JOBS_ENV, LabelCache, default_cache, space_key
 from search_spaces import SearchSpace
 
 #: Bumped whenever a free label's or the canonical text's definition changes, so that caches of them
@@ -126,47 +127,105 @@ def texts_and_free_labels(space: SearchSpace, arch_ids: Sequence[str], *, graph:
 
 def describe(space: SearchSpace, arch_ids: Sequence[str], *, graph: bool = True, texts: bool = True,
              jobs: int | None = None, cache: LabelCache | str | None = DEFAULT_CACHE,
-             progress: bool = False, desc: str | None = None) -> Iterator[dict[str, tuple[str, np.ndarray]]]:
-    """Text and free labels of each of ``arch_ids`` (each once), as dicts id → (text, labels) in chunks,
-    cached ones first: a caller that stops reading stops the work (the workers are stopped, what was
-    described so far is in the cache).
+             progress: bool = False) -> Iterator[dict[str, tuple[str, np.ndarray]]]:
+    """Text and free labels of each of ``arch_ids`` (each once), as dicts id → (text, labels) in chunks;
+    see :func:`describe_spaces`."""
+    for _, chunk in describe_spaces([(space, arch_ids)], graph=graph, texts=texts, jobs=jobs, cache=cache,
+                                    progress=progress):
+        yield chunk
 
-    With a cache, every architecture gets its text and every label of :data:`ALL_FREE_OBJECTIVES` (so
-    that one row serves every later use); without one only what is asked (``graph``, ``texts``: an
-    empty text where it is not). ``jobs`` processes describe them (default: every core of the
-    machine; one where there are few to describe, or where processes cannot be forked); ``progress``
-    shows a bar with the rate and the time left.
+
+def describe_spaces(requests: Sequence[tuple[SearchSpace, Sequence[str]]], *, graph: bool = True,
+                    texts: bool = True, jobs: int | None = None,
+                    cache: LabelCache | str | None = DEFAULT_CACHE, progress: bool = False,
+                    until: float | None = None) -> Iterator[tuple[int, dict[str, tuple[str, np.ndarray]]]]:
+    """Text and free labels of the architectures of several spaces (``requests``: a space and ids of
+    it, each), as pairs (index of the request, dict id → (text, labels)): first what the cache holds,
+    then chunks of what it does not, interleaved across the requests. A caller that stops reading stops
+    the work (the workers are stopped; what was described is in the cache) with every space about as
+    far along.
+
+    With a cache (``"default"``: :func:`~nasrlm.label_cache.default_cache`; a
+    :class:`~nasrlm.label_cache.LabelCache`; None for none), every architecture gets its text and every
+    label of :data:`ALL_FREE_OBJECTIVES`, so that one row serves every later use; without one only what
+    is asked (``graph``; ``texts``: an empty text where not). ``jobs`` processes describe them (default:
+    ``$NASRLM_JOBS``, else every core; one where there are few, or where processes cannot be forked);
+    ``progress`` shows a bar with the rate and the time left. ``until`` (a :func:`time.monotonic` time):
+    stop describing then, once every request has rows.
     """
-    store = default_cache() if cache == DEFAULT_CACHE else cache
+    store = resolve_cache(cache)
     if isinstance(store, str):
         raise ValueError(f"cache={store!r}: a LabelCache, {DEFAULT_CACHE!r} or None")
-    todo = list(dict.fromkeys(arch_ids))
-    key = ""
-    if store is not None and todo:
-        key = space_key(space)
-        columns = len(ALL_FREE_OBJECTIVES)
-        cached = {i: row for i, row in store.get_many(key, FREE_LABELS_VERSION, todo).items()
-                  if len(row[1]) == columns}
-        if cached:
-            yield cached
-        todo = [i for i in todo if i not in cached]
+    keys = [space_key(space) if store is not None and ids else "" for space, ids in requests]
+    pending: list[list[str]] = []
+    for r, (_, ids) in enumerate(requests):
+        todo = list(dict.fromkeys(ids))
+        if store is not None and todo:
+            columns = len(ALL_FREE_OBJECTIVES)
+            cached = {i: row for i, row in store.get_many(keys[r], FREE_LABELS_VERSION, todo).items()
+                      if len(row[1]) == columns}
+            if cached:
+                yield r, cached
+            todo = [i for i in todo if i not in cached]
+        pending.append(todo)
+    if store is not None:
         graph = texts = True
-    if not todo:
+    chunks = _interleaved([[(r, todo[k : k + _CHUNK]) for k in range(0, len(todo), _CHUNK)]
+                           for r, todo in enumerate(pending)])
+    total = sum(len(todo) for todo in pending)
+    if not total:
         return
-    jobs = _jobs(jobs, len(todo))
-    chunks = [todo[k : k + _CHUNK] for k in range(0, len(todo), _CHUNK)]
-    bar = tqdm(total=len(todo), desc=desc or f"describing {space.name}", unit="arch",
-               disable=not progress, smoothing=0.1)
-    with bar, _Workers(space, jobs, graph=graph, texts=texts) as workers:
-        for ids, rows in zip(chunks, workers.map(chunks), strict=True):
+    named = [space.name for (space, _), todo in zip(requests, pending, strict=True) if todo]
+    desc = f"describing {named[0]}" if len(named) == 1 else f"describing {len(named)} spaces"
+    bar = tqdm(total=total, desc=desc, unit="arch", disable=not progress, smoothing=0.1)
+    workers = _Workers([space for space, _ in requests], _jobs(jobs, total), graph=graph, texts=texts)
+    waiting = {r for r, todo in enumerate(pending) if todo and len(todo) == len(set(requests[r][1]))}
+    with bar, workers:
+        for (r, ids), rows in zip(chunks, workers.map(chunks), strict=True):
             chunk = dict(zip(ids, rows, strict=True))
             if store is not None:
-                store.put_many(key, FREE_LABELS_VERSION, chunk)
+                store.put_many(keys[r], FREE_LABELS_VERSION, chunk)
             bar.update(len(ids))
-            yield chunk
+            yield r, chunk
+            waiting.discard(r)
+            if until is not None and not waiting and time.monotonic() >= until:
+                return
+
+
+def resolve_cache(cache: LabelCache | str | None) -> LabelCache | None:
+    """The cache ``cache`` names: ``"default"`` for :func:`~nasrlm.label_cache.default_cache` (None
+    where it is off), a :class:`~nasrlm.label_cache.LabelCache` as it is, None for none."""
+    if cache == DEFAULT_CACHE:
+        return default_cache()
+    if isinstance(cache, str):
+        raise ValueError(f"cache={cache!r}: a LabelCache, {DEFAULT_CACHE!r} or None")
+    return cache
+
+
+def cached_count(space: SearchSpace, arch_ids: Sequence[str], cache: LabelCache | str | None = DEFAULT_CACHE
+                 ) -> int:
+    """How many of ``arch_ids`` the label cache holds (0 without one)."""
+    store = resolve_cache(cache)
+    if store is None or not arch_ids:
+        return 0
+    return store.count(space_key(space), FREE_LABELS_VERSION, arch_ids)
+
+
+def _interleaved(queues: list[list[tuple[int, list[str]]]]) -> list[tuple[int, list[str]]]:
+    """The items of several lists, round robin: a share of each, in turn, however long each is."""
+    out = []
+    for k in range(max((len(q) for q in queues), default=0)):
+        out.extend(q[k] for q in queues if k < len(q))
+    return out
 
 
 def _jobs(jobs: int | None, count: int) -> int:
+    """Processes to describe ``count`` architectures in: ``jobs``, else ``$NASRLM_JOBS``, else every core."""
+    if jobs is None and os.environ.get(JOBS_ENV, "").strip():
+        try:
+            jobs = int(os.environ[JOBS_ENV])
+        except ValueError:
+            raise ValueError(f"{JOBS_ENV}={os.environ[JOBS_ENV]!r}: not a number of processes") from None
     if jobs is not None and jobs < 1:
         raise ValueError(f"jobs={jobs}: at least 1")
     if count < _PARALLEL_FROM or "fork" not in multiprocessing.get_all_start_methods():
@@ -176,15 +235,16 @@ def _jobs(jobs: int | None, count: int) -> int:
     return min(jobs, -(-count // _CHUNK))
 
 
-#: The space a forked worker describes (set before the fork; plug-in spaces need not be picklable).
-_worker_job: tuple[SearchSpace, bool, bool] | None = None
+#: What a forked worker describes: the spaces and whether graph labels and texts are wanted (set
+#: before the fork, so that plug-in spaces need not be picklable).
+_worker_job: tuple[list[SearchSpace], bool, bool] | None = None
 
 
 class _Workers:
     """``jobs`` forked processes describing chunks of ids (in this process where ``jobs`` is 1)."""
 
-    def __init__(self, space: SearchSpace, jobs: int, *, graph: bool, texts: bool) -> None:
-        self.job = (space, graph, texts)
+    def __init__(self, spaces: list[SearchSpace], jobs: int, *, graph: bool, texts: bool) -> None:
+        self.job = (spaces, graph, texts)
         self.jobs = jobs
         self._pool: multiprocessing.pool.Pool | None = None
 
@@ -203,20 +263,23 @@ class _Workers:
             self._pool.terminate()
             self._pool.join()
 
-    def map(self, chunks: list[list[str]]) -> Iterator[list[tuple[str, np.ndarray]]]:
+    def map(self, chunks: list[tuple[int, list[str]]]) -> Iterator[list[tuple[str, np.ndarray]]]:
+        """Each chunk (request index, ids) described, in order."""
         if self._pool is None:
-            return (_describe_chunk(ids, self.job) for ids in chunks)
+            return (_describe_chunk(chunk, self.job) for chunk in chunks)
         return self._pool.imap(_describe_in_worker, chunks)
 
 
-def _describe_in_worker(ids: list[str]) -> list[tuple[str, np.ndarray]]:
+def _describe_in_worker(chunk: tuple[int, list[str]]) -> list[tuple[str, np.ndarray]]:
     if _worker_job is None:
-        raise RuntimeError("a label worker started without its space")
-    return _describe_chunk(ids, _worker_job)
+        raise RuntimeError("a label worker started without its spaces")
+    return _describe_chunk(chunk, _worker_job)
 
 
-def _describe_chunk(ids: list[str], job: tuple[SearchSpace, bool, bool]) -> list[tuple[str, np.ndarray]]:
-    space, graph, texts = job
+def _describe_chunk(chunk: tuple[int, list[str]], job: tuple[list[SearchSpace], bool, bool]
+                    ) -> list[tuple[str, np.ndarray]]:
+    (r, ids), (spaces, graph, texts) = chunk, job
+    space = spaces[r]
     out = []
     collecting = gc.isenabled()
     gc.disable()  # describing makes many short-lived objects and no cycles: a collection per chunk is enough

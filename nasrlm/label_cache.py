@@ -35,6 +35,8 @@ from search_spaces import SearchSpace
 
 #: The environment variable naming the cache's folder (or ``off``).
 CACHE_ENV = "NASRLM_CACHE"
+#: The environment variable saying how many processes describe architectures (default: every core).
+JOBS_ENV = "NASRLM_JOBS"
 _FILE = "labels.db"
 
 _SCHEMA = """
@@ -102,14 +104,24 @@ class LabelCache:
                 out[arch_id] = (zlib.decompress(text).decode(), np.frombuffer(labels, dtype=np.float64))
         return out
 
+    def count(self, space: str, version: int, arch_ids: Sequence[str]) -> int:
+        """How many of ``arch_ids`` (each once) are stored, without reading their rows."""
+        ids, total = list(dict.fromkeys(arch_ids)), 0
+        for start in range(0, len(ids), _CHUNK):
+            chunk = ids[start : start + _CHUNK]
+            total += self._conn.execute(
+                f"SELECT COUNT(*) FROM described WHERE space = ? AND version = ? "
+                f"AND arch_id IN ({', '.join('?' * len(chunk))})", (space, version, *chunk)).fetchone()[0]
+        return int(total)
+
     def put_many(self, space: str, version: int, described: dict[str, tuple[str, np.ndarray]]) -> None:
-        """Store (text, labels) by id in one transaction; an id stored already keeps its row."""
+        """Store (text, labels) by id in one transaction, replacing what an id had."""
         rows = [(space, version, arch_id, zlib.compress(text.encode()),
                  np.asarray(labels, dtype=np.float64).tobytes())
                 for arch_id, (text, labels) in described.items()]
         with self._conn:  # one transaction (the connection autocommits otherwise)
             self._conn.execute("BEGIN IMMEDIATE")
-            self._conn.executemany("INSERT OR IGNORE INTO described VALUES (?, ?, ?, ?, ?)", rows)
+            self._conn.executemany("INSERT OR REPLACE INTO described VALUES (?, ?, ?, ?, ?)", rows)
 
     def __len__(self) -> int:
         return int(self._conn.execute("SELECT COUNT(*) FROM described").fetchone()[0])

@@ -34,7 +34,7 @@ from tqdm.auto import tqdm
 
 from nasrlm.data import TABLE_LOADERS, DataFileNotFoundError, Objective, available_objectives, load_table
 from nasrlm.errors import NasrlmError
-from nasrlm.free_labels import ALL_FREE_OBJECTIVES, FREE_OBJECTIVES, texts_and_free_labels
+from nasrlm.free_labels import ALL_FREE_OBJECTIVES, FREE_OBJECTIVES, cached_count, describe_spaces
 from nasrlm.normalize import Normalizer
 from nasrlm.predictor import RLMPredictor
 from nasrlm.training import pad_batch
@@ -134,7 +134,7 @@ class PretrainState:
 # --- the rows ---------------------------------------------------------------------------------------
 def collect_tasks(data_dir: str | os.PathLike[str] | None, *, exclude: Sequence[str] = (),
                   spaces: Sequence[str] | None = None, free_rows: int = 500, max_rows: int | None = None,
-                  seed: int = 0, progress: bool = True,
+                  seed: int = 0, progress: bool = True, until: float | None = None,
                   log: Callable[[str], None] = lambda line: None) -> tuple[list[Task], list[Objective]]:
     """Every table of every space under ``data_dir`` (a resolved directory, or None for no tables; columns
     matching ``exclude`` left out), and
@@ -142,14 +142,17 @@ def collect_tasks(data_dir: str | os.PathLike[str] | None, *, exclude: Sequence[
     objectives of all their tags.
 
     ``max_rows`` caps the labelled rows per space (a random subset). Spaces whose tables are absent
-    from ``data_dir`` contribute their free labels only.
+    from ``data_dir`` contribute their free labels only. Texts and labels come from the label cache
+    where it holds them; the others are described in turn across the spaces, until ``until`` (a
+    :func:`time.monotonic` time) if given: rows not described by then are left out of the tasks (and
+    said so through ``log``), every space keeping some.
     """
     rng = np.random.default_rng(seed)
     spaces = list(spaces or available_spaces())
     _check_exclude(exclude, spaces, data_dir)
     free_names = tuple(o.name for o in ALL_FREE_OBJECTIVES)
     objectives = {o.name: o for o in ALL_FREE_OBJECTIVES}
-    tasks = []
+    plans = []
     for space_name in spaces:
         space = get_space(space_name)
         table_objectives = _table_objectives(space_name, data_dir, exclude)
@@ -170,17 +173,37 @@ def collect_tasks(data_dir: str | os.PathLike[str] | None, *, exclude: Sequence[
         labelled_ids = set(ids)
         extra = [i for i in (space.sample_ids(free_rows, seed=seed) if free_rows else [])
                  if i not in labelled_ids]
-        if not ids and not extra:
-            continue
-        log(f"{space_name}: {len(ids):,} labelled rows ({len(table_objectives)} columns), "
-            f"{len(extra):,} with free labels only")
-        texts, free = texts_and_free_labels(space, [*ids, *extra], graph=True, progress=progress)
-        labelled = np.full((len(texts), len(table_objectives)), np.nan)
-        labelled[: len(ids)] = columns
-        names = (*free_names, *(tag(space_name, o.name) for o in table_objectives))
-        tasks.append(Task(space_name, texts, names, np.hstack([free, labelled])))
-    if not tasks:
+        if ids or extra:
+            plans.append((space, ids, columns, table_objectives, extra))
+            log(f"{space.name}: {len(ids):,} labelled rows ({len(table_objectives)} columns), "
+                f"{len(extra):,} with free labels only; {cached_count(space, [*ids, *extra]):,} of them "
+                f"in the label cache")
+    if not plans:
         raise PretrainInputError("nothing to pre-train on: no space has rows (check --spaces and --exclude)")
+    requests = []
+    for space, ids, _, _, extra in plans:  # in random order: where time runs out, a fair cut
+        all_ids = [*ids, *extra]
+        requests.append((space, [all_ids[k] for k in rng.permutation(len(all_ids))]))
+    described: list[dict[str, tuple[str, np.ndarray]]] = [{} for _ in plans]
+    for r, chunk in describe_spaces(requests, progress=progress, until=until):
+        described[r].update(chunk)
+
+    tasks = []
+    for (space, ids, columns, table_objectives, extra), got in zip(plans, described, strict=True):
+        rows = [k for k, arch_id in enumerate([*ids, *extra]) if arch_id in got]
+        if len(rows) < len(ids) + len(extra):
+            log(f"{space.name}: {len(ids) + len(extra) - len(rows):,} rows left out (not described in time; "
+                f"those described are in the label cache for the next run)")
+        if not rows:
+            continue
+        all_ids = [*ids, *extra]
+        texts = [got[all_ids[k]][0] for k in rows]
+        free = np.array([got[all_ids[k]][1] for k in rows])
+        labelled = np.full((len(rows), len(table_objectives)), np.nan)
+        from_table = [j for j, k in enumerate(rows) if k < len(ids)]
+        labelled[from_table] = columns[[rows[j] for j in from_table]]
+        names = (*free_names, *(tag(space.name, o.name) for o in table_objectives))
+        tasks.append(Task(space.name, texts, names, np.hstack([free, labelled])))
     return tasks, list(objectives.values())
 
 

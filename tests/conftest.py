@@ -22,6 +22,20 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["NASRLM_DATA"] = os.path.abspath(env)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def label_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Every test's label cache (``NASRLM_CACHE``) in one throw-away folder: tests never read what the
+    user's cache holds, nor leave anything in it. A test about the cache itself names its own."""
+    folder = tmp_path_factory.mktemp("label-cache")
+    previous = os.environ.get("NASRLM_CACHE")
+    os.environ["NASRLM_CACHE"] = str(folder)
+    yield folder
+    if previous is None:
+        os.environ.pop("NASRLM_CACHE", None)
+    else:
+        os.environ["NASRLM_CACHE"] = previous
+
+
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     """The benchmark data directory: ``$NASRLM_DATA``, else ``../shared/data`` beside the repository.

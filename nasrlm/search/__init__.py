@@ -12,7 +12,6 @@ from nasrlm.search._arch_cache import ArchCache
 from nasrlm.search._candidates import CandidateSettings, candidate_params, draw_params
 from nasrlm.search._evaluate import ArchEvaluator, MissingValueError
 from nasrlm.search._job import SAMPLERS, JobOutput, make_sampler, restricted_to_table, search_job, summary
-from nasrlm.search._label_store import LabelStore, LabelStoreError
 from nasrlm.search._liveness import WorkerSettings
 from nasrlm.search._report import (
     PredictedFront,
@@ -49,8 +48,6 @@ __all__ = [
     "summary",
     "ArchCache",
     "ArchEvaluator",
-    "LabelStore",
-    "LabelStoreError",
     "CandidateSettings",
     "FitSettings",
     "PriorSurrogate",

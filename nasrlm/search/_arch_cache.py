@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import optuna
 
-from nasrlm.free_labels import ALL_FREE_OBJECTIVES, FREE_OBJECTIVES, texts_and_free_labels
-from nasrlm.search._label_store import LabelStore
+from nasrlm.free_labels import ALL_FREE_OBJECTIVES, DEFAULT_CACHE, FREE_OBJECTIVES, texts_and_free_labels
+from nasrlm.label_cache import LabelCache
 from search_spaces import SearchSpace
 
 #: Names of the free labels the decoder is given (parameters, MACs), in their column order.
@@ -33,16 +33,17 @@ class ArchCache:
         graph: also compute the graph labels (:data:`~nasrlm.free_labels.GRAPH_OBJECTIVES`), after the
             free labels in each row; a prior that reads them needs them.
         progress: show a progress bar when many architectures are described at once.
-        store: a :class:`~nasrlm.search.LabelStore` read before describing an architecture and written
-            after: workers and resumed searches naming the same file describe each one once.
+        cache: the :class:`~nasrlm.label_cache.LabelCache` read before describing an architecture and
+            written after (``"default"``: the default one; None: none), so that workers and resumed
+            searches describe each one once.
     """
 
     def __init__(self, space: SearchSpace, *, graph: bool = False, progress: bool = False,
-                 store: LabelStore | None = None) -> None:
+                 cache: LabelCache | str | None = DEFAULT_CACHE) -> None:
         self.space = space
         self.graph = graph
         self.progress = progress
-        self.store = store
+        self.cache = cache
         self._ids: dict[tuple, str] = {}
         self._texts: dict[str, str] = {}
         self._labels: dict[str, np.ndarray] = {}
@@ -64,19 +65,11 @@ class ArchCache:
     def describe(self, arch_ids: Sequence[str]) -> None:
         """Text and labels of each new architecture, from one ONNX build each (in one batch: one bar)."""
         todo = [i for i in dict.fromkeys(arch_ids) if i not in self._labels]
-        if todo and self.store is not None:
-            for arch_id, (text, labels) in self.store.get_many(self.space.name, self.graph, todo).items():
-                if len(labels) == len(self.columns):
-                    self._texts[arch_id], self._labels[arch_id] = text, labels
-            todo = [i for i in todo if i not in self._labels]
         if todo:
-            texts, labels = texts_and_free_labels(self.space, todo, graph=self.graph,
+            texts, labels = texts_and_free_labels(self.space, todo, graph=self.graph, cache=self.cache,
                                                   progress=self.progress and len(todo) > 1)
             self._texts.update(zip(todo, texts, strict=True))
             self._labels.update(zip(todo, labels, strict=True))
-            if self.store is not None:
-                self.store.put_many(self.space.name, self.graph,
-                                    {i: (self._texts[i], self._labels[i]) for i in todo})
 
     def texts_of(self, arch_ids: Sequence[str]) -> list[str]:
         """Canonical ONNX texts (``space.to_text``) of ``arch_ids``."""

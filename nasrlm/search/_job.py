@@ -21,7 +21,6 @@ from tqdm.auto import tqdm
 
 from nasrlm.measure import LatencyStore, is_profile
 from nasrlm.search._evaluate import ArchEvaluator
-from nasrlm.search._label_store import LabelStore
 from nasrlm.search._report import PredictedFront, Truth, predicted_front, reference_point, score, write_report
 from nasrlm.search._run import SearchResult, run_search
 from nasrlm.search._sampler import RLMSampler
@@ -121,8 +120,7 @@ def search_job(space: SearchSpace, objectives: Sequence[str], *, budget: int, ou
         for o in evaluator.objectives:
             log(f"  {o.header:<16} {'maximise' if o.higher_is_better else 'minimise'}  {o.description}")
         space, evaluator = restricted_to_table(space, evaluator, log)
-        main = _with_label_store(make_sampler(sampler, space, seed, progress=False, options=sampler_options),
-                                 out)
+        main = make_sampler(sampler, space, seed, progress=False, options=sampler_options)
         if isinstance(main, RLMSampler) and progress:
             main.on_fit = lambda n, seconds: log(f"  model trained on {n} evaluations in {seconds:.1f} s")
             main.log = lambda line: log(f"  {line}")
@@ -209,7 +207,6 @@ class _Helper:
                                                 trainer=_trainer(self.space, self.objectives, self.training))
             space, evaluator = restricted_to_table(self.space, evaluator)
             sampler = make_sampler(self.sampler, space, self.seed, options=self.sampler_options)
-            sampler = _with_label_store(sampler, self.out)
             run_search(space, evaluator, sampler, budget=self.budget, label=self.sampler,
                        storage=self.storage, study_name=self.study_name, progress=False)
         except Exception as error:  # one line, as the main process reports its own errors
@@ -233,14 +230,6 @@ def _trainer(space: SearchSpace, objectives: Sequence[str], training: Training |
             raise ValueError(f"training networks needs {TRAINED!r} among the objectives")
         return None
     return NetworkTrainer(space, training or Training(), keep)
-
-
-def _with_label_store(sampler: optuna.samplers.BaseSampler, out: Path) -> optuna.samplers.BaseSampler:
-    """An RLMSampler keeps what it describes of each architecture in the run's ``labels.db`` (unless it
-    was given a store): its workers, and the run resumed, describe each architecture once."""
-    if isinstance(sampler, RLMSampler) and sampler.cache.store is None:
-        sampler.cache.store = LabelStore(out / "labels.db")
-    return sampler
 
 
 def restricted_to_table(space: SearchSpace, evaluator: ArchEvaluator,

@@ -39,12 +39,13 @@ from optuna.trial import FixedTrial, FrozenTrial, TrialState
 
 from nasrlm.data import Objective
 from nasrlm.feature_prior import PRIOR_KINDS
+from nasrlm.free_labels import DEFAULT_CACHE
+from nasrlm.label_cache import LabelCache
 from nasrlm.metrics import median_reference, pareto_mask
 from nasrlm.presets import SIZES
 from nasrlm.search._acquisition import greedy_ehvi
 from nasrlm.search._arch_cache import ArchCache, SpaceMismatchError
 from nasrlm.search._candidates import CandidateSettings, candidate_params, draw_params
-from nasrlm.search._label_store import LabelStore
 from nasrlm.search._lease import FitLease
 from nasrlm.search._liveness import beating
 from nasrlm.search._surrogate import FitSettings, PriorSurrogate, RLMSurrogate
@@ -159,9 +160,9 @@ class RLMSampler(BaseSampler):
             tokenizer and tags, instead of a model learned from scratch; ``model`` and
             ``pretrain_archs`` then do not apply. Use a base that never saw the study's objectives on
             this space (``nasrlm pretrain --exclude``) when you measure how well the search does.
-        label_store: a file (:class:`~nasrlm.search.LabelStore`) keeping each architecture's text and
-            labels once described, for every sampler that names it: workers on one machine and a
-            resumed search describe each candidate once (``None``: this sampler's memory only).
+        label_cache: the file of a :class:`~nasrlm.label_cache.LabelCache` keeping each architecture's
+            text and labels once described (``None``: the default cache, shared by every command and
+            worker on this machine; ``NASRLM_CACHE=off`` turns it off).
         device: where the model trains and samples: ``"cpu"`` or ``"cuda"``.
         seed: makes the whole search reproducible (same seed, same trials).
         independent_sampler: draws the start-up trials and any parameter outside the relative space.
@@ -192,7 +193,7 @@ class RLMSampler(BaseSampler):
                  pretrain_archs: int | None = None, fit_steps: int | None = None,
                  fit: FitSettings | None = None, candidates: CandidateSettings | None = None,
                  model: dict[str, Any] | None = None, base: str | None = None,
-                 label_store: str | os.PathLike[str] | None = None, device: str = "cpu",
+                 label_cache: str | os.PathLike[str] | None = None, device: str = "cpu",
                  seed: int | None = None,
                  independent_sampler: BaseSampler | None = None, progress: bool = False) -> None:
         fit = _overridden(fit or FitSettings(), fit_steps=fit_steps, pretrain_archs=pretrain_archs)
@@ -248,8 +249,8 @@ class RLMSampler(BaseSampler):
         self._independent = independent_sampler or RandomSampler(seed=self._seed)
         self._lock = threading.RLock()
         graph = prior not in (None, "line")
-        store = LabelStore(label_store) if label_store is not None else None
-        self.cache = ArchCache(space, graph=graph, progress=progress, store=store)
+        cache = LabelCache(label_cache) if label_cache is not None else DEFAULT_CACHE
+        self.cache = ArchCache(space, graph=graph, progress=progress, cache=cache)
         # created with the first fit: it needs the objectives
         self._surrogate: RLMSurrogate | PriorSurrogate | None = None
         self._fits = 0

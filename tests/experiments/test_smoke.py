@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import math
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -91,6 +92,12 @@ def check_candidate_pool_ceiling(out: str) -> None:
         assert 0 <= float(found) <= int(front), r
     # each seed's 400 draws begin with its 100: their front's hypervolume is at least as large
     assert number(rows[1][2]) >= number(rows[0][2])
+
+
+def check_label_speed(out: str) -> None:
+    [row] = table(out, "| space | text, 1 process |")
+    assert row[0] == "nb201"
+    assert all(cell.endswith("/s") and positive(number(cell.removesuffix("/s"))) for cell in row[1:]), row
 
 
 def check_export_benchmark(out: str) -> None:
@@ -179,6 +186,7 @@ SMOKES: dict[str, Smoke] = {
     "candidate_pool_ceiling.py": Smoke(check_candidate_pool_ceiling, DATA),
     "export_benchmark.py": Smoke(check_export_benchmark),
     "inference_speed.py": Smoke(check_inference_speed, ["--threads", "1"]),
+    "label_speed.py": Smoke(check_label_speed),
     "predictor_benchmark.py": Smoke(check_predictor_benchmark, [*DATA, "--threads", "1"]),
     "sampler_overhead.py": Smoke(check_sampler_overhead, DATA),
     "sampler_probe.py": Smoke(check_sampler_probe, [*DATA, "--threads", "1"]),
@@ -197,8 +205,9 @@ def test_smoke_run_prints_its_tables(script: str, tmp_path: Path, request: pytes
     if smoke.prepare is not None:
         smoke.prepare(data_dir, tmp_path)
     options = [o.format(data=data_dir, tmp=tmp_path) for o in smoke.options]
+    env = {**os.environ, "NASRLM_CACHE": str(tmp_path / "label-cache")}  # cold: every script describes
     run = subprocess.run([sys.executable, f"experiments/{script}", "--smoke", *options], cwd=REPO,
-                         capture_output=True, text=True, timeout=300)
+                         capture_output=True, text=True, timeout=300, env=env)
     assert run.returncode == 0, run.stderr[-2000:]
     smoke.check(run.stdout)
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 import numpy as np
 
 from nasrlm.free_labels import free_labels, texts_and_free_labels
+from nasrlm.label_cache import LabelCache
 from search_spaces import NasBench201
 
 
@@ -24,10 +25,14 @@ def test_free_labels_of_a_known_cell() -> None:
     assert 200 < macs < 250  # ~220 MFLOPs in NAS-Bench-201's table (MACs + a few element-wise ops)
 
 
-def test_texts_and_free_labels_build_each_architecture_once() -> None:
+def test_texts_and_free_labels_build_each_architecture_once(tmp_path) -> None:
     space = CountingNB201()
     ids = space.sample_ids(5, seed=4)
-    texts, labels = texts_and_free_labels(space, ids)
+    texts, labels = texts_and_free_labels(space, ids, cache=None)
     assert space.builds == len(ids)
     assert texts == [space.to_text(space.parse(i)) for i in ids]
-    np.testing.assert_array_equal(labels, free_labels(space, ids))
+    cache = LabelCache(tmp_path / "labels.db")
+    np.testing.assert_array_equal(labels, free_labels(space, ids, cache=cache))
+    built = space.builds
+    np.testing.assert_array_equal(labels, free_labels(space, ids, cache=cache))
+    assert space.builds == built  # the second time, every row came from the cache

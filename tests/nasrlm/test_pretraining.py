@@ -46,6 +46,21 @@ def tasks(data_dir) -> tuple[list[Task], list[Objective]]:
                          spaces=["nb201", "nds_vanilla"], free_rows=6, max_rows=24, seed=0, progress=False)
 
 
+def test_rows_not_described_by_the_deadline_are_left_out_and_every_space_keeps_some(tmp_path,
+                                                                                     monkeypatch) -> None:
+    monkeypatch.setenv("NASRLM_CACHE", str(tmp_path / "cache"))  # cold: nothing described yet
+    lines: list[str] = []
+    tasks, _ = collect_tasks(None, spaces=["nb201", "nds_vanilla"], free_rows=200, seed=0, progress=False,
+                             until=0.0, log=lines.append)  # the deadline passed before the first chunk
+    assert [t.space for t in tasks] == ["nb201", "nds_vanilla"]
+    assert [len(t.texts) for t in tasks] == [64, 64]  # one chunk each, in turn, then the deadline
+    assert lines[0].startswith("nb201: 0 labelled rows") and "0 of them in the label cache" in lines[0]
+    assert any("nb201: 136 rows left out" in line for line in lines)
+    again, _ = collect_tasks(None, spaces=["nb201"], free_rows=200, seed=0, progress=False, until=0.0,
+                             log=lines.append)
+    assert len(again[0].texts) == 128  # what the first run described came from the cache, then one chunk
+
+
 def test_collect_tags_every_column_by_space_and_leaves_out_the_excluded(tasks) -> None:
     rows, objectives = tasks
     nb201, vanilla = rows

@@ -9,8 +9,9 @@ import numpy as np
 import optuna
 import pytest
 
-from nasrlm import cli
+from nasrlm import cli, free_labels
 from nasrlm.data import BenchmarkTable, Objective
+from nasrlm.label_cache import LabelCache
 from nasrlm.measure import LatencyStore
 from nasrlm.metrics import pareto_mask
 from nasrlm.search import (
@@ -18,7 +19,6 @@ from nasrlm.search import (
     PREDICTED_USER_ATTR,
     SAMPLERS,
     ArchEvaluator,
-    LabelStore,
     MissingValueError,
     PriorSurrogate,
     RLMSampler,
@@ -524,13 +524,14 @@ def test_a_single_objective_search_reports_its_best_architecture_without_a_paret
 
 
 def test_search_job_end_to_end_with_the_rlm(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("NASRLM_CACHE", str(tmp_path / "cache"))
     ids = [SPACE.arch_id(a) for a in SPACE.enumerate()]
     monkeypatch.setattr("nasrlm.search._evaluate.load_table", lambda space, names, data_dir: toy_table(ids))
     monkeypatch.setitem(SAMPLERS, "rlm", lambda space, seed, progress: tiny_sampler(seed))
     job = search_job(SPACE, ["acc", "lat"], budget=8, out_dir=tmp_path / "run", compare=["random"],
                      progress=False, log=lambda line: None)
     assert job.predicted is not None and len(job.predicted.ids) >= 1
-    assert len(LabelStore(tmp_path / "run" / "labels.db")) >= 40  # what it described, for a resumed run
+    assert len(LabelCache(tmp_path / "cache" / "labels.db")) >= 40  # what it described, for a resumed run
     assert [r.sampler for r in job.baselines] == ["random"]
     report = job.files["report"].read_text()
     assert "| rlm |" in report and "| random |" in report and "predicted front" in report
@@ -833,15 +834,17 @@ def test_the_prior_surrogate_spreads_by_tree_disagreement_with_the_trees_spread(
     assert np.corrcoef(z[..., 0].std(axis=1), disagreement)[0, 1] > 0.8
 
 
-def test_samplers_naming_one_label_store_describe_each_candidate_once(tmp_path) -> None:
+def test_samplers_naming_one_label_cache_describe_each_candidate_once(tmp_path, monkeypatch) -> None:
     path = tmp_path / "labels.db"
-    first = tiny_sampler(surrogate="prior", prior="forest", label_store=path)
+    first = tiny_sampler(surrogate="prior", prior="forest", label_cache=path)
     make_study(first).optimize(toy_objective, n_trials=8)
-    stored = len(LabelStore(path))
+    stored = len(LabelCache(path))
     assert stored >= 40  # the candidate pool at least
-    again = tiny_sampler(surrogate="prior", prior="forest", label_store=path)  # same seed: same candidates
+    described = []
+    monkeypatch.setattr(free_labels, "_describe_chunk", lambda chunk, job: described.append(chunk))
+    again = tiny_sampler(surrogate="prior", prior="forest", label_cache=path)  # same seed: same candidates
     make_study(again).optimize(toy_objective, n_trials=8)
-    assert len(LabelStore(path)) == stored
+    assert described == [] and len(LabelCache(path)) == stored
 
 
 def test_after_prior_alone_after_trials_the_model_is_no_longer_refitted() -> None:
