@@ -1,14 +1,11 @@
-"""What the benchmark scripts share: the gradient-boosted-trees baseline, a cache of graph labels and the
-RLMSampler of their ``--smoke`` runs."""
+"""What the benchmark scripts share: the gradient-boosted-trees baseline, texts and graph labels through the
+label cache, and the RLMSampler of their ``--smoke`` runs."""
 
 from __future__ import annotations
 
-import hashlib
-from pathlib import Path
-
 import numpy as np
 
-from nasrlm.free_labels import FREE_LABELS_VERSION, texts_and_free_labels
+from nasrlm.free_labels import texts_and_free_labels
 from search_spaces import SearchSpace
 
 #: ``--smoke``'s RLMSampler keywords: a model and candidate pool small enough to refit in a second.
@@ -33,15 +30,6 @@ def gbdt_predict(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, s
     return out
 
 
-def encoded(space: SearchSpace, ids: list[str], cache: Path) -> tuple[list[str], np.ndarray]:
-    """Texts and every free label (graph labels included) of ``ids``, computed once and kept in ``cache``."""
-    key = hashlib.sha256("\n".join([f"v{FREE_LABELS_VERSION}", *ids]).encode()).hexdigest()[:16]
-    path = cache / f"{space.name}-{key}.npz"
-    if path.exists():
-        z = np.load(path, allow_pickle=False)
-        return [str(t) for t in z["texts"]], z["free"]
-    print(f"  {space.name}: texts and free labels of {len(ids):,} architectures", flush=True)
-    texts, free = texts_and_free_labels(space, ids, graph=True, progress=True)
-    cache.mkdir(parents=True, exist_ok=True)
-    np.savez(path, texts=np.array(texts), free=free)
-    return texts, free
+def encoded(space: SearchSpace, ids: list[str]) -> tuple[list[str], np.ndarray]:
+    """Texts and every free label (graph labels included) of ``ids``, through the label cache."""
+    return texts_and_free_labels(space, ids, graph=True, progress=True)

@@ -23,7 +23,6 @@ import argparse
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 from _common import encoded
@@ -178,8 +177,6 @@ def main() -> None:
     parser.add_argument("--objectives", default="acc,pixel3")
     parser.add_argument("--taus", default="1,0.8,0.55",
                         help="Kendall tau of the synthetic surrogate; 'prior': the free-label prior alone")
-    parser.add_argument("--cache", type=Path, default=Path(".cache/experiments"),
-                        help="where every NB201 cell's free labels are kept once computed (for 'prior')")
     parser.add_argument("--policies", default=",".join(POLICIES))
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--budget", type=int, default=100)
@@ -204,7 +201,7 @@ def main() -> None:
     front = set(np.flatnonzero(pareto_mask(truth.values, maximize)).tolist())
     free = None
     if "prior" in args.taus.split(","):  # before the table: computing them prints a line
-        free = encoded(space, truth.ids, args.cache)[1][:, :2]  # parameters and MACs
+        free = encoded(space, truth.ids)[1][:, :2]  # parameters and MACs
     print(f"| surrogate tau | spread | policy | HV ratio @{args.budget} | recall |")
     print("|---|---|---|---|---|")
     for tau, spread in ((t, float(w)) for t in args.taus.split(",") for w in args.spreads.split(",")):

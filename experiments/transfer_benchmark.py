@@ -232,7 +232,7 @@ def run_accuracy(a, space_name: str, seed: int, record) -> None:
         raise SystemExit(f"base {a.base} saw {space_name} accuracy columns {leaked}: pre-train it with "
                          "--exclude")
     table = load_table(space_name, ["acc"], a.data_dir, ids=_rows(space, a))
-    texts, free = encoded(space, list(table.ids), a.cache)
+    texts, free = encoded(space, list(table.ids))
     transferred = None
     if a.methods & {"transfer-forest", "transfer-alone"}:
         transfer = AccuracyTransfer.find(a.transfer)
@@ -313,7 +313,7 @@ def run_unseen(a, seed: int, record) -> None:
         keep = np.flatnonzero(np.isfinite(table.values).all(axis=1))
         ids = [table.ids[k] for k in keep]
         values = table.values[keep]
-        texts, free = encoded(space, ids, a.cache)
+        texts, free = encoded(space, ids)
         source = np.log(values[:, len(devices):])
         predicted = None
         if "ctx-ridge" in a.methods:  # the base's own predictions of the same source devices
@@ -412,7 +412,8 @@ def main() -> None:
                    "pretrain writes one) for transfer-forest and transfer-alone")
     p.add_argument("--prior-kind", default="auto", help="the feature prior of rlm-graph and rlm-ctx")
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--cache", type=Path, default=Path(".cache/experiments"))
+    p.add_argument("--cache", type=Path, default=Path(".cache/experiments"),
+                   help="where the base models' predictions are kept once computed")
     p.add_argument("--smoke", action="store_true",
                    help="a tiny configuration (300 rows, one seed, 3 steps): checks the script, no numbers")
     a = p.parse_args()

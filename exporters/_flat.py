@@ -4,8 +4,10 @@ Everything the free labels need (parameters, multiply–accumulates, the paths o
 the graph ``onnx.inliner`` would produce, but reading protobuf messages field by field from Python is
 what made the labels slow: a model's blocks repeat (within one model and across a space's models), and
 each copy was read again. Here every function body is parsed once per content into a
-:class:`_Template` (kept in a bounded cache), and a model is expanded from its templates into a
-:class:`FlatGraph`: one record per operator node, values named by integers, weights declared by shape.
+:class:`_Template` and expanded once per content and callees into a :class:`_Fragment` (both kept in
+bounded caches); a model's graph is its main graph with each call replaced by a copy of the callee's
+fragment, renumbered: a :class:`FlatGraph`, one record per operator node, values named by integers,
+weights declared by shape.
 
 Models whose functions take attribute parameters are inlined by ``onnx.inliner`` first and then read
 the same way: the expansion does not substitute attributes. Nodes with subgraphs (``If``, ``Loop``) are

@@ -182,7 +182,7 @@ def check_train_ranking(out: str) -> None:
 
 DATA = ["--data-dir", "{data}"]
 SMOKES: dict[str, Smoke] = {
-    "acquisition_probe.py": Smoke(check_acquisition_probe, [*DATA, "--cache", "{tmp}/cache"]),
+    "acquisition_probe.py": Smoke(check_acquisition_probe, DATA),
     "candidate_pool_ceiling.py": Smoke(check_candidate_pool_ceiling, DATA),
     "export_benchmark.py": Smoke(check_export_benchmark),
     "inference_speed.py": Smoke(check_inference_speed, ["--threads", "1"]),
