@@ -24,7 +24,7 @@ from exporters._shapes import UnknownShape, infer_shapes
 _BN_STATS = (3, 4)
 
 
-def count_macs(model: onnx.ModelProto) -> int:
+def count_macs(model: onnx.ModelProto, *, onnx_shapes: bool = False) -> int:
     """Multiply–accumulates of the Conv, Gemm and MatMul nodes the outputs depend on, at the declared
     input shape.
 
@@ -33,9 +33,11 @@ def count_macs(model: onnx.ModelProto) -> int:
     graph and in the published parameter counts, but HW-NAS-Bench measured them at chance-level cells'
     latency, under 1 ms on pixel3 against 3-36 ms for the rest.)
 
-    Needs fully known shapes: a static input shape.
+    Needs fully known shapes: a static input shape. Shapes come from the rules of
+    :mod:`exporters._shapes` (ONNX's shape inference where they do not reach); ``onnx_shapes``: from
+    ONNX's shape inference on the inlined model always (slower: what the rules are checked against).
     """
-    return macs_of(flatten(model), model)
+    return _count_macs_onnx(model) if onnx_shapes else macs_of(flatten(model), model)
 
 
 def count_parameters(model: onnx.ModelProto) -> int:

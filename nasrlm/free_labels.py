@@ -154,8 +154,6 @@ def describe_spaces(requests: Sequence[tuple[SearchSpace, Sequence[str]]], *, gr
     stop describing then, once every request has rows.
     """
     store = resolve_cache(cache)
-    if isinstance(store, str):
-        raise ValueError(f"cache={store!r}: a LabelCache, {DEFAULT_CACHE!r} or None")
     keys = [space_key(space) if store is not None and ids else "" for space, ids in requests]
     pending: list[list[str]] = []
     for r, (_, ids) in enumerate(requests):

@@ -23,6 +23,7 @@ import hashlib
 import inspect
 import os
 import sqlite3
+import threading
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
@@ -60,7 +61,8 @@ class LabelCacheError(NasrlmError, RuntimeError):
 class LabelCache:
     """SQLite file of (canonical text, labels) by (space key, label version, architecture id).
 
-    Texts are stored compressed, labels as float64 rows. Use as a context manager or call :meth:`close`.
+    Texts are stored compressed, labels as float64 rows. Threads may share one (each call holds a lock);
+    processes open their own. Use as a context manager or call :meth:`close`.
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
@@ -72,6 +74,7 @@ class LabelCache:
                                          check_same_thread=False)
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.executescript(_SCHEMA)
+            self._lock = threading.Lock()
         except (sqlite3.DatabaseError, OSError) as error:  # not a database, a folder, a path below a file
             raise LabelCacheError(f"{self.path}: cannot open it as a label cache ({error})") from None
 
@@ -97,9 +100,10 @@ class LabelCache:
         ids = list(dict.fromkeys(arch_ids))
         for start in range(0, len(ids), _CHUNK):
             chunk = ids[start : start + _CHUNK]
-            rows = self._conn.execute(
-                f"SELECT arch_id, text, labels FROM described WHERE space = ? AND version = ? "
-                f"AND arch_id IN ({', '.join('?' * len(chunk))})", (space, version, *chunk))
+            with self._lock:
+                rows = self._conn.execute(
+                    f"SELECT arch_id, text, labels FROM described WHERE space = ? AND version = ? "
+                    f"AND arch_id IN ({', '.join('?' * len(chunk))})", (space, version, *chunk)).fetchall()
             for arch_id, text, labels in rows:
                 out[arch_id] = (zlib.decompress(text).decode(), np.frombuffer(labels, dtype=np.float64))
         return out
@@ -109,9 +113,10 @@ class LabelCache:
         ids, total = list(dict.fromkeys(arch_ids)), 0
         for start in range(0, len(ids), _CHUNK):
             chunk = ids[start : start + _CHUNK]
-            total += self._conn.execute(
-                f"SELECT COUNT(*) FROM described WHERE space = ? AND version = ? "
-                f"AND arch_id IN ({', '.join('?' * len(chunk))})", (space, version, *chunk)).fetchone()[0]
+            with self._lock:
+                total += self._conn.execute(
+                    f"SELECT COUNT(*) FROM described WHERE space = ? AND version = ? "
+                    f"AND arch_id IN ({', '.join('?' * len(chunk))})", (space, version, *chunk)).fetchone()[0]
         return int(total)
 
     def put_many(self, space: str, version: int, described: dict[str, tuple[str, np.ndarray]]) -> None:
@@ -119,12 +124,13 @@ class LabelCache:
         rows = [(space, version, arch_id, zlib.compress(text.encode()),
                  np.asarray(labels, dtype=np.float64).tobytes())
                 for arch_id, (text, labels) in described.items()]
-        with self._conn:  # one transaction (the connection autocommits otherwise)
+        with self._lock, self._conn:  # one transaction (the connection autocommits otherwise)
             self._conn.execute("BEGIN IMMEDIATE")
             self._conn.executemany("INSERT OR REPLACE INTO described VALUES (?, ?, ?, ?, ?)", rows)
 
     def __len__(self) -> int:
-        return int(self._conn.execute("SELECT COUNT(*) FROM described").fetchone()[0])
+        with self._lock:
+            return int(self._conn.execute("SELECT COUNT(*) FROM described").fetchone()[0])
 
 
 def default_cache_dir() -> Path | None:

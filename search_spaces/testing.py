@@ -25,11 +25,20 @@ from typing import Any, ClassVar
 
 import numpy as np
 import onnx
+import onnx.inliner
 import onnxruntime as ort
 import optuna
 import pytest
 
-from exporters import count_parameters, from_text, materialize, to_text
+from exporters import (
+    FEATURE_NAMES,
+    count_macs,
+    count_parameters,
+    describe_graph,
+    from_text,
+    materialize,
+    to_text,
+)
 from search_spaces._base import SearchSpace
 from search_spaces._registry import available_spaces, get_space
 
@@ -199,6 +208,19 @@ class SearchSpaceTests:
             assert to_text(rebuilt) == to_text(original)
             assert _inferred_shapes(rebuilt) == _inferred_shapes(original)
             assert count_parameters(rebuilt) == count_parameters(original)
+
+    def test_graph_labels_read_once_agree_with_onnx_inlining_and_shape_inference(self) -> None:
+        """The free labels come from one read of the structural model (its functions expanded by
+        ``exporters``, shapes by rule); they must equal what ONNX's inliner and shape inference give."""
+        paths = [n for n in FEATURE_NAMES if not n.startswith("block")]  # blocks are lost to inlining
+        for arch in self._archs()[:3]:
+            structural = self.space.build_onnx(arch)
+            fast = describe_graph(structural)
+            assert fast.macs == count_macs(structural, onnx_shapes=True)
+            inlined = onnx.inliner.inline_local_functions(materialize(structural, weights=False))
+            slow = describe_graph(inlined)
+            assert fast.parameters == slow.parameters == count_parameters(self.space.to_onnx(arch))
+            assert [fast.features[n] for n in paths] == [slow.features[n] for n in paths]
 
     # --- torch -----------------------------------------------------------------------------
     def test_torch_module_computes_what_the_onnx_model_does(self) -> None:
