@@ -923,10 +923,10 @@ class Pretrain(Command):
         p.add_argument("--spaces", help="comma-separated spaces (default: every registered one)")
         p.add_argument("--minutes", type=_positive_float, default=config.minutes,
                        help=f"time budget of the whole run (default {config.minutes:g}): describing the "
-                            f"architectures the label cache lacks takes at most {LABEL_SHARE:.0%} of it "
+                            f"architectures the label cache lacks takes at most {LABEL_SHARE:g} of it "
                             f"(rows not described by then are left out of this run, and those described "
-                            f"are cached for the next), training the rest (at least "
-                            f"{MIN_TRAINING_SHARE:.0%}); the learning rate decays over the training")
+                            f"are cached for the next), training the rest (at least {MIN_TRAINING_SHARE:g} "
+                            f"of it); the learning rate decays over the training")
         p.add_argument("--max-steps", type=_positive_int, help="stop after this many steps")
         p.add_argument("--max-rows", type=_positive_int, help="labelled rows per space (default: all)")
         p.add_argument("--free-rows", type=_count, default=500,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import onnx
 import pytest
 
-from nasrlm.cli import _json_number, main
+from nasrlm.cli import COMMANDS, _json_number, main
 from nasrlm.data import BenchmarkTable
 
 REPO = Path(__file__).resolve().parents[2]
@@ -293,3 +294,43 @@ def test_the_cli_offers_every_prior_kind() -> None:
 def test_eval_writes_an_undefined_correlation_as_json_null() -> None:
     assert _json_number(float("nan")) is None and _json_number(0.25) == 0.25
     assert json.loads(json.dumps({"kendall": _json_number(float("nan"))})) == {"kendall": None}
+
+
+@pytest.mark.parametrize("command", [c.name for c in COMMANDS])
+def test_every_command_prints_its_help(command: str, capsys) -> None:
+    with pytest.raises(SystemExit) as done:
+        main([command, "--help"])
+    assert done.value.code == 0 and f"usage: nasrlm {command}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("argv", "variable", "value"), [
+    (["--jobs", "2"], "NASRLM_JOBS", "2"), (["--cache", "{tmp}/c"], "NASRLM_CACHE", "{tmp}/c"),
+    (["--no-cache"], "NASRLM_CACHE", "off")])
+def test_label_options_reach_the_label_cache(argv, variable, value, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("NASRLM_JOBS", "1")  # both restored after the test, which the command changes
+    monkeypatch.setenv("NASRLM_CACHE", str(tmp_path / "default"))
+    seen = {}
+
+    class Recording:  # a model that records what the command set before it predicts
+        def to(self, device):
+            return self
+
+        def known_labels(self, space, ids):
+            return {}
+
+        def predict(self, texts, **kwargs):
+            seen["value"] = os.environ.get(variable)
+            raise SystemExit(0)
+
+    monkeypatch.setattr("nasrlm.cli._load_model_for", lambda path, space: Recording())
+    with pytest.raises(SystemExit):
+        main(["predict", "m", "--space", "nb201", "--random", "1", "-q",
+              *(a.format(tmp=tmp_path) for a in argv)])
+    assert seen["value"] == value.format(tmp=tmp_path)
+
+
+def test_a_cache_option_naming_a_file_is_one_line(tmp_path: Path, capsys) -> None:
+    afile = tmp_path / "f"
+    afile.write_text("x")
+    assert main(["predict", "m", "--space", "nb201", "--random", "1", "--cache", str(afile)]) == 2
+    assert f"--cache {afile}: not a folder" in capsys.readouterr().err
