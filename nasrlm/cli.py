@@ -76,9 +76,11 @@ def load_plugins(plugins: Sequence[str]) -> None:
             importlib.import_module(plugin)
         except ModuleNotFoundError as error:
             if error.name != plugin.split(".")[0] and error.name != plugin:
-                raise  # the plug-in itself failed to import something: its traceback is what helps
+                raise _plugin_failed(plugin, error, None) from None  # it failed to import something
             raise CliError(f"plug-in module {plugin!r} not found on the Python path; pass the file instead "
                            f"(--plugin path/to/{plugin.rsplit('.', 1)[-1]}.py)") from None
+        except Exception as error:
+            raise _plugin_failed(plugin, error, None) from None
 
 
 def _import_file(path: Path) -> None:
@@ -100,9 +102,35 @@ def _import_file(path: Path) -> None:
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
-    except BaseException:
+    except BaseException as error:
         del sys.modules[name]
+        if isinstance(error, Exception):
+            raise _plugin_failed(str(path), error, path) from None
         raise
+
+
+def _plugin_failed(plugin: str, error: Exception, path: Path | None) -> CliError:
+    """One line for a plug-in whose import raised ``error``: where (file and line) and what.
+
+    The place is the syntax error's, else the innermost frame in the plug-in's folder (``path``'s, or
+    anywhere outside Python's import machinery for a module), else the innermost frame.
+    """
+    if isinstance(error, SyntaxError):
+        where = f"{error.filename}:{error.lineno}"
+        what = f"SyntaxError: {error.msg}"
+    else:
+        import traceback
+
+        def is_own(filename: str) -> bool:
+            if path is not None:
+                return Path(filename).resolve().is_relative_to(path.parent)
+            return "importlib" not in filename and filename != __file__
+
+        frames = traceback.extract_tb(error.__traceback__)
+        frame = ([f for f in frames if is_own(f.filename)] or frames)[-1]
+        where = f"{frame.filename}:{frame.lineno}"
+        what = f"{type(error).__name__}: {error}"
+    return CliError(f"plug-in {plugin!r} failed to import: {where}: {what}")
 
 
 def _arch_ids(space: search_spaces.SearchSpace, args: argparse.Namespace) -> list[str]:
@@ -664,6 +692,16 @@ class Data(Command):
             with LatencyStore(args.db) as store:
                 for name in measured:
                     extra[name] = measured_objective(store, space.name, name)
+        from nasrlm.free_labels import computed_objectives, computed_values
+
+        computed = computed_objectives(space, names, data_dir)
+        if computed:  # for the rows the other objectives have
+            others = [n for n in names if n not in {o.name for o in computed}]
+            if not others:
+                raise CliError(f"--objectives: {', '.join(o.name for o in computed)} are computed for the "
+                               f"architectures of the other objectives; name a published or measured one too")
+            rows = load_table(space.name, others, data_dir, extra=extra).ids
+            extra.update(computed_values(space, computed, rows))
         table = load_table(space.name, names, data_dir, extra=extra)
         if args.output == "-":
             with tempfile.TemporaryDirectory() as tmp:
@@ -1111,7 +1149,7 @@ def _json_number(value: float) -> float | None:
 
 class Objectives(Command):
     name = "objectives"
-    help = "list the objectives 'nasrlm data' knows for a space"
+    help = "list the objectives a space can have ('nasrlm data', 'nasrlm search')"
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
         p.add_argument("space")
@@ -1119,9 +1157,17 @@ class Objectives(Command):
 
     def run(self, args: argparse.Namespace) -> int:
         space = _space(args.space)  # an unknown name is an error, not an empty list
-        for objective in available_objectives(space.name, resolve_data_dir(args.data_dir)):
+        from nasrlm.free_labels import FREE_OBJECTIVES, computed_objectives
+        from nasrlm.search import TRAINED
+
+        data_dir = resolve_data_dir(args.data_dir)
+        for objective in available_objectives(space.name, data_dir):
             print(f"{objective.header:<28} {objective.description}")
-        print("cpu-<T>t-b<B>, cuda-b<B>      latency measured by 'nasrlm measure' (read from --db)")
+        for objective in computed_objectives(space, [o.name for o in FREE_OBJECTIVES], data_dir):
+            print(f"{objective.header:<28} {objective.description} (computed for any architecture)")
+        print("cpu-<T>t-b<B>, cuda-b<B>      latency measured by 'nasrlm measure' (read from --db), or live "
+              "by 'nasrlm search'")
+        print(f"{TRAINED:<28} validation accuracy of the network trained by 'nasrlm search --train DATASET'")
         return 0
 
 

@@ -297,3 +297,24 @@ def _free_labels_of(model: onnx.ModelProto, graph: bool) -> list[float]:
     if described.features is not None:
         labels.extend(described.features[name] for name in FEATURE_NAMES)
     return labels
+
+
+def computed_objectives(space: SearchSpace, names: Sequence[str],
+                        data_dir: str | os.PathLike[str] | None = None) -> list[Objective]:
+    """Those of ``names`` that are :data:`FREE_OBJECTIVES` computed from each architecture's graph: every
+    space has them, and a space whose tables publish a column of that name keeps the published one."""
+    from nasrlm.data import available_objectives
+
+    published = {o.name for o in available_objectives(space.name, data_dir)}
+    free = {o.name: o for o in FREE_OBJECTIVES}
+    return [free[n] for n in names if n in free and n not in published]
+
+
+def computed_values(space: SearchSpace, objectives: Sequence[Objective], arch_ids: Sequence[str]
+                    ) -> dict[str, tuple[Objective, dict[str, float]]]:
+    """The values of :func:`computed_objectives` for ``arch_ids`` (through the label cache), as the
+    ``extra`` columns of :func:`nasrlm.data.load_table`."""
+    labels = free_labels(space, arch_ids)
+    columns = [o.name for o in FREE_OBJECTIVES]
+    return {o.name: (o, dict(zip(arch_ids, labels[:, columns.index(o.name)].tolist(), strict=True)))
+            for o in objectives}

@@ -3,9 +3,11 @@
 An objective named like a device profile (``cpu-1t-b1``) is measured on this machine with onnxruntime
 the first time an architecture needs it and kept in a :class:`~nasrlm.measure.LatencyStore`;
 ``val_acc`` is measured by training the architecture's network (a
-:class:`~nasrlm.search._training.NetworkTrainer`); any other name is a published column read through
-:func:`nasrlm.data.load_table` (which knows the data directory and the pip-installed fallbacks). The
-kinds mix freely: ``acc,cpu-1t-b1`` is the fresh-machine demo, ``val_acc,cpu-1t-b1`` trains and times.
+:class:`~nasrlm.search._training.NetworkTrainer`); ``params_m`` and ``macs_m`` are computed from its
+ONNX graph where the space publishes no such column (every space has them); any other name is a
+published column read through :func:`nasrlm.data.load_table` (which knows the data directory and the
+pip-installed fallbacks). The kinds mix freely: ``acc,cpu-1t-b1`` is the fresh-machine demo,
+``val_acc,cpu-1t-b1`` trains and times, ``params_m,cpu-1t-b1`` works for a space of your own.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from nasrlm.data import BenchmarkTable, Objective, load_table
+from nasrlm.free_labels import FREE_OBJECTIVES, computed_objectives, free_labels
 from nasrlm.measure import LatencyStore, is_profile, measure_archs, measured_objective
 from nasrlm.search._training import TRAINED, NetworkTrainer
 from search_spaces import SearchSpace
@@ -30,12 +33,15 @@ class ArchEvaluator:
 
     def __init__(self, space: SearchSpace, objectives: Sequence[Objective],
                  table: BenchmarkTable | None = None, store: LatencyStore | None = None, *,
-                 trainer: NetworkTrainer | None = None, warmup: int = 10, runs: int = 50) -> None:
+                 trainer: NetworkTrainer | None = None, computed: Sequence[str] = (), warmup: int = 10,
+                 runs: int = 50) -> None:
         self.space = space
         self.objectives = list(objectives)
         self.table = table
         self.store = store
         self.trainer = trainer
+        #: objectives computed from each architecture's graph (:data:`~nasrlm.free_labels.FREE_OBJECTIVES`)
+        self.computed = [n for n in computed if n in {o.name for o in FREE_OBJECTIVES}]
         self.warmup, self.runs = warmup, runs
         self._row = {arch_id: k for k, arch_id in enumerate(table.ids)} if table is not None else {}
         for o in self.objectives:
@@ -46,6 +52,8 @@ class ArchEvaluator:
             elif is_profile(o.name):
                 if store is None:
                     raise ValueError(f"objective {o.name!r} is measured live and needs a latency store")
+            elif o.name in self.computed:
+                pass
             elif table is None or o.name not in table.names:
                 raise ValueError(f"objective {o.name!r} is neither a device profile nor a table column")
 
@@ -54,7 +62,7 @@ class ArchEvaluator:
                   data_dir: str | os.PathLike[str] | None = None, store: LatencyStore | None = None,
                   trainer: NetworkTrainer | None = None) -> ArchEvaluator:
         """Resolve objective names: device profiles are measured into ``store``, ``val_acc`` by ``trainer``,
-        the rest read from tables."""
+        ``params_m`` and ``macs_m`` computed where no table publishes them, the rest read from tables."""
         names = list(names)
         if not names:
             raise ValueError("a search needs at least one objective")
@@ -66,14 +74,16 @@ class ArchEvaluator:
         if TRAINED in names and trainer is None:
             raise ValueError(f"objective {TRAINED!r} is measured by training networks: give a dataset "
                              "(nasrlm search --train DATASET)")
-        published = [n for n in names if n not in measured and n != TRAINED]
+        computed = {o.name: o for o in computed_objectives(space, names, data_dir)}
+        published = [n for n in names if n not in measured and n != TRAINED and n not in computed]
         table = load_table(space.name, published, data_dir) if published else None
         columns = {o.name: o for o in table.objectives} if table is not None else {}
+        columns.update(computed)
         for name in measured:
             columns[name] = measured_objective(store, space.name, name)[0]  # type: ignore[arg-type]
         if trainer is not None and TRAINED in names:
             columns[TRAINED] = trainer.objective
-        return cls(space, [columns[n] for n in names], table, store, trainer=trainer)
+        return cls(space, [columns[n] for n in names], table, store, trainer=trainer, computed=list(computed))
 
     @property
     def names(self) -> list[str]:
@@ -89,6 +99,10 @@ class ArchEvaluator:
             if o.name == TRAINED:
                 values.append(self.trainer(arch_id))  # type: ignore[misc]
                 continue
+            if o.name in self.computed:
+                free = free_labels(self.space, [arch_id])[0]
+                values.append(float(free[[f.name for f in FREE_OBJECTIVES].index(o.name)]))
+                continue
             if is_profile(o.name):
                 result = measure_archs(self.space, [arch_id], o.name, self.store,  # type: ignore[arg-type]
                                        warmup=self.warmup, runs=self.runs, progress=False)
@@ -103,7 +117,7 @@ class ArchEvaluator:
 
     def tabulated(self) -> tuple[list[str], np.ndarray] | None:
         """The table's architectures with every objective known (ids, values); ``None`` if any is live."""
-        if self.table is None or any(is_profile(n) or n == TRAINED for n in self.names):
+        if self.table is None or any(is_profile(n) or n == TRAINED or n in self.computed for n in self.names):
             return None
         columns = [self.table.names.index(n) for n in self.names]
         values = self.table.values[:, columns]

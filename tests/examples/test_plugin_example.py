@@ -91,6 +91,21 @@ def test_plugin_option_errors_are_one_line(capsys: pytest.CaptureFixture[str], i
         assert out == "" and err.count("\n") == 1 and says in err, err
 
 
+@pytest.mark.parametrize(("source", "says"), [
+    ("import search_spaces\n\ndef broken(:\n    pass\n", ":3: SyntaxError: invalid syntax"),
+    ("import search_spaces\n\n\nraise RuntimeError('my bug')\n", ":4: RuntimeError: my bug"),
+    ("import no_such_dependency_xyz\n", ":1: ModuleNotFoundError: No module named 'no_such_dependency_xyz'"),
+])
+def test_a_plugin_that_fails_to_import_is_one_line_with_its_file_and_line(
+        source: str, says: str, capsys: pytest.CaptureFixture[str], isolated: None, tmp_path: Path) -> None:
+    plugin = tmp_path / "broken_plugin.py"
+    plugin.write_text(source)
+    assert main(["--plugin", str(plugin), "spaces"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and f"{plugin}{says}" in err, err
+    assert "broken_plugin" not in sys.modules  # a later attempt imports it afresh
+
+
 def test_plugin_from_the_environment(capsys: pytest.CaptureFixture[str], isolated: None,
                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NASRLM_PLUGINS", f"{PLUGIN},{PLUGIN}")  # named twice: imported once

@@ -334,3 +334,26 @@ def test_a_cache_option_naming_a_file_is_one_line(tmp_path: Path, capsys) -> Non
     afile.write_text("x")
     assert main(["predict", "m", "--space", "nb201", "--random", "1", "--cache", str(afile)]) == 2
     assert f"--cache {afile}: not a folder" in capsys.readouterr().err
+
+
+def test_objectives_lists_what_every_space_has(capsys) -> None:
+    assert main(["objectives", "nds_vanilla"]) == 0  # a space without published tables
+    out = capsys.readouterr().out
+    assert "params_m[M]" in out and "macs_m[M]" in out and "cpu-<T>t-b<B>" in out and "val_acc" in out
+
+
+def test_data_computes_parameters_and_macs_for_the_measured_rows(capsys, tmp_path: Path) -> None:
+    db = str(tmp_path / "lat.db")
+    assert main(["measure", "ofa_proxyless", "--random", "2", "--runs", "2", "--warmup", "1", "--db", db,
+                 "-q"]) == 0
+    out = tmp_path / "t.csv"
+    assert main(["data", "ofa_proxyless", "--objectives", "params_m,cpu-1t-b1", "--db", db, "-o",
+                 str(out)]) == 0
+    table = BenchmarkTable.read_csv(out)
+    from nasrlm.free_labels import free_labels
+    from search_spaces import get_space
+
+    expected = free_labels(get_space("ofa_proxyless"), table.ids)[:, 0]
+    assert len(table.ids) == 2 and table.column("params_m").tolist() == expected.tolist()
+    assert main(["data", "ofa_proxyless", "--objectives", "params_m", "-o", str(tmp_path / "u.csv")]) == 2
+    assert "name a published or measured one too" in capsys.readouterr().err

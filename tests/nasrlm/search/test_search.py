@@ -411,6 +411,20 @@ def test_evaluator_measures_device_profiles_live(tmp_path) -> None:
         ArchEvaluator.for_names(SPACE, ["cpu-1t-b1"])
 
 
+def test_parameters_and_macs_are_objectives_of_a_space_without_tables() -> None:
+    space = get_space("nds_vanilla")  # no published table: before, "has no published tables"
+    evaluator = ArchEvaluator.for_names(space, ["params_m", "macs_m"])
+    arch_id = space.sample_ids(1, seed=3)[0]
+    assert evaluator(arch_id) == free_labels.free_labels(space, [arch_id])[0].tolist()
+    assert evaluator.names == ["params_m", "macs_m"] and evaluator.maximize == [False, False]
+    assert evaluator.tabulated() is None  # computed, not looked up: no table to restrict the search to
+
+
+def test_a_published_parameter_count_stays_the_published_one(data_dir) -> None:
+    evaluator = ArchEvaluator.for_names(SPACE, ["params_m"], data_dir=data_dir)
+    assert evaluator.computed == [] and "nb201" in evaluator.objectives[0].source
+
+
 def test_budget_counts_completed_evaluations_and_failures_do_not(tmp_path) -> None:
     covered = SPACE.sample_ids(3000, seed=0)  # about a fifth of the space: some draws miss the table
     evaluator = ArchEvaluator(SPACE, toy_table(covered).objectives, toy_table(covered))
