@@ -9,6 +9,7 @@ import pytest
 import search_spaces
 from search_spaces import NasBench201, UnknownSpaceError, available_spaces, get_space, register_space
 from search_spaces._registry import _FACTORIES
+from search_spaces.testing import SearchSpaceTests
 
 
 class _Mine(NasBench201):
@@ -60,3 +61,15 @@ def test_a_plugin_that_is_not_a_space_is_rejected(monkeypatch) -> None:
     monkeypatch.setattr(EntryPoint, "load", lambda self: dict)
     with pytest.raises(TypeError, match="did not produce a SearchSpace"):
         get_space("broken")
+
+
+class _SpaceAFreshProcessCannotFind(SearchSpaceTests):
+    space = NasBench201()
+
+    def _fresh_space_code(self) -> str:
+        return "from search_spaces import get_space; s = get_space('tinymb_not_loaded')"
+
+
+def test_a_failing_fresh_process_shows_its_own_error() -> None:
+    with pytest.raises(pytest.fail.Exception, match="unknown search space 'tinymb_not_loaded'"):
+        _SpaceAFreshProcessCannotFind().test_text_is_identical_across_processes()
