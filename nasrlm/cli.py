@@ -19,7 +19,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -585,24 +585,33 @@ class Export(Command):
             import onnx
 
             if len(ids) == 1:
-                onnx.save_model(space.to_onnx(space.parse(ids[0])), args.output)
+                onnx.save_model(_built(space, ids[0], space.to_onnx, alone=True), args.output)
                 print(f"wrote {args.output}", file=sys.stderr)
                 return 0
             out = Path(args.output)
             out.mkdir(parents=True, exist_ok=True)
+            failed = 0
             with open(out / "index.csv", "w", newline="") as f:
                 writer = csv.writer(f)
                 writer.writerow(["file", "arch_id"])
                 for k, arch_id in enumerate(bar):
+                    model = _built(space, arch_id, space.to_onnx)
+                    if model is None:
+                        failed += 1
+                        continue
                     name = f"{space.name}_{k:05d}.onnx"
-                    onnx.save_model(space.to_onnx(space.parse(arch_id)), out / name)
+                    onnx.save_model(model, out / name)
                     writer.writerow([name, arch_id])
-            print(f"wrote {len(ids)} models and index.csv to {out}", file=sys.stderr)
-            return 0
+            print(f"wrote {len(ids) - failed} models and index.csv to {out}", file=sys.stderr)
+            return _failures(failed, len(ids))
         stream = open(args.output, "w") if args.output else sys.stdout  # noqa: SIM115 - stdout is not ours to close
+        failed = 0
         try:
             for arch_id in bar:
-                text = space.to_text(space.parse(arch_id))
+                text = _built(space, arch_id, space.to_text, alone=len(ids) == 1)
+                if text is None:
+                    failed += 1
+                    continue
                 if args.format == "jsonl":
                     stream.write(json.dumps({"space": space.name, "arch_id": arch_id, "text": text}) + "\n")
                 elif len(ids) == 1:
@@ -612,7 +621,28 @@ class Export(Command):
         finally:
             if stream is not sys.stdout:
                 stream.close()
-        return 0
+        return _failures(failed, len(ids))
+
+
+def _built(space: search_spaces.SearchSpace, arch_id: str, build: Callable[[Any], Any], *,
+           alone: bool = False) -> Any:
+    """``build(space.parse(arch_id))``; where the space raises (a bug in it, not in the command), one
+    warning line naming the architecture and None, or for the only architecture asked a one-line error."""
+    try:
+        return build(space.parse(arch_id))
+    except Exception as error:
+        message = f"{space.name} architecture {arch_id} failed to build: {type(error).__name__}: {error}"
+        if alone:
+            raise CliError(message) from None
+        print(f"nasrlm: warning: {' '.join(message.split())}", file=sys.stderr)
+        return None
+
+
+def _failures(failed: int, total: int) -> int:
+    """Exit status 1, with a line saying so, where some architectures failed; else 0."""
+    if failed:
+        print(f"nasrlm: {failed} of {total} architectures failed (see the warnings above)", file=sys.stderr)
+    return 1 if failed else 0
 
 
 class Measure(Command):

@@ -23,6 +23,7 @@ from tqdm.auto import tqdm
 
 from exporters import FEATURE_NAMES, describe_graph, to_text
 from nasrlm.data import Objective
+from nasrlm.errors import NasrlmError
 from nasrlm.label_cache import JOBS_ENV, LabelCache, default_cache, space_key
 from search_spaces import SearchSpace
 
@@ -86,6 +87,10 @@ def _graph_objective(name: str) -> Objective:
 GRAPH_OBJECTIVES: tuple[Objective, ...] = tuple(_graph_objective(n) for n in FEATURE_NAMES)
 #: Every free label, in column order of ``free_labels(..., graph=True)``.
 ALL_FREE_OBJECTIVES: tuple[Objective, ...] = (*FREE_OBJECTIVES, *GRAPH_OBJECTIVES)
+
+
+class ArchitectureBuildError(NasrlmError, RuntimeError):
+    """A space raised while building one of the architectures to describe (the message names it)."""
 
 
 #: What :func:`texts_and_free_labels` does with the label cache unless told: use the default one.
@@ -283,7 +288,11 @@ def _describe_chunk(chunk: tuple[int, list[str]], job: tuple[list[SearchSpace], 
     gc.disable()  # describing makes many short-lived objects and no cycles: a collection per chunk is enough
     try:
         for arch_id in ids:
-            model = space.build_onnx(space.parse(arch_id))
+            try:
+                model = space.build_onnx(space.parse(arch_id))
+            except Exception as error:  # a bug in the space: say which architecture
+                raise ArchitectureBuildError(f"{space.name} architecture {arch_id} failed to build: "
+                                             f"{type(error).__name__}: {error}") from None
             out.append((to_text(model) if texts else "", np.array(_free_labels_of(model, graph))))
     finally:
         if collecting:

@@ -22,7 +22,14 @@ from nasrlm.search._report import (
     score,
     write_report,
 )
-from nasrlm.search._run import DUPLICATE_ATTR, SURPLUS_ATTR, SearchResult, run_search
+from nasrlm.search._run import (
+    DUPLICATE_ATTR,
+    ERROR_ATTR,
+    SURPLUS_ATTR,
+    SearchResult,
+    SearchStopped,
+    run_search,
+)
 from nasrlm.search._sampler import (
     DEFAULT_MODEL,
     PREDICTED_USER_ATTR,
@@ -35,6 +42,8 @@ from nasrlm.search._training import TRAINED, NetworkTrainer, Training
 __all__ = [
     "DEFAULT_MODEL",
     "DUPLICATE_ATTR",
+    "ERROR_ATTR",
+    "SearchStopped",
     "PREDICTED_USER_ATTR",
     "SURPLUS_ATTR",
     "TRAINED",

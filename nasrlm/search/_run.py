@@ -23,6 +23,7 @@ from optuna.trial import TrialState
 from tqdm.auto import tqdm
 
 from nasrlm.data import Objective
+from nasrlm.errors import NasrlmError
 from nasrlm.metrics import pareto_mask
 from nasrlm.search._evaluate import ArchEvaluator, MissingValueError
 from nasrlm.search._liveness import (
@@ -43,6 +44,8 @@ DUPLICATE_ATTR = "duplicate_of"
 MAX_REPEATS_PER_EVALUATION = 10
 #: User attribute of a trial that found the budget filled by other workers' trials (it is pruned).
 SURPLUS_ATTR = "surplus"
+#: User attribute of a trial whose evaluation raised: what it raised.
+ERROR_ATTR = "error"
 #: Tries at opening the study before an error there is final (see :func:`_open_study`).
 _OPEN_ATTEMPTS = 6
 #: How often, at most, a worker waiting for another worker's proposals looks again (seconds).
@@ -77,6 +80,14 @@ class SearchResult:
         return cls(sampler, objectives, [t.user_attrs["arch_id"] for t in trials], values, study.study_name)
 
 
+class EvaluationError(RuntimeError):
+    """Evaluating an architecture raised: its trial fails, the search goes on."""
+
+
+class SearchStopped(NasrlmError, RuntimeError):
+    """Too many trials failed or repeated for the budget to be reached."""
+
+
 def run_search(space: SearchSpace, evaluator: ArchEvaluator, sampler: optuna.samplers.BaseSampler, *,
                budget: int, label: str = "", storage: str | None = None, study_name: str = "nasrlm",
                progress: bool = True, max_failures: int | None = None,
@@ -94,8 +105,11 @@ def run_search(space: SearchSpace, evaluator: ArchEvaluator, sampler: optuna.sam
     ``awaiting_proposals(study)`` method (:class:`RLMSampler`) is asked before each trial: while it says
     another worker is about to enqueue proposals, this one waits for them instead of asking.
 
-    Architectures missing from a table fail their trial (:class:`MissingValueError`) and do not count;
-    after ``max_failures`` (default: ``budget``) failed trials the search stops with an error. A trial
+    Architectures missing from a table fail their trial (:class:`MissingValueError`) and do not count,
+    and so do those whose evaluation raises (a space that cannot build one, a measurement that breaks:
+    one warning line through ``log`` names the architecture and the error, kept in the trial's user
+    attribute :data:`ERROR_ATTR`); after ``max_failures`` (default: ``budget``) failed trials the search
+    stops with a :class:`SearchStopped` error. A trial
     that draws an architecture another trial of the study has evaluated or is evaluating is pruned,
     with the id in its user attribute :data:`DUPLICATE_ATTR`, and does not count either: a resumed
     study whose sampler replays its random stream, or two workers that draw the same cell, never
@@ -121,7 +135,12 @@ def run_search(space: SearchSpace, evaluator: ArchEvaluator, sampler: optuna.sam
             fail_stale_trials(study)
             time.sleep(workers.poll_seconds)
             trials = _live_trials(study)
-        return evaluator(arch_id)
+        try:
+            return evaluator(arch_id)
+        except MissingValueError:
+            raise
+        except Exception as error:  # a space that cannot build it, a broken measurement: not the search
+            raise EvaluationError(f"architecture {arch_id}: {type(error).__name__}: {error}") from error
 
     limit = budget if max_failures is None else max_failures
     awaiting = getattr(sampler, "awaiting_proposals", None)
@@ -155,9 +174,13 @@ def run_search(space: SearchSpace, evaluator: ArchEvaluator, sampler: optuna.sam
     states = _states(study)
     failed, repeated = states[TrialState.FAIL], states[TrialState.PRUNED]
     if states[TrialState.COMPLETE] < budget:
-        raise RuntimeError(f"search stopped after {failed} failed trials and {repeated} repeated "
-                           f"architectures with {states[TrialState.COMPLETE]} of {budget} evaluations done "
-                           f"(architectures missing from the table, or a space smaller than the budget?)")
+        errors = [t.user_attrs[ERROR_ATTR] for t in study.get_trials(deepcopy=False)
+                  if ERROR_ATTR in t.user_attrs]
+        cause = (f"the last: {errors[-1]}" if errors else
+                 "architectures missing from the table, or a space smaller than the budget?")
+        raise SearchStopped(f"search stopped after {failed} failed trials and {repeated} repeated "
+                            f"architectures with {states[TrialState.COMPLETE]} of {budget} evaluations done "
+                            f"({cause})")
     result = SearchResult.from_study(study, evaluator.objectives, label or type(sampler).__name__)
     result.seconds = time.perf_counter() - start
     result.extra["failed_trials"] = failed
@@ -184,6 +207,10 @@ def _run_trial(study: optuna.Study, objective: Callable[[optuna.Trial], list[flo
         except optuna.TrialPruned:
             state = TrialState.PRUNED
         except MissingValueError:
+            state = TrialState.FAIL
+        except EvaluationError as error:
+            log(f"warning: trial {trial.number} failed: {error}")
+            trial.set_user_attr(ERROR_ATTR, str(error))
             state = TrialState.FAIL
         except BaseException:
             with suppress(Exception):

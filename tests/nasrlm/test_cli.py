@@ -13,6 +13,7 @@ import pytest
 
 from nasrlm.cli import COMMANDS, _json_number, main
 from nasrlm.data import BenchmarkTable
+from search_spaces import NasBench201
 
 REPO = Path(__file__).resolve().parents[2]
 ARCH = "|nor_conv_3x3~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|skip_connect~0|nor_conv_3x3~1|skip_connect~2|"
@@ -357,3 +358,32 @@ def test_data_computes_parameters_and_macs_for_the_measured_rows(capsys, tmp_pat
     assert len(table.ids) == 2 and table.column("params_m").tolist() == expected.tolist()
     assert main(["data", "ofa_proxyless", "--objectives", "params_m", "-o", str(tmp_path / "u.csv")]) == 2
     assert "name a published or measured one too" in capsys.readouterr().err
+
+
+class BrokenNB201(NasBench201):
+    """NB201 with a bug a user might write: ``build_onnx`` raises for cells with a ``none`` edge."""
+
+    name = "broken201"
+
+    def build_onnx(self, arch):
+        if "none" in self.arch_id(arch):
+            raise ValueError("none edges unsupported")
+        return super().build_onnx(arch)
+
+
+def test_export_warns_about_an_architecture_that_fails_to_build_and_goes_on(capsys, tmp_path: Path,
+                                                                            monkeypatch) -> None:
+    from search_spaces import _registry
+
+    monkeypatch.setitem(_registry._FACTORIES, "broken201", BrokenNB201)
+    out = tmp_path / "t.jsonl"
+    assert main(["export", "broken201", "--random", "6", "--format", "jsonl", "-o", str(out)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    written = [json.loads(line)["arch_id"] for line in out.read_text().splitlines()]
+    assert len(written) == 1 and "none" not in written[0]
+    assert len(err) == 6 and err[-1] == "nasrlm: 5 of 6 architectures failed (see the warnings above)"
+    assert all(line.startswith("nasrlm: warning: broken201 architecture |") and
+               line.endswith("failed to build: ValueError: none edges unsupported") for line in err[:-1])
+    broken = next(i for i in BrokenNB201().sample_ids(20, seed=0) if "none" in i)
+    assert main(["export", "broken201", "--arch", broken]) == 2  # the only one asked: a one-line error
+    assert capsys.readouterr().err.count("\n") == 1

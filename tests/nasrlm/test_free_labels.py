@@ -1,8 +1,9 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from nasrlm.free_labels import free_labels, texts_and_free_labels
+from nasrlm.free_labels import ArchitectureBuildError, free_labels, texts_and_free_labels
 from nasrlm.label_cache import LabelCache
 from search_spaces import NasBench201
 
@@ -36,3 +37,20 @@ def test_texts_and_free_labels_build_each_architecture_once(tmp_path) -> None:
     built = space.builds
     np.testing.assert_array_equal(labels, free_labels(space, ids, cache=cache))
     assert space.builds == built  # the second time, every row came from the cache
+
+
+class BrokenNB201(NasBench201):
+    """NB201 whose ``build_onnx`` raises for cells with a ``none`` edge, as a space with a bug would."""
+
+    def build_onnx(self, arch):
+        if "none" in self.arch_id(arch):
+            raise ValueError("none edges unsupported")
+        return super().build_onnx(arch)
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_an_architecture_the_space_cannot_build_is_named(jobs: int) -> None:
+    space = BrokenNB201()
+    with pytest.raises(ArchitectureBuildError, match=r"nb201 architecture \|.*none.* failed to build: "
+                                                     r"ValueError: none edges unsupported"):
+        texts_and_free_labels(space, space.sample_ids(300, seed=0), cache=None, jobs=jobs)

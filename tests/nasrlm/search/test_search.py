@@ -22,6 +22,7 @@ from nasrlm.search import (
     MissingValueError,
     PriorSurrogate,
     RLMSampler,
+    SearchStopped,
     SpaceMismatchError,
     Truth,
     WorkerSettings,
@@ -439,6 +440,29 @@ def test_budget_counts_completed_evaluations_and_failures_do_not(tmp_path) -> No
     with pytest.raises(RuntimeError, match="failed trials"):
         run_search(SPACE, evaluator, optuna.samplers.RandomSampler(seed=2), budget=50, progress=False,
                    max_failures=2)
+
+
+class BrokenForSome(ArchEvaluator):
+    """An evaluator that raises for a third of the architectures, as a space with a bug in build_onnx."""
+
+    def __call__(self, arch_id: str) -> list[float]:
+        if sum(map(ord, arch_id)) % 3 == 0:
+            raise ValueError("Conv: kernel larger than the input")
+        return super().__call__(arch_id)
+
+
+def test_an_architecture_whose_evaluation_raises_fails_its_trial_and_the_search_goes_on() -> None:
+    ids = [SPACE.arch_id(a) for a in SPACE.enumerate()]
+    evaluator = BrokenForSome(SPACE, toy_table(ids).objectives, toy_table(ids))
+    lines: list[str] = []
+    result = run_search(SPACE, evaluator, optuna.samplers.RandomSampler(seed=0), budget=12, progress=False,
+                        log=lines.append)
+    assert len(result.arch_ids) == 12 and result.extra["failed_trials"] == len(lines) > 0
+    assert all(re.fullmatch(r"warning: trial \d+ failed: architecture \S+: ValueError: Conv: kernel larger "
+                            r"than the input", line) for line in lines), lines
+    with pytest.raises(SearchStopped, match="the last: architecture .*: ValueError: Conv: kernel"):
+        run_search(SPACE, evaluator, optuna.samplers.RandomSampler(seed=1), budget=50, progress=False,
+                   max_failures=2, study_name="again")
 
 
 def test_a_resumed_study_never_evaluates_an_architecture_twice(tmp_path) -> None:
