@@ -1289,14 +1289,38 @@ class Search(Command):
         _check_study(storage or (f"sqlite:///{out.resolve() / 'study.db'}" if args.workers > 1 else None),
                      study_name, names)
         torch_threads(args.threads)
-        job = search_job(space, names, budget=args.budget, out_dir=out, sampler=args.sampler, seed=args.seed,
-                         storage=storage, study_name=args.study_name, data_dir=data_dir, db=args.db,
-                         compare=compare, sampler_options=options, workers=args.workers, threads=args.threads,
-                         progress=not args.quiet, command=_shown_command(sys.argv[1:]),
-                         training=training)
+        kept = storage or (f"sqlite:///{out.resolve() / 'study.db'}" if args.workers > 1 else None)
+        try:
+            job = search_job(space, names, budget=args.budget, out_dir=out, sampler=args.sampler,
+                             seed=args.seed, storage=storage, study_name=args.study_name, data_dir=data_dir,
+                             db=args.db, compare=compare, sampler_options=options, workers=args.workers,
+                             threads=args.threads, progress=not args.quiet,
+                             command=_shown_command(sys.argv[1:]), training=training)
+        except KeyboardInterrupt:
+            raise Interrupted(_what_was_kept(kept, study_name)) from None
         for line in summary(job):
             print(line)
         return 0
+
+
+class Interrupted(KeyboardInterrupt):
+    """ctrl-C, with the one line that says what was kept."""
+
+
+def _what_was_kept(storage: str | None, study_name: str) -> str:
+    if storage is None:
+        return ("interrupted: nothing kept (the study lived in memory); give --storage sqlite:///study.db to "
+                "make a search resumable")
+    import optuna
+    from optuna.trial import TrialState
+
+    try:
+        study = optuna.load_study(study_name=study_name, storage=storage)
+        done = len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+    except Exception:  # the study was never created: nothing to resume
+        return f"interrupted before study {study_name!r} held any trial in {storage}"
+    return (f"interrupted: {done} evaluations kept in {storage} (study {study_name!r}); run the same command "
+            f"to resume")
 
 
 def _training(args: argparse.Namespace, names: Sequence[str]) -> Any:
@@ -1581,6 +1605,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Exit status after ctrl-C (128 + SIGINT, as a shell reports it).
+INTERRUPTED = 130
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; bad input is one line on stderr and exit status 2, as argparse does for usage.
 
@@ -1599,3 +1627,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return USAGE_ERROR
     except BrokenPipeError:  # e.g. `nasrlm export ... | head`
         return 0
+    except KeyboardInterrupt as interrupt:  # ctrl-C: one line, no traceback, the shell's status for SIGINT
+        print(f"nasrlm: {interrupt.args[0] if interrupt.args else 'interrupted'}", file=sys.stderr)
+        return INTERRUPTED

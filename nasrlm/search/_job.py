@@ -209,6 +209,8 @@ class _Helper:
             sampler = make_sampler(self.sampler, space, self.seed, options=self.sampler_options)
             run_search(space, evaluator, sampler, budget=self.budget, label=self.sampler,
                        storage=self.storage, study_name=self.study_name, progress=False)
+        except KeyboardInterrupt:  # ctrl-C reaches every worker: the main process says what was kept
+            pass
         except Exception as error:  # one line, as the main process reports its own errors
             print(f"nasrlm: {multiprocessing.current_process().name}: error: {error}", file=sys.stderr)
             raise SystemExit(1) from None

@@ -8,8 +8,10 @@ study's metric names.
 
 from __future__ import annotations
 
+import math
 import random
 import time
+import uuid
 import warnings
 from collections import Counter
 from collections.abc import Callable
@@ -46,6 +48,11 @@ MAX_REPEATS_PER_EVALUATION = 10
 SURPLUS_ATTR = "surplus"
 #: User attribute of a trial whose evaluation raised: what it raised.
 ERROR_ATTR = "error"
+#: User attribute of a trial stopped by ctrl-C (it is pruned: neither a failure nor an evaluation).
+INTERRUPTED_ATTR = "interrupted"
+#: Prefix of the study user attributes that hold each run's [start, end] (Unix seconds): the study's
+#: search time is the length of their union, resumed runs added and workers' overlaps counted once.
+RUN_ATTR_PREFIX = "run_"
 #: Tries at opening the study before an error there is final (see :func:`_open_study`).
 _OPEN_ATTEMPTS = 6
 #: How often, at most, a worker waiting for another worker's proposals looks again (seconds).
@@ -143,9 +150,12 @@ def run_search(space: SearchSpace, evaluator: ArchEvaluator, sampler: optuna.sam
             raise EvaluationError(f"architecture {arch_id}: {type(error).__name__}: {error}") from error
 
     limit = budget if max_failures is None else max_failures
+    done = _states(study)[TrialState.COMPLETE]
+    if done:
+        log(f"resuming study {study_name!r}: {done} of {budget} evaluations done")
     awaiting = getattr(sampler, "awaiting_proposals", None)
     poll = min(workers.poll_seconds, PROPOSAL_POLL_SECONDS)
-    start = time.perf_counter()
+    run_key, started = f"{RUN_ATTR_PREFIX}{uuid.uuid4().hex[:12]}", time.time()
     outage = _Outage(workers.outage_seconds, log)
     verbosity = optuna.logging.get_verbosity()
     optuna.logging.set_verbosity(optuna.logging.ERROR)
@@ -171,8 +181,12 @@ def run_search(space: SearchSpace, evaluator: ArchEvaluator, sampler: optuna.sam
                     _run_trial(study, objective, outage, log)
     finally:
         optuna.logging.set_verbosity(verbosity)
+        with suppress(Exception):  # kept however the run ends, ctrl-C included: a resumed run adds to it
+            study.set_user_attr(run_key, [started, time.time()])
     states = _states(study)
-    failed, repeated = states[TrialState.FAIL], states[TrialState.PRUNED]
+    interrupted = sum(INTERRUPTED_ATTR in t.user_attrs
+                      for t in study.get_trials(deepcopy=False, states=(TrialState.PRUNED,)))
+    failed, repeated = states[TrialState.FAIL], states[TrialState.PRUNED] - interrupted
     if states[TrialState.COMPLETE] < budget:
         errors = [t.user_attrs[ERROR_ATTR] for t in study.get_trials(deepcopy=False)
                   if ERROR_ATTR in t.user_attrs]
@@ -182,7 +196,7 @@ def run_search(space: SearchSpace, evaluator: ArchEvaluator, sampler: optuna.sam
                             f"architectures with {states[TrialState.COMPLETE]} of {budget} evaluations done "
                             f"({cause})")
     result = SearchResult.from_study(study, evaluator.objectives, label or type(sampler).__name__)
-    result.seconds = time.perf_counter() - start
+    result.seconds = _searched_seconds(study)
     result.extra["failed_trials"] = failed
     result.extra["repeated_trials"] = repeated
     return result
@@ -197,9 +211,16 @@ def _run_trial(study: optuna.Study, objective: Callable[[optuna.Trial], list[flo
     the final tell, so a result computed during an outage is kept.
     """
     fail_stale_trials(study)  # a dead worker's trial is failed and enqueued, so this ask re-runs it
+    newest = len(study.get_trials(deepcopy=False))
     with warnings.catch_warnings():  # "heartbeat ... is supposed to be used with Study.optimize"
         warnings.simplefilter("ignore", UserWarning)
-        trial = study.ask()
+        try:
+            trial = study.ask()
+        except KeyboardInterrupt:  # while the sampler proposed: Optuna had created the trial already
+            for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+                if t.number >= newest:
+                    _interrupted(study, t.number, t._trial_id)
+            raise
     values: list[float] | None = None
     with beating(study, trial._trial_id):
         try:
@@ -212,6 +233,9 @@ def _run_trial(study: optuna.Study, objective: Callable[[optuna.Trial], list[flo
             log(f"warning: trial {trial.number} failed: {error}")
             trial.set_user_attr(ERROR_ATTR, str(error))
             state = TrialState.FAIL
+        except KeyboardInterrupt:
+            _interrupted(study, trial.number, trial._trial_id)
+            raise
         except BaseException:
             with suppress(Exception):
                 study.tell(trial, state=TrialState.FAIL)
@@ -226,6 +250,24 @@ def _run_trial(study: optuna.Study, objective: Callable[[optuna.Trial], list[flo
                     # failed as stale meanwhile (its beats lost in an outage): another worker re-runs it
                     log(f"trial {trial.number}: {e}; another worker took it for dead and runs it again")
                 return
+
+
+def _searched_seconds(study: optuna.Study) -> float:
+    """How long the study's runs searched: the union of their [start, end] intervals."""
+    runs = sorted(tuple(v) for k, v in study.user_attrs.items() if k.startswith(RUN_ATTR_PREFIX))
+    total, reached = 0.0, -math.inf
+    for begin, end in runs:
+        total += max(0.0, end - max(begin, reached))
+        reached = max(reached, end)
+    return total
+
+
+def _interrupted(study: optuna.Study, number: int, trial_id: int) -> None:
+    """Mark a trial that ctrl-C stopped as such and prune it: a resumed run evaluates its architecture,
+    and neither counts it as a failure."""
+    with suppress(Exception):
+        study._storage.set_trial_user_attr(trial_id, INTERRUPTED_ATTR, True)
+        study._storage.set_trial_state_values(trial_id, TrialState.PRUNED)
 
 
 def _open_study(storage: str | None, study_name: str, sampler: optuna.samplers.BaseSampler,

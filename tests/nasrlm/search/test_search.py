@@ -465,6 +465,44 @@ def test_an_architecture_whose_evaluation_raises_fails_its_trial_and_the_search_
                    max_failures=2, study_name="again")
 
 
+class InterruptedWhileProposing(optuna.samplers.RandomSampler):
+    """A sampler that gets ctrl-C while it proposes (as a model's first fit does), after three trials."""
+
+    def sample_independent(self, study, trial, name, distribution):
+        if trial.number == 3:
+            raise KeyboardInterrupt
+        return super().sample_independent(study, trial, name, distribution)
+
+
+@pytest.mark.parametrize("when", ["proposing", "evaluating"])
+def test_ctrl_c_prunes_the_trial_it_stopped_and_counts_no_failure(tmp_path, when: str) -> None:
+    ids = [SPACE.arch_id(a) for a in SPACE.enumerate()]
+    table = toy_table(ids)
+
+    class InterruptedWhileEvaluating(ArchEvaluator):
+        calls = 0
+
+        def __call__(self, arch_id: str) -> list[float]:
+            self.calls += 1
+            if self.calls == 4:
+                raise KeyboardInterrupt
+            return super().__call__(arch_id)
+
+    evaluating = when == "evaluating"
+    evaluator = (InterruptedWhileEvaluating if evaluating else ArchEvaluator)(SPACE, table.objectives, table)
+    sampler = optuna.samplers.RandomSampler(seed=0) if evaluating else InterruptedWhileProposing(seed=0)
+    storage = f"sqlite:///{tmp_path / 's.db'}"
+    with pytest.raises(KeyboardInterrupt):
+        run_search(SPACE, evaluator, sampler, budget=10, storage=storage, progress=False)
+    trials = optuna.load_study(study_name="nasrlm", storage=storage).trials
+    assert [t.state.name for t in trials] == ["COMPLETE"] * 3 + ["PRUNED"]
+    assert trials[3].user_attrs["interrupted"] is True
+    resumed = run_search(SPACE, ArchEvaluator(SPACE, table.objectives, table),
+                         optuna.samplers.RandomSampler(seed=1), budget=5, storage=storage, progress=False)
+    assert len(resumed.arch_ids) == 5 and resumed.extra["failed_trials"] == 0
+    assert resumed.extra["repeated_trials"] == 0  # the stopped trial is neither a failure nor a repeat
+
+
 def test_a_resumed_study_never_evaluates_an_architecture_twice(tmp_path) -> None:
     ids = [SPACE.arch_id(a) for a in SPACE.enumerate()]
     evaluator = ArchEvaluator(SPACE, toy_table(ids).objectives, toy_table(ids))
