@@ -20,6 +20,7 @@ whether it looks values up in a table, measures latency live, or trains the netw
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -50,6 +51,8 @@ from nasrlm.search._lease import FitLease
 from nasrlm.search._liveness import beating
 from nasrlm.search._surrogate import FitSettings, PriorSurrogate, RLMSurrogate
 from search_spaces import SearchSpace, SubsetSpace
+
+_logger = logging.getLogger("nasrlm.search")
 
 __all__ = ["DEFAULT_MODEL", "MIN_CHECKED_PROPOSALS", "PREDICTED_USER_ATTR", "SURROGATES", "RLMSampler",
            "SpaceMismatchError"]
@@ -265,7 +268,9 @@ class RLMSampler(BaseSampler):
         #: called after each refit with (completed trials used, seconds); the CLI's progress hook
         self.on_fit: Callable[[int, float], None] | None = None
         #: called with a line before each long step (pre-training, scoring); e.g. ``print``
-        self.log: Callable[[str], None] = lambda line: None
+        #: where progress lines go (the first fit's start, its stages, each round's scoring): the
+        #: ``nasrlm.search`` logger at INFO by default; ``nasrlm search`` prints them
+        self.log: Callable[[str], None] = _logger.info
 
     # --- optuna's sampler interface --------------------------------------------------------------
     def reseed_rng(self) -> None:
@@ -454,6 +459,8 @@ class RLMSampler(BaseSampler):
         if self._surrogate is None:
             self._pool_params = [self._draw(search_space, self._rng)
                                  for _ in range(self.candidate_settings.num_candidates)]
+            self.log(f"first model fit, on {len(rows)} evaluations: describing {len(self._pool_params):,} "
+                     f"candidates and preparing the model (the slowest fit)")
         # decided before a model is made: a study resumed past prior_alone_after trains none
         prior_alone = self.surrogate == "prior" or (
             self.prior_alone_after is not None and len(rows) >= self.prior_alone_after

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from collections import Counter, deque
 
@@ -908,6 +909,14 @@ def test_the_prior_surrogate_spreads_by_tree_disagreement_with_the_trees_spread(
     assert disagreement.std() > 0  # the candidates differ ...
     # ... and so do their samples' spreads (clipped where the widest reach the scores' range)
     assert np.corrcoef(z[..., 0].std(axis=1), disagreement)[0, 1] > 0.8
+
+
+def test_the_first_fit_says_it_starts_through_the_python_logger(caplog) -> None:
+    sampler = tiny_sampler(surrogate="prior", prior="forest")
+    with caplog.at_level(logging.INFO, logger="nasrlm.search"):
+        make_study(sampler).optimize(toy_objective, n_trials=8)
+    starts = [r.getMessage() for r in caplog.records if r.getMessage().startswith("first model fit")]
+    assert len(starts) == 1 and "candidates" in starts[0]
 
 
 def test_samplers_naming_one_label_cache_describe_each_candidate_once(tmp_path, monkeypatch) -> None:
