@@ -670,10 +670,19 @@ class Measure(Command):
         profile = _profile(args.device, "--device", run=True, space=space)
         ids = _arch_ids(space, args)
         _check_db(args.db, "--db")
+        failed: list[str] = []
+
+        def warn(arch_id: str, error: Exception) -> None:
+            failed.append(arch_id)
+            message = f"{space.name} architecture {arch_id} failed to build or run: {type(error).__name__}: "
+            print(f"nasrlm: warning: {' '.join((message + str(error)).split())}", file=sys.stderr)
+
         with LatencyStore(args.db) as store:
             before = len(store.missing(space.name, ids, profile))
             results = measure_archs(space, ids, profile, store, warmup=args.warmup, runs=args.runs,
-                                    progress=not args.quiet)
+                                    progress=not args.quiet, on_error=warn)
+        if not results:
+            return _failures(len(failed), len(ids))
         if args.json:
             for arch_id, r in results.items():
                 print(json.dumps({"arch_id": arch_id, "profile": r.profile, "median_ms": r.median_ms,
@@ -683,10 +692,11 @@ class Measure(Command):
             for arch_id, r in results.items():
                 print(f"{r.median_ms:9.3f} ms  [{r.p10_ms:.3f}, {r.p90_ms:.3f}]  {arch_id}")
         medians = sorted(r.median_ms for r in results.values())
-        print(f"{profile.name}: {before} measured now, {len(ids) - before} already in {args.db}; "
+        print(f"{profile.name}: {before - len(failed)} measured now, {len(ids) - before} already in "
+              f"{args.db}; "
               f"median latency {medians[len(medians) // 2]:.3f} ms (batch {profile.batch}, "
               f"range {medians[0]:.3f}-{medians[-1]:.3f} ms)", file=sys.stderr)
-        return 0
+        return _failures(len(failed), len(ids))
 
 
 class Data(Command):

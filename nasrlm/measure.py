@@ -11,7 +11,7 @@ import functools
 import os
 import platform
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import astuple, fields
 from datetime import datetime, timezone
 from pathlib import Path
@@ -240,13 +240,16 @@ def measure_archs(
     warmup: int = 10,
     runs: int = 50,
     progress: bool = True,
+    on_error: Callable[[str, Exception], None] | None = None,
 ) -> dict[str, LatencyResult]:
     """Latency of every id in ``arch_ids`` under ``profile``, measuring only what ``store`` lacks.
 
     All ids are parsed before anything is measured, so a malformed id fails in seconds, not hours in.
     Each new result is stored as soon as it exists; rerunning after a crash resumes where it stopped.
     Stored results are reused whatever ``warmup``/``runs`` they were taken with (the row records both).
-    Returns ``{arch_id: result}`` in the order of ``arch_ids`` (duplicates collapse).
+    Returns ``{arch_id: result}`` in the order of ``arch_ids`` (duplicates collapse). With ``on_error``,
+    an architecture whose model cannot be built or run is passed to it with the error and left out,
+    and the others are measured; without, the error propagates.
     """
     if isinstance(profile, str):
         profile = DeviceProfile.parse(profile)
@@ -255,12 +258,19 @@ def measure_archs(
     with tqdm(total=len(todo), desc=f"latency {space.name} {profile.name}", unit="arch",
               disable=not progress) as bar:
         for arch_id, arch in archs.items():
-            result = measure_latency(space.to_onnx(arch), profile, warmup=warmup, runs=runs)
+            try:
+                result = measure_latency(space.to_onnx(arch), profile, warmup=warmup, runs=runs)
+            except Exception as error:
+                if on_error is None:
+                    raise
+                on_error(arch_id, error)
+                bar.update()
+                continue
             store.put(space.name, arch_id, result)
             bar.set_postfix_str(f"{arch_id[:40]} {result.median_ms:.3g} ms", refresh=False)
             bar.update()
     stored = store.get_many(space.name, profile)
-    return {arch_id: stored[arch_id] for arch_id in dict.fromkeys(arch_ids)}
+    return {arch_id: stored[arch_id] for arch_id in dict.fromkeys(arch_ids) if arch_id in stored}
 
 
 def measured_objective(

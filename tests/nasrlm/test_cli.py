@@ -387,3 +387,19 @@ def test_export_warns_about_an_architecture_that_fails_to_build_and_goes_on(caps
     broken = next(i for i in BrokenNB201().sample_ids(20, seed=0) if "none" in i)
     assert main(["export", "broken201", "--arch", broken]) == 2  # the only one asked: a one-line error
     assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_measure_warns_about_an_architecture_that_fails_to_build_and_goes_on(capsys, tmp_path: Path,
+                                                                             monkeypatch) -> None:
+    from search_spaces import _registry
+
+    monkeypatch.setitem(_registry._FACTORIES, "broken201", BrokenNB201)
+    ids = BrokenNB201().sample_ids(6, seed=0)
+    argv = ["measure", "broken201", "--runs", "2", "--warmup", "1", "--db", str(tmp_path / "l.db"), "-q"]
+    assert main([*argv, *(a for i in ids for a in ("--arch", i))]) == 1
+    err = capsys.readouterr().err.splitlines()
+    broken = [i for i in ids if "none" in i]
+    assert [line for line in err if "warning:" in line] == [
+        f"nasrlm: warning: broken201 architecture {i} failed to build or run: ValueError: none edges "
+        f"unsupported" for i in broken]
+    assert err[-1] == f"nasrlm: {len(broken)} of 6 architectures failed (see the warnings above)"
