@@ -72,19 +72,9 @@ def macs_of(flat: FlatGraph, model: onnx.ModelProto) -> int:
         shapes = infer_shapes(flat)
     except UnknownShape:
         return _count_macs_onnx(model)
-    total = 0
-    for node in live_nodes(flat):
-        if node.op_type == "Conv":
-            out, weight = shapes[node.outputs[0]], shapes[node.inputs[1]]
-            total += math.prod(out) * math.prod(weight[1:])  # weight[1] is C_in / group already
-        elif node.op_type == "Gemm":
-            a, b = shapes[node.inputs[0]], shapes[node.inputs[1]]
-            m, k = (a[1], a[0]) if node.attrs.get("transA", 0) else (a[0], a[1])
-            n = b[0] if node.attrs.get("transB", 0) else b[1]
-            total += m * k * n
-        elif node.op_type == "MatMul":
-            total += math.prod(shapes[node.outputs[0]]) * shapes[node.inputs[0]][-1]
-    return total
+    return sum(_node_macs(node.op_type, bool(node.attrs.get("transA", 0)), bool(node.attrs.get("transB", 0)),
+                          shapes[node.outputs[0]], shapes[node.inputs[0]], shapes[node.inputs[1]])
+               for node in live_nodes(flat) if node.op_type in _COUNTED)
 
 
 def live_nodes(flat: FlatGraph) -> list[FlatNode]:
@@ -108,21 +98,25 @@ def _count_macs_onnx(model: onnx.ModelProto) -> int:
         shapes[vi.name] = [d.dim_value for d in vi.type.tensor_type.shape.dim]
     for init in graph.initializer:
         shapes[init.name] = list(init.dims)
-    total = 0
-    for node in live:
-        if node.op_type == "Conv":
-            out, weight = shapes[node.output[0]], shapes[node.input[1]]
-            total += math.prod(out) * math.prod(weight[1:])
-        elif node.op_type == "Gemm":
-            a, b = shapes[node.input[0]], shapes[node.input[1]]
-            trans_a = any(x.name == "transA" and x.i for x in node.attribute)
-            m, k = (a[1], a[0]) if trans_a else (a[0], a[1])
-            n = b[0] if any(x.name == "transB" and x.i for x in node.attribute) else b[1]
-            total += m * k * n
-        elif node.op_type == "MatMul":
-            out, a = shapes[node.output[0]], shapes[node.input[0]]
-            total += math.prod(out) * a[-1]
-    return total
+    return sum(_node_macs(node.op_type, any(x.name == "transA" and x.i for x in node.attribute),
+                          any(x.name == "transB" and x.i for x in node.attribute),
+                          shapes[node.output[0]], shapes[node.input[0]], shapes[node.input[1]])
+               for node in live if node.op_type in _COUNTED)
+
+
+#: The operators whose multiply-accumulates count.
+_COUNTED = frozenset({"Conv", "Gemm", "MatMul"})
+
+
+def _node_macs(op_type: str, trans_a: bool, trans_b: bool, output: list[int], first: list[int],
+               second: list[int]) -> int:
+    """Multiply–accumulates of one Conv, Gemm or MatMul node, from its output's and inputs' shapes."""
+    if op_type == "Conv":
+        return math.prod(output) * math.prod(second[1:])  # the weight's dim 1 is C_in / group already
+    if op_type == "Gemm":
+        m, k = (first[1], first[0]) if trans_a else (first[0], first[1])
+        return m * k * (second[0] if trans_b else second[1])
+    return math.prod(output) * first[-1]  # MatMul
 
 
 def _live_proto_nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
