@@ -81,7 +81,7 @@ def fit_network(module: nn.Module, data: ImageData, recipe: FitRecipe = FitRecip
     :class:`~nasrlm.errors.NasrlmError` before any training.
     """
     module.to(device)
-    _check_fits(module, data, device)
+    check_fits(module, data, device)
     generator = torch.Generator().manual_seed(recipe.seed)
     optimiser = torch.optim.SGD(module.parameters(), lr=recipe.learning_rate, momentum=recipe.momentum,
                                 nesterov=recipe.momentum > 0, weight_decay=recipe.weight_decay)
@@ -190,7 +190,8 @@ def trained_onnx(module: nn.Module, model: onnx.ModelProto | None = None,
     return out
 
 
-def _check_fits(module: nn.Module, data: ImageData, device: str) -> None:
+def check_fits(module: nn.Module, data: ImageData, device: str = "cpu") -> None:
+    """Raise a one-line :class:`NasrlmError` where ``module`` cannot classify ``data``'s images."""
     module.eval()
     with torch.no_grad():
         try:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from nasrlm.data import Objective
+from nasrlm.errors import NasrlmError
 from search_spaces import SearchSpace
 
 if TYPE_CHECKING:  # nasrlm.networks imports torch, which importing nasrlm.search must not
@@ -60,6 +61,8 @@ class NetworkTrainer:
         self.keep = Path(keep) if keep is not None else None
         self._data: dict[tuple[int, ...], ImageData] = {}  # per input shape (a searched resolution)
         self.data = self.data_for(tuple(space.input_shape[1:]))
+        if self.data.image_shape != tuple(space.input_shape[1:]):  # digits keep their 8 x 8 pixels
+            self._check_a_network_takes_the_images()
         self.curves: list[list[float]] = []  # accuracy per epoch of every network, stopped ones included
         self.stopped = 0  # how many of them stopped early
         self.best = -np.inf
@@ -73,6 +76,22 @@ class NetworkTrainer:
                                option="--images-dir")
             self._data[shape] = data.validation_split()
         return self._data[shape]
+
+    def _check_a_network_takes_the_images(self) -> None:
+        """Before any search: a network of the space classifies the data's images (one that flattens
+        its features needs the size it declares), else a one-line error naming the mismatch."""
+        from nasrlm.networks import check_fits
+
+        arch = self.space.parse(self.space.sample_ids(1, seed=0)[0])
+        try:
+            check_fits(self.space.to_torch(arch, seed=0), self.data)
+        except NasrlmError as error:
+            declared, got = ("x".join(map(str, shape)) for shape in (self.space.input_shape[1:],
+                                                                    self.data.image_shape))
+            raise NasrlmError(
+                f"--train {self.training.dataset}: its images are {got}, and {self.space.name} networks take "
+                f"the {declared} inputs they declare ({error}); train on an image folder (resized to "
+                f"{declared} on reading) or a dataset of that size") from None
 
     @property
     def objective(self) -> Objective:

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from nasrlm.cli import main
+from nasrlm.errors import NasrlmError
 from nasrlm.networks import FitRecipe
 from nasrlm.search import ArchEvaluator, NetworkTrainer, Training, search_job
-from search_spaces import NasBench201
+from search_spaces import NasBench201, TorchSearchSpace
 
 SPACE = NasBench201()
 QUICK = Training(recipe=FitRecipe(epochs=1, batch_size=128))
@@ -53,3 +54,38 @@ def test_val_acc_needs_a_trainer_and_a_trainer_needs_val_acc(tmp_path: Path, cap
                  "2", "--out", str(tmp_path / "c"), "-q"]) == 2
     assert "give --images-dir" in capsys.readouterr().err
     assert not any((tmp_path / d).exists() for d in "abc")
+
+
+class FlattenHead(TorchSearchSpace[int]):
+    """Networks that flatten 16 x 16 feature maps into their classifier: they take 16 x 16 images only."""
+
+    name = "flattenhead"
+    input_shape = (1, 3, 16, 16)
+
+    def arch_id(self, arch: int) -> str:
+        return f"w{arch}"
+
+    def parse(self, arch_id: str) -> int:
+        if arch_id not in ("w4", "w8"):
+            raise ValueError(f"malformed flattenhead id {arch_id!r}")
+        return int(arch_id[1:])
+
+    def sample(self, rng) -> int:
+        return int(rng.choice([4, 8]))
+
+    def suggest(self, trial) -> int:
+        return trial.suggest_categorical("width", [4, 8])
+
+    def build_module(self, arch: int):
+        import torch
+
+        nn = torch.nn
+        return nn.Sequential(nn.Conv2d(3, arch, 3, padding=1), nn.ReLU(), nn.Flatten(),
+                             nn.Linear(arch * 16 * 16, 10))
+
+
+def test_digits_on_networks_that_need_their_declared_size_is_one_error_before_any_search() -> None:
+    with pytest.raises(NasrlmError, match=r"--train digits: its images are 3x8x8, and flattenhead networks "
+                                          r"take the 3x16x16 inputs they declare \(the network does not"):
+        NetworkTrainer(FlattenHead(), Training("digits"))
+    NetworkTrainer(NasBench201(), Training("digits"))  # pooling globally, they take 8 x 8 digits
