@@ -15,7 +15,7 @@ import multiprocessing
 import multiprocessing.pool
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import onnx
@@ -132,18 +132,20 @@ def texts_and_free_labels(space: SearchSpace, arch_ids: Sequence[str], *, graph:
 
 def describe(space: SearchSpace, arch_ids: Sequence[str], *, graph: bool = True, texts: bool = True,
              jobs: int | None = None, cache: LabelCache | str | None = DEFAULT_CACHE,
-             progress: bool = False) -> Iterator[dict[str, tuple[str, np.ndarray]]]:
+             progress: bool = False, on_error: Callable[[str, str], None] | None = None
+             ) -> Iterator[dict[str, tuple[str, np.ndarray]]]:
     """Text and free labels of each of ``arch_ids`` (each once), as dicts id → (text, labels) in chunks;
     see :func:`describe_spaces`."""
     for _, chunk in describe_spaces([(space, arch_ids)], graph=graph, texts=texts, jobs=jobs, cache=cache,
-                                    progress=progress):
+                                    progress=progress, on_error=on_error):
         yield chunk
 
 
 def describe_spaces(requests: Sequence[tuple[SearchSpace, Sequence[str]]], *, graph: bool = True,
                     texts: bool = True, jobs: int | None = None,
                     cache: LabelCache | str | None = DEFAULT_CACHE, progress: bool = False,
-                    until: float | None = None) -> Iterator[tuple[int, dict[str, tuple[str, np.ndarray]]]]:
+                    until: float | None = None, on_error: Callable[[str, str], None] | None = None
+                    ) -> Iterator[tuple[int, dict[str, tuple[str, np.ndarray]]]]:
     """Text and free labels of the architectures of several spaces (``requests``: a space and ids of
     it, each), as pairs (index of the request, dict id → (text, labels)): first what the cache holds,
     then chunks of what it does not, interleaved across the requests. A caller that stops reading stops
@@ -156,7 +158,8 @@ def describe_spaces(requests: Sequence[tuple[SearchSpace, Sequence[str]]], *, gr
     is asked (``graph``; ``texts``: an empty text where not). ``jobs`` processes describe them (default:
     ``$NASRLM_JOBS``, else every core; one where there are few, or where processes cannot be forked);
     ``progress`` shows a bar with the rate and the time left. ``until`` (a :func:`time.monotonic` time):
-    stop describing then, once every request has rows.
+    stop describing then, once every request has rows. An architecture the space fails to build raises
+    :class:`ArchitectureBuildError`, or with ``on_error`` is passed to it (id, message) and left out.
     """
     store = resolve_cache(cache)
     keys = [space_key(space) if store is not None and ids else "" for space, ids in requests]
@@ -185,7 +188,14 @@ def describe_spaces(requests: Sequence[tuple[SearchSpace, Sequence[str]]], *, gr
     waiting = {r for r, todo in enumerate(pending) if todo and len(todo) == len(set(requests[r][1]))}
     with bar, workers:
         for (r, ids), rows in zip(chunks, workers.map(chunks), strict=True):
-            chunk = dict(zip(ids, rows, strict=True))
+            chunk = {}
+            for arch_id, row in zip(ids, rows, strict=True):
+                if isinstance(row, ArchitectureBuildError):
+                    if on_error is None:
+                        raise row
+                    on_error(arch_id, str(row))
+                else:
+                    chunk[arch_id] = row
             if store is not None:
                 store.put_many(keys[r], FREE_LABELS_VERSION, chunk)
             bar.update(len(ids))
@@ -266,21 +276,23 @@ class _Workers:
             self._pool.terminate()
             self._pool.join()
 
-    def map(self, chunks: list[tuple[int, list[str]]]) -> Iterator[list[tuple[str, np.ndarray]]]:
+    def map(self, chunks: list[tuple[int, list[str]]]
+            ) -> Iterator[list[tuple[str, np.ndarray] | ArchitectureBuildError]]:
         """Each chunk (request index, ids) described, in order."""
         if self._pool is None:
             return (_describe_chunk(chunk, self.job) for chunk in chunks)
         return self._pool.imap(_describe_in_worker, chunks)
 
 
-def _describe_in_worker(chunk: tuple[int, list[str]]) -> list[tuple[str, np.ndarray]]:
+def _describe_in_worker(chunk: tuple[int, list[str]]
+                        ) -> list[tuple[str, np.ndarray] | ArchitectureBuildError]:
     if _worker_job is None:
         raise RuntimeError("a label worker started without its spaces")
     return _describe_chunk(chunk, _worker_job)
 
 
 def _describe_chunk(chunk: tuple[int, list[str]], job: tuple[list[SearchSpace], bool, bool]
-                    ) -> list[tuple[str, np.ndarray]]:
+                    ) -> list[tuple[str, np.ndarray] | ArchitectureBuildError]:
     (r, ids), (spaces, graph, texts) = chunk, job
     space = spaces[r]
     out = []
@@ -290,9 +302,10 @@ def _describe_chunk(chunk: tuple[int, list[str]], job: tuple[list[SearchSpace], 
         for arch_id in ids:
             try:
                 model = space.build_onnx(space.parse(arch_id))
-            except Exception as error:  # a bug in the space: say which architecture
-                raise ArchitectureBuildError(f"{space.name} architecture {arch_id} failed to build: "
-                                             f"{type(error).__name__}: {error}") from None
+            except Exception as error:  # a bug in the space: say which architecture, and go on
+                out.append(ArchitectureBuildError(f"{space.name} architecture {arch_id} failed to build: "
+                                                  f"{type(error).__name__}: {' '.join(str(error).split())}"))
+                continue
             out.append((to_text(model) if texts else "", np.array(_free_labels_of(model, graph))))
     finally:
         if collecting:

@@ -13,7 +13,13 @@ from typing import Any
 import numpy as np
 import optuna
 
-from nasrlm.free_labels import ALL_FREE_OBJECTIVES, DEFAULT_CACHE, FREE_OBJECTIVES, texts_and_free_labels
+from nasrlm.free_labels import (
+    ALL_FREE_OBJECTIVES,
+    DEFAULT_CACHE,
+    FREE_OBJECTIVES,
+    ArchitectureBuildError,
+    describe,
+)
 from nasrlm.label_cache import LabelCache
 from search_spaces import SearchSpace
 
@@ -47,6 +53,8 @@ class ArchCache:
         self._ids: dict[tuple, str] = {}
         self._texts: dict[str, str] = {}
         self._labels: dict[str, np.ndarray] = {}
+        #: architectures the space failed to build, with the error
+        self.failed: dict[str, str] = {}
 
     def arch_id_of(self, params: dict[str, Any]) -> str:
         """The canonical id of the architecture ``space.suggest`` builds from ``params``."""
@@ -64,21 +72,34 @@ class ArchCache:
 
     def describe(self, arch_ids: Sequence[str]) -> None:
         """Text and labels of each new architecture, from one ONNX build each (in one batch: one bar)."""
-        todo = [i for i in dict.fromkeys(arch_ids) if i not in self._labels]
-        if todo:
-            texts, labels = texts_and_free_labels(self.space, todo, graph=self.graph, cache=self.cache,
-                                                  progress=self.progress and len(todo) > 1)
-            self._texts.update(zip(todo, texts, strict=True))
-            self._labels.update(zip(todo, labels, strict=True))
+        todo = [i for i in dict.fromkeys(arch_ids) if i not in self._labels and i not in self.failed]
+        if not todo:
+            return
+        columns = len(self.columns)
+        for chunk in describe(self.space, todo, graph=self.graph, cache=self.cache,
+                              progress=self.progress and len(todo) > 1, on_error=self.failed.__setitem__):
+            for arch_id, (text, labels) in chunk.items():
+                self._texts[arch_id], self._labels[arch_id] = text, labels[:columns]
+
+    def buildable(self, arch_ids: Sequence[str]) -> list[str]:
+        """Those of ``arch_ids`` the space builds (each described; the others are in :attr:`failed`)."""
+        self.describe(arch_ids)
+        return [i for i in arch_ids if i not in self.failed]
+
+    def _known(self, arch_ids: Sequence[str]) -> None:
+        self.describe(arch_ids)
+        failed = [i for i in arch_ids if i in self.failed]
+        if failed:
+            raise ArchitectureBuildError(self.failed[failed[0]])
 
     def texts_of(self, arch_ids: Sequence[str]) -> list[str]:
         """Canonical ONNX texts (``space.to_text``) of ``arch_ids``."""
-        self.describe(arch_ids)
+        self._known(arch_ids)
         return [self._texts[i] for i in arch_ids]
 
     def labels_of(self, arch_ids: Sequence[str]) -> np.ndarray:
         """Rows of free labels, and with ``graph`` the graph labels after them (``columns`` wide)."""
-        self.describe(arch_ids)
+        self._known(arch_ids)
         return np.array([self._labels[i] for i in arch_ids]).reshape(len(arch_ids), len(self.columns))
 
     def free_labels_of(self, arch_ids: Sequence[str]) -> np.ndarray:

@@ -262,6 +262,7 @@ class RLMSampler(BaseSampler):
         self._name = uuid.uuid4().hex  # with the process id, this worker's name in a fit lease
         self._pool_params: list[dict[str, Any]] = []  # candidate parameters drawn once
         self._space_draws = True  # until the space turns out to have no params_of
+        self._warned: set[str] = set()  # architectures the space failed to build, said once
         self._distributions: dict[str, BaseDistribution] | None = None  # see _space_distributions
         #: the residual weights the latest proposals were scored with (``None``: unweighted)
         self.last_residual_weights: dict[str, float] | None = None
@@ -531,7 +532,15 @@ class RLMSampler(BaseSampler):
                 continue
             if arch_id not in taken:
                 out.setdefault(arch_id, params)
-        return out
+        return {arch_id: out[arch_id] for arch_id in self._buildable(list(out))}
+
+    def _buildable(self, arch_ids: list[str]) -> list[str]:
+        """Those of ``arch_ids`` the space builds; each it cannot is one warning line, once."""
+        kept = self.cache.buildable(arch_ids)
+        for arch_id in set(arch_ids) - set(kept) - self._warned:
+            self._warned.add(arch_id)
+            self.log(f"warning: left out of the candidates: {self.cache.failed[arch_id]}")
+        return kept
 
     def _draw(self, search_space: dict[str, BaseDistribution], rng: np.random.Generator) -> dict[str, Any]:
         """One random candidate: a uniform draw of every parameter, or on a table subset the parameters of
@@ -559,7 +568,7 @@ class RLMSampler(BaseSampler):
     @property
     def candidate_pool(self) -> list[str]:
         """Ids of the random candidates scored every round (drawn once; empty before the first fit)."""
-        return list(dict.fromkeys(self.arch_id_of(p) for p in self._pool_params))
+        return self._buildable(list(dict.fromkeys(self.arch_id_of(p) for p in self._pool_params)))
 
     @property
     def predictor(self) -> Any:

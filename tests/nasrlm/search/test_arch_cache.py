@@ -6,7 +6,7 @@ import numpy as np
 import optuna
 import pytest
 
-from nasrlm.free_labels import ALL_FREE_OBJECTIVES
+from nasrlm.free_labels import ALL_FREE_OBJECTIVES, ArchitectureBuildError
 from nasrlm.search import ArchCache, SpaceMismatchError
 from search_spaces import NasBench201
 
@@ -18,13 +18,13 @@ def test_each_architecture_is_described_once(monkeypatch) -> None:
     import nasrlm.search._arch_cache as module
 
     calls: list[int] = []
-    real = module.texts_and_free_labels
+    real = module.describe
 
     def counting(space, ids, **kw):
         calls.append(len(ids))
         return real(space, ids, **kw)
 
-    monkeypatch.setattr(module, "texts_and_free_labels", counting)
+    monkeypatch.setattr(module, "describe", counting)
     cache = ArchCache(SPACE)
     ids = SPACE.sample_ids(3, seed=0)
     first = cache.labels_of(ids)
@@ -51,3 +51,23 @@ def test_the_id_behind_parameters_and_a_clear_error_for_foreign_ones() -> None:
     assert cache.arch_id_of(trial.params) == arch_id
     with pytest.raises(SpaceMismatchError, match="space.suggest"):
         cache.arch_id_of({"x": 0.5})
+
+
+def test_an_architecture_the_space_cannot_build_is_left_out_with_its_error() -> None:
+    class Broken(NasBench201):
+        def build_onnx(self, arch):
+            if "none" in self.arch_id(arch):
+                raise ValueError("none edges unsupported")
+            return super().build_onnx(arch)
+
+    space = Broken()
+    cache = ArchCache(space, cache=None)
+    ids = space.sample_ids(20, seed=0)
+    kept = cache.buildable(ids)
+    assert kept == [i for i in ids if "none" not in i] and 0 < len(kept) < len(ids)
+    assert set(cache.failed) == set(ids) - set(kept)
+    assert all(m.endswith("failed to build: ValueError: none edges unsupported")
+               for m in cache.failed.values())
+    assert cache.labels_of(kept).shape == (len(kept), 2)
+    with pytest.raises(ArchitectureBuildError, match="none edges unsupported"):
+        cache.texts_of(ids)

@@ -919,6 +919,38 @@ def test_the_first_fit_says_it_starts_through_the_python_logger(caplog) -> None:
     assert len(starts) == 1 and "candidates" in starts[0]
 
 
+class NoneEdgesBreak(NasBench201):
+    """NB201 whose ``build_onnx`` raises for cells with two ``none`` edges or more, as a space with a bug
+    would (about a third of them)."""
+
+    def build_onnx(self, arch):
+        if self.arch_id(arch).count("none") >= 2:
+            raise ValueError("none edges unsupported")
+        return super().build_onnx(arch)
+
+
+def test_the_rlm_sampler_leaves_out_candidates_the_space_cannot_build(monkeypatch) -> None:
+    space = NoneEdgesBreak()
+    lines: list[str] = []
+    sampler = RLMSampler(space, **{**dict(n_startup_trials=4, proposals_per_fit=3, num_candidates=40,
+                                         fresh_candidates=10, num_samples=4, pretrain_archs=0, fit_steps=3,
+                                         model=TINY, seed=0), "label_cache": None})
+    sampler.log = lines.append
+
+    def objective(trial: optuna.Trial) -> tuple[float, float]:
+        arch = space.suggest(trial)
+        space.build_onnx(arch)  # evaluating builds it: a broken one fails its trial
+        return toy_values(space.arch_id(arch))
+
+    study = make_study(sampler)
+    study.optimize(objective, n_trials=16, catch=(ValueError,))
+    proposed = [t for t in study.trials if PREDICTED_USER_ATTR in t.user_attrs]
+    assert proposed and all(t.state == optuna.trial.TrialState.COMPLETE for t in proposed)  # all built
+    warned = [line for line in lines if line.startswith("warning: left out of the candidates:")]
+    assert warned and all("none edges unsupported" in line for line in warned)
+    assert len(warned) == len(set(warned))  # each said once
+
+
 def test_samplers_naming_one_label_cache_describe_each_candidate_once(tmp_path, monkeypatch) -> None:
     path = tmp_path / "labels.db"
     first = tiny_sampler(surrogate="prior", prior="forest", label_cache=path)
