@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 from nasrlm.measure import LatencyStore, is_profile
 from nasrlm.search._evaluate import ArchEvaluator
 from nasrlm.search._report import PredictedFront, Truth, predicted_front, reference_point, score, write_report
-from nasrlm.search._run import SearchResult, run_search
+from nasrlm.search._run import SearchResult, SearchStopped, run_search
 from nasrlm.search._sampler import RLMSampler
 from nasrlm.search._training import TRAINED, NetworkTrainer, Training
 from search_spaces import SearchSpace, SubsetSpace
@@ -138,6 +138,12 @@ def search_job(space: SearchSpace, objectives: Sequence[str], *, budget: int, ou
         try:
             result = run_search(space, evaluator, main, budget=budget, label=sampler, storage=storage,
                                 study_name=study_name, progress=progress, log=log)
+        except SearchStopped as stopped:  # a report of what was done, then the one-line stop
+            if stopped.result is not None and len(stopped.result.arch_ids):
+                write_report(stopped.result, out, space=space.name, command=command)
+                raise SearchStopped(f"{stopped}; a report of the {len(stopped.result.arch_ids)} evaluations "
+                                    f"done is in {out}", stopped.result) from None
+            raise
         finally:
             for k, helper in enumerate(helpers, start=1):
                 helper.join(k, log)

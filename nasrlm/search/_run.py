@@ -92,7 +92,12 @@ class EvaluationError(RuntimeError):
 
 
 class SearchStopped(NasrlmError, RuntimeError):
-    """Too many trials failed or repeated for the budget to be reached."""
+    """Too many trials failed or repeated for the budget to be reached; ``result`` holds the evaluations
+    that were completed (a partial report can be written from it)."""
+
+    def __init__(self, message: str, result: SearchResult | None = None) -> None:
+        super().__init__(message)
+        self.result = result
 
 
 def run_search(space: SearchSpace, evaluator: ArchEvaluator, sampler: optuna.samplers.BaseSampler, *,
@@ -187,6 +192,10 @@ def run_search(space: SearchSpace, evaluator: ArchEvaluator, sampler: optuna.sam
     interrupted = sum(INTERRUPTED_ATTR in t.user_attrs
                       for t in study.get_trials(deepcopy=False, states=(TrialState.PRUNED,)))
     failed, repeated = states[TrialState.FAIL], states[TrialState.PRUNED] - interrupted
+    result = SearchResult.from_study(study, evaluator.objectives, label or type(sampler).__name__)
+    result.seconds = _searched_seconds(study)
+    result.extra["failed_trials"] = failed
+    result.extra["repeated_trials"] = repeated
     if states[TrialState.COMPLETE] < budget:
         errors = [t.user_attrs[ERROR_ATTR] for t in study.get_trials(deepcopy=False)
                   if ERROR_ATTR in t.user_attrs]
@@ -194,11 +203,7 @@ def run_search(space: SearchSpace, evaluator: ArchEvaluator, sampler: optuna.sam
                  "architectures missing from the table, or a space smaller than the budget?")
         raise SearchStopped(f"search stopped after {failed} failed trials and {repeated} repeated "
                             f"architectures with {states[TrialState.COMPLETE]} of {budget} evaluations done "
-                            f"({cause})")
-    result = SearchResult.from_study(study, evaluator.objectives, label or type(sampler).__name__)
-    result.seconds = _searched_seconds(study)
-    result.extra["failed_trials"] = failed
-    result.extra["repeated_trials"] = repeated
+                            f"({cause})", result)
     return result
 
 

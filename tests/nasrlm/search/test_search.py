@@ -504,6 +504,26 @@ def test_ctrl_c_prunes_the_trial_it_stopped_and_counts_no_failure(tmp_path, when
     assert resumed.extra["repeated_trials"] == 0  # the stopped trial is neither a failure nor a repeat
 
 
+def test_a_search_stopped_by_failures_leaves_a_report_of_what_it_did(tmp_path, monkeypatch) -> None:
+    ids = [SPACE.arch_id(a) for a in SPACE.enumerate()]
+    monkeypatch.setattr("nasrlm.search._evaluate.load_table", lambda space, names, data_dir: toy_table(ids))
+    real = ArchEvaluator.__call__
+    evaluated: list[str] = []
+
+    def mostly_broken(self, arch_id: str) -> list[float]:
+        if len(evaluated) >= 3:
+            raise ValueError("the device went away")
+        evaluated.append(arch_id)
+        return real(self, arch_id)
+
+    monkeypatch.setattr(ArchEvaluator, "__call__", mostly_broken)
+    with pytest.raises(SearchStopped, match=r"the last: architecture .*the device went away\); "
+                                            r"a report of the 3 evaluations done is in"):
+        search_job(SPACE, ["acc", "lat"], budget=10, out_dir=tmp_path / "run", sampler="random",
+                   progress=False, log=lambda line: None)
+    assert "3 evaluations with `random`" in (tmp_path / "run" / "report.md").read_text()
+
+
 def test_a_resumed_study_never_evaluates_an_architecture_twice(tmp_path) -> None:
     ids = [SPACE.arch_id(a) for a in SPACE.enumerate()]
     evaluator = ArchEvaluator(SPACE, toy_table(ids).objectives, toy_table(ids))
