@@ -17,7 +17,6 @@ kept as single nodes, as the inliner keeps them.
 from __future__ import annotations
 
 import itertools
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,26 +26,7 @@ import onnx.inliner
 from onnx import TensorProto, helper, numpy_helper
 
 from exporters._builder import PARAM_DOMAIN, PARAM_OP
-
-
-class BoundedCache(OrderedDict):
-    """A dict that forgets its least recently used entry beyond ``size`` entries (each step O(1))."""
-
-    def __init__(self, size: int) -> None:
-        super().__init__()
-        self.size = size
-
-    def get(self, key: Any, default: Any = None) -> Any:
-        if key in self:
-            self.move_to_end(key)
-            return self[key]
-        return default
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        super().__setitem__(key, value)
-        if len(self) > self.size:
-            self.popitem(last=False)
-
+from exporters._cache import BoundedCache
 
 #: Function bodies parsed, by content; a space's models share most of them (stems, heads, edges).
 _templates: BoundedCache = BoundedCache(4096)

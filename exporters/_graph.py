@@ -34,10 +34,10 @@ import onnx
 from onnx import helper, numpy_helper
 
 from exporters._builder import PARAM_DOMAIN
+from exporters._cache import BoundedCache
 from exporters._flat import (
     NO_NODE,
     SOURCE,
-    BoundedCache,
     FlatGraph,
     FlatNode,
     NotExpandable,

@@ -16,6 +16,7 @@ import onnx.printer
 from onnx import helper
 
 from exporters._builder import PARAM_DOMAIN, PARAM_OP
+from exporters._cache import BoundedCache
 
 # "kernel_shape: ints = [3, 3]" -> "kernel_shape = [3, 3]": the parser reads integer literals back as
 # ints. Float and string annotations stay ("value_float: float = 0" would come back as an int).
@@ -63,19 +64,33 @@ def canonicalize(model: onnx.ModelProto) -> onnx.ModelProto:
     del graph.value_info[:], graph.metadata_props[:]
     graph.ClearField("doc_string")
     _rename(graph.node, graph.input, graph.output)
+    header = sorted(map(_opset_key, out.opset_import))
     for function in model.functions:
-        f = out.functions.add()
-        f.CopyFrom(function)
-        f.ClearField("doc_string")
-        if sorted(map(_opset_key, f.opset_import)) == sorted(map(_opset_key, out.opset_import)):
-            del f.opset_import[:]  # printed once, in the model header
-        del f.value_info[:]
-        inputs, outputs = list(f.input), list(f.output)
-        mapping = _rename(f.node, inputs, outputs)
-        del f.input[:], f.output[:]
-        f.input.extend(mapping[n] for n in inputs)
-        f.output.extend(mapping[n] for n in outputs)
+        key = (function.SerializeToString(), tuple(header))
+        canonical = _functions.get(key)
+        if canonical is None:
+            canonical = _functions[key] = _canonical_function(function, header)
+        out.functions.add().CopyFrom(canonical)
     return out
+
+
+#: Functions in canonical form, by content and the model's opset imports: a space's models share most.
+_functions: BoundedCache = BoundedCache(4096)
+
+
+def _canonical_function(function: onnx.FunctionProto, header: list[tuple[str, int]]) -> onnx.FunctionProto:
+    f = onnx.FunctionProto()
+    f.CopyFrom(function)
+    f.ClearField("doc_string")
+    if sorted(map(_opset_key, f.opset_import)) == header:
+        del f.opset_import[:]  # printed once, in the model header
+    del f.value_info[:]
+    inputs, outputs = list(f.input), list(f.output)
+    mapping = _rename(f.node, inputs, outputs)
+    del f.input[:], f.output[:]
+    f.input.extend(mapping[n] for n in inputs)
+    f.output.extend(mapping[n] for n in outputs)
+    return f
 
 
 def _opset_key(opset: onnx.OperatorSetIdProto) -> tuple[str, int]:

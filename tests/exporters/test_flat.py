@@ -13,6 +13,7 @@ from onnx import TensorProto, helper
 
 import exporters._flat as flat_module
 from exporters import FEATURE_NAMES, ModelBuilder, count_macs, count_parameters, describe_graph, materialize
+from exporters._cache import BoundedCache
 from exporters._flops import _count_macs_onnx
 from nasrlm.free_labels import free_labels
 from search_spaces import available_spaces, get_space
@@ -65,12 +66,12 @@ def test_the_expansion_agrees_with_onnx_inliner_and_shape_inference(name: str, m
         paths = [n for n in FEATURE_NAMES if not n.startswith("block")]
         assert [fast.features[n] for n in paths] == [inlined.features[n] for n in paths]
         with monkeypatch.context() as m:  # every function read through onnx.inliner, as before
-            m.setattr(flat_module, "_templates", flat_module.BoundedCache(0))
+            m.setattr(flat_module, "_templates", BoundedCache(0))
             m.setattr(flat_module, "template_of", _refusing)
             import exporters._graph as graph_module
 
             m.setattr(graph_module, "template_of", _refusing)
-            m.setattr(graph_module, "_body_cache", flat_module.BoundedCache(0))
+            m.setattr(graph_module, "_body_cache", BoundedCache(0))
             assert describe_graph(model) == fast
 
 
