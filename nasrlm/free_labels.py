@@ -14,6 +14,7 @@ import gc
 import multiprocessing
 import multiprocessing.pool
 import os
+import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 
@@ -266,7 +267,7 @@ class _Workers:
         if self.jobs > 1:
             _worker_job = self.job
             try:
-                self._pool = multiprocessing.get_context("fork").Pool(self.jobs)
+                self._pool = multiprocessing.get_context("fork").Pool(self.jobs, initializer=_worker_start)
             finally:
                 _worker_job = None
         return self
@@ -282,6 +283,13 @@ class _Workers:
         if self._pool is None:
             return (_describe_chunk(chunk, self.job) for chunk in chunks)
         return self._pool.imap(_describe_in_worker, chunks)
+
+
+def _worker_start() -> None:
+    """In a forked worker: torch (a torch space traces its networks) on one thread. Its thread pool was
+    forked without its threads, and the first parallel op would wait for them forever."""
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(1)
 
 
 def _describe_in_worker(chunk: tuple[int, list[str]]

@@ -23,6 +23,8 @@ from nasrlm.free_labels import (
 from nasrlm.label_cache import LabelCache
 from search_spaces import SearchSpace
 
+#: Fewest architectures described at once that get a progress bar (a round's few new candidates get none).
+_BAR_FROM = 100
 #: Names of the free labels the decoder is given (parameters, MACs), in their column order.
 FREE_NAMES: tuple[str, ...] = tuple(o.name for o in FREE_OBJECTIVES)
 
@@ -38,7 +40,7 @@ class ArchCache:
         space: the search space whose ``suggest`` builds an architecture from a parameter dict.
         graph: also compute the graph labels (:data:`~nasrlm.free_labels.GRAPH_OBJECTIVES`), after the
             free labels in each row; a prior that reads them needs them.
-        progress: show a progress bar when many architectures are described at once.
+        progress: show a progress bar when many architectures (a hundred or more) are described at once.
         cache: the :class:`~nasrlm.label_cache.LabelCache` read before describing an architecture and
             written after (``"default"``: the default one; None: none), so that workers and resumed
             searches describe each one once.
@@ -76,8 +78,9 @@ class ArchCache:
         if not todo:
             return
         columns = len(self.columns)
-        for chunk in describe(self.space, todo, graph=self.graph, cache=self.cache,
-                              progress=self.progress and len(todo) > 1, on_error=self.failed.__setitem__):
+        bar = self.progress and len(todo) >= _BAR_FROM
+        for chunk in describe(self.space, todo, graph=self.graph, cache=self.cache, progress=bar,
+                              on_error=self.failed.__setitem__):
             for arch_id, (text, labels) in chunk.items():
                 self._texts[arch_id], self._labels[arch_id] = text, labels[:columns]
 

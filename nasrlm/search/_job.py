@@ -124,6 +124,7 @@ def search_job(space: SearchSpace, objectives: Sequence[str], *, budget: int, ou
         if isinstance(main, RLMSampler) and progress:
             main.on_fit = lambda n, seconds: log(f"  model trained on {n} evaluations in {seconds:.1f} s")
             main.log = lambda line: log(f"  {line}")
+            main.cache.progress = True  # describing the candidate pool is the first fit's long part
         study_name = study_name or f"{space.name}-{sampler}-seed{seed}"
         if workers > 1:
             storage = storage or f"sqlite:///{(out / 'study.db').resolve()}"

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import multiprocessing
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,6 +17,7 @@ from nasrlm.search import ArchCache
 from search_spaces import NasBench201
 
 SPACE = NasBench201()
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_stored_texts_and_labels_come_back_as_they_went_in(tmp_path) -> None:
@@ -145,3 +149,20 @@ def test_rows_without_every_label_are_described_again(tmp_path) -> None:
     assert labels.shape == (2, len(ALL_FREE_OBJECTIVES)) and "short" not in texts
     assert all(len(row[1]) == len(ALL_FREE_OBJECTIVES) for row in cache.get_many(space_key(SPACE),
                free_labels_module.FREE_LABELS_VERSION, ids).values())  # and replaced in the cache
+
+
+def test_worker_processes_describe_a_torch_space_after_the_parent_used_torch_threads(tmp_path) -> None:
+    """A torch space traces its networks in the forked workers: with torch's thread pool forked from a
+    parent that had used it, the first parallel op would wait forever unless the workers reset it."""
+    code = (
+        "import sys, torch; sys.path.insert(0, 'examples/plugin_example');"
+        "from tiny_mobilenet import TinyMobileNet;"
+        "from nasrlm.free_labels import texts_and_free_labels;"
+        "torch.set_num_threads(2); torch.ones(512, 512) @ torch.ones(512, 512);"  # the pool is started
+        "s = TinyMobileNet(); ids = s.sample_ids(260, seed=0);"
+        "texts, labels = texts_and_free_labels(s, ids, graph=True, cache=None, jobs=2);"
+        "print(len(texts), labels.shape)"
+    )
+    run = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split()[0] == "260"
