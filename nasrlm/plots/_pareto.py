@@ -367,11 +367,13 @@ def pareto_figure(data: ParetoPlotData) -> Figure:
         ax.set_visible(False)
     # Below the panels, so that it hides no data and does not collide with the title.
     handles, labels = grid.flat[0].get_legend_handles_labels()
-    columns = 3 if single else 5
-    if single and sum(map(len, labels)) > 80:  # long labels: two columns fit the figure's width
-        columns = 2
-    fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), columns),
-               fontsize=8 if single else 9, frameon=False, markerscale=1.5 if single else 1.8)
+    renderer = fig.canvas.get_renderer()
+    for columns in range(min(len(labels), 3 if single else 5), 0, -1):  # as many as fit the width
+        legend = fig.legend(handles, labels, loc="outside lower center", ncols=columns,
+                            fontsize=8 if single else 9, frameon=False, markerscale=1.5 if single else 1.8)
+        if columns == 1 or legend.get_window_extent(renderer).width <= fig.bbox.width:
+            break
+        legend.remove()
     if data.title:
         fig.suptitle(data.title)
     return fig

@@ -266,3 +266,18 @@ def test_predictions_beyond_every_measurement_neither_set_the_scale_nor_the_rang
     assert data.beyond_limits(wild, (0, 1)) == 2
     texts = [t.get_text() for t in pareto_figure(data).legends[0].get_texts()]
     assert any("predicted front (3; 2 off the axes)" in t for t in texts)
+
+
+def test_a_long_legend_fits_the_figure(no_pyplot_figures: None) -> None:
+    rng = np.random.default_rng(0)
+    values = nb201_like(60, 2)
+    far = np.column_stack([rng.uniform(-50, 300, 235), rng.uniform(-10, 100, 235)])  # mostly off the axes
+    data = pareto_plot_data([ACC, PIXEL3], values, predicted_front=far, predicted_low=far - 1,
+                            predicted_high=far + 1, true_front=values[:5],
+                            baselines={"random": values[5:20], "nsga2": values[20:30], "tpe": values[30:40]})
+    fig = pareto_figure(data)
+    fig.canvas.draw()
+    [legend] = fig.legends
+    box = legend.get_window_extent(fig.canvas.get_renderer())
+    assert 0 <= box.x0 and box.x1 <= fig.bbox.width  # before: 3 columns, cut at both edges
+    assert any("off the axes" in t.get_text() for t in legend.get_texts())
