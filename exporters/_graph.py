@@ -120,12 +120,10 @@ def graph_features(model: onnx.ModelProto, flat: FlatGraph | None = None) -> dic
 
 def _path_features(dag: _Dag) -> dict[str, float]:
     """The whole-graph and segment features of a flattened model."""
-    paths_in, paths_out = dag.paths_in(), dag.paths_out()
-    ends = [k for k in dag.ends if paths_in[k] > 0]
+    paths_in, paths_out, ends = dag.paths_in, dag.paths_out, dag.ends  # every node kept is on a path
     total = sum(paths_in[k] for k in ends)
     if total == 0:  # the output does not depend on the input (NB201 cells of none edges): no paths
         return dict.fromkeys(FEATURE_NAMES, 0.0)
-    on_path = [paths_in[k] > 0 and paths_out[k] > 0 for k in range(dag.size)]
     weight = dag.weight
 
     out: dict[str, float] = {"log10_paths": math.log10(total)}
@@ -136,10 +134,10 @@ def _path_features(dag: _Dag) -> dict[str, float]:
         out[f"{f}_path_mean"] = through / total
         out[f"{f}_path_min"] = low
         out[f"{f}_path_max"] = high
-        out[f"{f}_nodes"] = sum(w for w, live in zip(weight[f], on_path, strict=True) if live)
+        out[f"{f}_nodes"] = sum(weight[f])
 
     # segments: between consecutive cut nodes (those on every path), each node in exactly one
-    cuts = [k for k in range(dag.size) if on_path[k] and paths_in[k] * paths_out[k] == total]
+    cuts = [k for k in range(dag.size) if paths_in[k] * paths_out[k] == total]
     if len(ends) > 1 or not cuts or cuts[-1] not in ends:
         cuts.append(_Dag.END)
     out["segments"] = len(cuts)
@@ -280,6 +278,10 @@ class _Dag:
         rep: dict[int, int] = {SOURCE: SOURCE}  # a kept node's new index; a passing node's stand-in
         self.families: list[str | None] = []
         self.parents: list[list[int]] = []
+        #: per node, the paths from the graph inputs to it and from it to the graph outputs (the same
+        #: as in the whole graph: the nodes left out only passed paths on)
+        self.paths_in: list[int] = []
+        self.paths_out: list[int] = []
         for k, reads in enumerate(parents):
             if not (paths_in[k] and paths_out[k]):
                 continue
@@ -292,6 +294,8 @@ class _Dag:
             rep[k] = len(self.parents)
             self.parents.append(reads)
             self.families.append(fam)
+            self.paths_in.append(paths_in[k])
+            self.paths_out.append(paths_out[k])
         #: per family (and ``compute``, every convolution and fully connected layer): 1 at its nodes
         self.weight = {f: [int(fam == f) for fam in self.families] for f in FAMILIES}
         self.weight["compute"] = [int(fam in _COMPUTE) for fam in self.families]
@@ -299,21 +303,13 @@ class _Dag:
         self.ends = [rep[k] for k in ends if k in rep]
         self.size = len(self.parents)
 
-    def paths_in(self) -> list[int]:
-        """Paths from the graph inputs to each node."""
-        return _count_in(self.parents)
-
-    def paths_out(self) -> list[int]:
-        """Paths from each node to the graph outputs."""
-        return _count_out(self.parents, self.ends)
-
     def family_pairs(self) -> dict[str, int]:
         """``block_pair_{a}_{b}`` → how often, over all input→output paths, a node of family ``a`` (or
         the inputs, ``start``) is followed by one of family ``b`` (or the outputs, ``end``) with no node
         of any family between them. Every key of :data:`FEATURE_NAMES` of that form is present."""
         names = ("start", *FAMILIES)
         out = {f"block_pair_{a}_{b}": 0 for a in names for b in (*FAMILIES, "end")}
-        paths_in, paths_out = self.paths_in(), self.paths_out()
+        paths_in, paths_out = self.paths_in, self.paths_out
         passes = [f not in FAMILIES for f in self.families]  # a pair's path may run on through it
         for begin in (self.SOURCE, *(k for k, through in enumerate(passes) if not through)):
             before = 1 if begin == self.SOURCE else paths_in[begin]
@@ -346,11 +342,9 @@ class _Dag:
             if len(parents) == 1:  # most nodes: the parent's rows, shared where nothing is added
                 p = parents[0]
                 lo, hi = (source, source) if p == self.SOURCE else (low[p], high[p])
-            elif parents:
+            else:  # every node kept has a parent: it is on a path
                 lo = list(map(min, *(source if p == self.SOURCE else low[p] for p in parents)))
                 hi = list(map(max, *(source if p == self.SOURCE else high[p] for p in parents)))
-            else:  # reached by no path
-                lo, hi = [math.inf] * len(weights), [-math.inf] * len(weights)
             if add:
                 lo, hi = list(lo), list(hi)
                 for j, a in add:
