@@ -95,13 +95,16 @@ class ArchEvaluator:
 
     def __call__(self, arch_id: str) -> list[float]:
         values = []
+        computed = {}  # the free labels, described once for every objective that reads them
+        if self.computed:
+            row = free_labels(self.space, [arch_id])[0].tolist()
+            computed = dict(zip((f.name for f in FREE_OBJECTIVES), row, strict=True))
         for o in self.objectives:
             if o.name == TRAINED:
                 values.append(self.trainer(arch_id))  # type: ignore[misc]
                 continue
             if o.name in self.computed:
-                free = free_labels(self.space, [arch_id])[0]
-                values.append(float(free[[f.name for f in FREE_OBJECTIVES].index(o.name)]))
+                values.append(computed[o.name])
                 continue
             if is_profile(o.name):
                 result = measure_archs(self.space, [arch_id], o.name, self.store,  # type: ignore[arg-type]
