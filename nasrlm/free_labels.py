@@ -165,8 +165,10 @@ def describe_spaces(requests: Sequence[tuple[SearchSpace, Sequence[str]]], *, gr
     store = resolve_cache(cache)
     keys = [space_key(space) if store is not None and ids else "" for space, ids in requests]
     pending: list[list[str]] = []
+    waiting = set()  # requests with nothing described yet: each gets a chunk, whatever ``until`` says
     for r, (_, ids) in enumerate(requests):
         todo = list(dict.fromkeys(ids))
+        cached = {}
         if store is not None and todo:
             columns = len(ALL_FREE_OBJECTIVES)
             cached = {i: row for i, row in store.get_many(keys[r], FREE_LABELS_VERSION, todo).items()
@@ -174,6 +176,8 @@ def describe_spaces(requests: Sequence[tuple[SearchSpace, Sequence[str]]], *, gr
             if cached:
                 yield r, cached
             todo = [i for i in todo if i not in cached]
+        if todo and not cached:
+            waiting.add(r)
         pending.append(todo)
     if store is not None:
         graph = texts = True
@@ -186,7 +190,6 @@ def describe_spaces(requests: Sequence[tuple[SearchSpace, Sequence[str]]], *, gr
     desc = f"describing {named[0]}" if len(named) == 1 else f"describing {len(named)} spaces"
     bar = tqdm(total=total, desc=desc, unit="arch", disable=not progress, smoothing=0.1)
     workers = _Workers([space for space, _ in requests], _jobs(jobs, total), graph=graph, texts=texts)
-    waiting = {r for r, todo in enumerate(pending) if todo and len(todo) == len(set(requests[r][1]))}
     with bar, workers:
         for (r, ids), rows in zip(chunks, workers.map(chunks), strict=True):
             chunk = {}

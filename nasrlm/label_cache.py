@@ -25,7 +25,7 @@ import os
 import sqlite3
 import threading
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -97,27 +97,24 @@ class LabelCache:
         """The stored (text, labels) of those of ``arch_ids`` that are stored, by id (``space``: a
         :func:`space_key`; ``version``: of the labels' definitions)."""
         out: dict[str, tuple[str, np.ndarray]] = {}
+        for arch_id, text, labels in self._rows("arch_id, text, labels", space, version, arch_ids):
+            out[arch_id] = (zlib.decompress(text).decode(), np.frombuffer(labels, dtype=np.float64))
+        return out
+
+    def count(self, space: str, version: int, arch_ids: Sequence[str]) -> int:
+        """How many of ``arch_ids`` (each once) are stored, reading their ids alone."""
+        return sum(1 for _ in self._rows("arch_id", space, version, arch_ids))
+
+    def _rows(self, columns: str, space: str, version: int, arch_ids: Sequence[str]) -> Iterator[tuple]:
+        """``columns`` of the stored rows of ``arch_ids`` (each once), a query per chunk of ids."""
         ids = list(dict.fromkeys(arch_ids))
         for start in range(0, len(ids), _CHUNK):
             chunk = ids[start : start + _CHUNK]
             with self._lock:
                 rows = self._conn.execute(
-                    f"SELECT arch_id, text, labels FROM described WHERE space = ? AND version = ? "
+                    f"SELECT {columns} FROM described WHERE space = ? AND version = ? "
                     f"AND arch_id IN ({', '.join('?' * len(chunk))})", (space, version, *chunk)).fetchall()
-            for arch_id, text, labels in rows:
-                out[arch_id] = (zlib.decompress(text).decode(), np.frombuffer(labels, dtype=np.float64))
-        return out
-
-    def count(self, space: str, version: int, arch_ids: Sequence[str]) -> int:
-        """How many of ``arch_ids`` (each once) are stored, without reading their rows."""
-        ids, total = list(dict.fromkeys(arch_ids)), 0
-        for start in range(0, len(ids), _CHUNK):
-            chunk = ids[start : start + _CHUNK]
-            with self._lock:
-                total += self._conn.execute(
-                    f"SELECT COUNT(*) FROM described WHERE space = ? AND version = ? "
-                    f"AND arch_id IN ({', '.join('?' * len(chunk))})", (space, version, *chunk)).fetchone()[0]
-        return int(total)
+            yield from rows
 
     def put_many(self, space: str, version: int, described: dict[str, tuple[str, np.ndarray]]) -> None:
         """Store (text, labels) by id in one transaction, replacing what an id had."""
