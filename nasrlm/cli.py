@@ -631,11 +631,17 @@ def _built(space: search_spaces.SearchSpace, arch_id: str, build: Callable[[Any]
     try:
         return build(space.parse(arch_id))
     except Exception as error:
-        message = f"{space.name} architecture {arch_id} failed to build: {type(error).__name__}: {error}"
+        message = _failed(space, arch_id, "build", error)
         if alone:
             raise CliError(message) from None
-        print(f"nasrlm: warning: {' '.join(message.split())}", file=sys.stderr)
+        print(f"nasrlm: warning: {message}", file=sys.stderr)
         return None
+
+
+def _failed(space: search_spaces.SearchSpace, arch_id: str, what: str, error: Exception) -> str:
+    """One line: architecture ``arch_id`` of ``space`` failed to ``what``, and the error."""
+    return " ".join(f"{space.name} architecture {arch_id} failed to {what}: {type(error).__name__}: "
+                    f"{error}".split())
 
 
 def _failures(failed: int, total: int) -> int:
@@ -674,8 +680,7 @@ class Measure(Command):
 
         def warn(arch_id: str, error: Exception) -> None:
             failed.append(arch_id)
-            message = f"{space.name} architecture {arch_id} failed to build or run: {type(error).__name__}: "
-            print(f"nasrlm: warning: {' '.join((message + str(error)).split())}", file=sys.stderr)
+            print(f"nasrlm: warning: {_failed(space, arch_id, 'build or run', error)}", file=sys.stderr)
 
         with LatencyStore(args.db) as store:
             before = len(store.missing(space.name, ids, profile))
@@ -1296,10 +1301,9 @@ class Search(Command):
         if storage is not None:
             storage = _check_storage(storage, args.workers)
         study_name = args.study_name or f"{space.name}-{args.sampler}-seed{args.seed}"
-        _check_study(storage or (f"sqlite:///{out.resolve() / 'study.db'}" if args.workers > 1 else None),
-                     study_name, names)
-        torch_threads(args.threads)
         kept = storage or (f"sqlite:///{out.resolve() / 'study.db'}" if args.workers > 1 else None)
+        _check_study(kept, study_name, names)
+        torch_threads(args.threads)
         try:
             job = search_job(space, names, budget=args.budget, out_dir=out, sampler=args.sampler,
                              seed=args.seed, storage=storage, study_name=args.study_name, data_dir=data_dir,
