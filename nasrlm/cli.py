@@ -628,20 +628,17 @@ def _built(space: search_spaces.SearchSpace, arch_id: str, build: Callable[[Any]
            alone: bool = False) -> Any:
     """``build(space.parse(arch_id))``; where the space raises (a bug in it, not in the command), one
     warning line naming the architecture and None, or for the only architecture asked a one-line error."""
+    from nasrlm.free_labels import failure_line
+
     try:
         return build(space.parse(arch_id))
     except Exception as error:
-        message = _failed(space, arch_id, "build", error)
+        message = failure_line(space, arch_id, "build", error)
         if alone:
             raise CliError(message) from None
         print(f"nasrlm: warning: {message}", file=sys.stderr)
         return None
 
-
-def _failed(space: search_spaces.SearchSpace, arch_id: str, what: str, error: Exception) -> str:
-    """One line: architecture ``arch_id`` of ``space`` failed to ``what``, and the error."""
-    return " ".join(f"{space.name} architecture {arch_id} failed to {what}: {type(error).__name__}: "
-                    f"{error}".split())
 
 
 def _failures(failed: int, total: int) -> int:
@@ -670,6 +667,7 @@ class Measure(Command):
         p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
     def run(self, args: argparse.Namespace) -> int:
+        from nasrlm.free_labels import failure_line
         from nasrlm.measure import LatencyStore, measure_archs
 
         space = _space(args.space)
@@ -680,7 +678,7 @@ class Measure(Command):
 
         def warn(arch_id: str, error: Exception) -> None:
             failed.append(arch_id)
-            print(f"nasrlm: warning: {_failed(space, arch_id, 'build or run', error)}", file=sys.stderr)
+            print(f"nasrlm: warning: {failure_line(space, arch_id, 'build or run', error)}", file=sys.stderr)
 
         with LatencyStore(args.db) as store:
             before = len(store.missing(space.name, ids, profile))

@@ -94,6 +94,12 @@ class ArchitectureBuildError(NasrlmError, RuntimeError):
     """A space raised while building one of the architectures to describe (the message names it)."""
 
 
+def failure_line(space: SearchSpace, arch_id: str, what: str, error: Exception) -> str:
+    """One line: architecture ``arch_id`` of ``space`` failed to ``what`` (build, run), and the error."""
+    return " ".join(f"{space.name} architecture {arch_id} failed to {what}: {type(error).__name__}: "
+                    f"{error}".split())
+
+
 #: What :func:`texts_and_free_labels` does with the label cache unless told: use the default one.
 DEFAULT_CACHE = "default"
 #: Architectures a worker process describes per task (and the cache is written per).
@@ -314,8 +320,7 @@ def _describe_chunk(chunk: tuple[int, list[str]], job: tuple[list[SearchSpace], 
             try:
                 model = space.build_onnx(space.parse(arch_id))
             except Exception as error:  # a bug in the space: say which architecture, and go on
-                out.append(ArchitectureBuildError(f"{space.name} architecture {arch_id} failed to build: "
-                                                  f"{type(error).__name__}: {' '.join(str(error).split())}"))
+                out.append(ArchitectureBuildError(failure_line(space, arch_id, "build", error)))
                 continue
             out.append((to_text(model) if texts else "", np.array(_free_labels_of(model, graph))))
     finally:
