@@ -188,17 +188,16 @@ def run_search(space: SearchSpace, evaluator: ArchEvaluator, sampler: optuna.sam
         optuna.logging.set_verbosity(verbosity)
         with suppress(Exception):  # kept however the run ends, ctrl-C included: a resumed run adds to it
             study.set_user_attr(run_key, [started, time.time()])
-    states = _states(study)
-    interrupted = sum(INTERRUPTED_ATTR in t.user_attrs
-                      for t in study.get_trials(deepcopy=False, states=(TrialState.PRUNED,)))
+    trials = study.get_trials(deepcopy=False)
+    states = Counter(t.state for t in trials)
+    interrupted = sum(t.state == TrialState.PRUNED and INTERRUPTED_ATTR in t.user_attrs for t in trials)
     failed, repeated = states[TrialState.FAIL], states[TrialState.PRUNED] - interrupted
     result = SearchResult.from_study(study, evaluator.objectives, label or type(sampler).__name__)
     result.seconds = _searched_seconds(study)
     result.extra["failed_trials"] = failed
     result.extra["repeated_trials"] = repeated
     if states[TrialState.COMPLETE] < budget:
-        errors = [t.user_attrs[ERROR_ATTR] for t in study.get_trials(deepcopy=False)
-                  if ERROR_ATTR in t.user_attrs]
+        errors = [t.user_attrs[ERROR_ATTR] for t in trials if ERROR_ATTR in t.user_attrs]
         cause = (f"the last: {errors[-1]}" if errors else
                  "architectures missing from the table, or a space smaller than the budget?")
         raise SearchStopped(f"search stopped after {failed} failed trials and {repeated} repeated "
