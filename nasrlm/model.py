@@ -154,15 +154,20 @@ class RegressionLM(nn.Module):
         return nn.functional.cross_entropy(logits[known], targets[known])
 
     # --- new objectives ---------------------------------------------------------------------------
-    def with_objectives(self, objectives: tuple[str, ...], *, renamed: dict[str, str] | None = None
-                        ) -> RegressionLM:
+    def with_objectives(self, objectives: tuple[str, ...], *, renamed: dict[str, str] | None = None,
+                        like: dict[str, str] | None = None) -> RegressionLM:
         """A copy whose decoder has a tag for each of ``objectives``: every weight is kept, a tag keeps
         its learned embedding (under its new name where ``renamed`` maps old name → new), and a new
-        tag starts at the mean of the existing ones, i.e. as "some objective" the model already knows.
+        tag starts as the existing tag ``like`` names for it (a new accuracy column as the base's
+        cross-space accuracy rank), else at the mean of the existing ones, i.e. as "some objective"
+        the model already knows.
 
         This is how a pre-trained base model meets a table with columns it never saw.
         """
-        renamed = dict(renamed or {})
+        renamed, like = dict(renamed or {}), dict(like or {})
+        unknown = sorted(set(like.values()) - set(self.config.objectives))
+        if unknown:
+            raise ValueError(f"like: {unknown} are not tags of this model")
         current = {renamed.get(name, name): name for name in self.config.objectives}
         if len(current) != len(self.config.objectives):
             raise ValueError(f"renaming {renamed} makes two tags share a name")
@@ -177,7 +182,12 @@ class RegressionLM(nn.Module):
             target[new.first_number:] = source[old.first_number:]
             known = source[old.first_tag : old.first_number]
             for name, index in new.tags.items():
-                target[index] = source[old.tags[current[name]]] if name in current else known.mean(0)
+                if name in current:
+                    target[index] = source[old.tags[current[name]]]
+                elif name in like:
+                    target[index] = source[old.tags[like[name]]]
+                else:
+                    target[index] = known.mean(0)
         model.train(self.training)
         return model
 

@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
+from scipy import stats
 from tqdm.auto import tqdm
 
 from nasrlm.data import TABLE_LOADERS, DataFileNotFoundError, Objective, available_objectives, load_table
@@ -49,6 +50,13 @@ PRETRAINING_FILE = "pretraining.json"
 OPTIMIZER_FILE = "optimizer.safetensors"
 #: The rows a pre-training run reads (texts, labels), kept so that a resumed run does not rebuild them.
 ROWS_FILE = "rows.npz"
+#: One tag shared by every space with a published accuracy: that accuracy's quantile among the space's
+#: labelled rows. Decoded after the structural tags of a batch, it teaches the decoder what accuracy looks
+#: like across spaces, so that a base predicts the accuracy rank of a space whose accuracy it never saw
+#: (zero-shot), and a new accuracy column starts from it when fine-tuning (:meth:`RLMPredictor.from_base`).
+ACCURACY_RANK = Objective("accuracy_rank", "quantile",
+                          "the space's headline accuracy as a quantile among its labelled architectures "
+                          "(0 worst, 1 best), one tag across spaces", "nasrlm (published accuracies)", True)
 
 
 def tag(space: str, name: str) -> str:
@@ -203,8 +211,22 @@ def collect_tasks(data_dir: str | os.PathLike[str] | None, *, exclude: Sequence[
         from_table = [j for j, k in enumerate(rows) if k < len(ids)]
         labelled[from_table] = columns[[rows[j] for j in from_table]]
         names = (*free_names, *(tag(space.name, o.name) for o in table_objectives))
+        headline = [k for k, o in enumerate(table_objectives) if is_accuracy(o)]
+        if headline:  # the cross-space accuracy rank, decoded last (see ACCURACY_RANK)
+            names = (*names, ACCURACY_RANK.name)
+            labelled = np.hstack([labelled, _quantiles(labelled[:, headline[0]])[:, None]])
+            objectives.setdefault(ACCURACY_RANK.name, ACCURACY_RANK)
         tasks.append(Task(space.name, texts, names, np.hstack([free, labelled])))
     return tasks, list(objectives.values())
+
+
+def _quantiles(values: np.ndarray) -> np.ndarray:
+    """Each known value's quantile among the known ones (ties share their mean rank), NaN stays NaN."""
+    out = np.full(len(values), np.nan)
+    known = np.flatnonzero(~np.isnan(values))
+    if len(known) > 1:
+        out[known] = (stats.rankdata(values[known]) - 1) / (len(known) - 1)
+    return out
 
 
 def _check_exclude(exclude: Sequence[str], spaces: Sequence[str],
@@ -316,6 +338,10 @@ def pretrain(predictor: RLMPredictor, tasks: Sequence[Task], config: PretrainCon
     targets = [torch.as_tensor(predictor._targets(t.values, t.objectives)) for t in tasks]
     known = [~np.isnan(t.values) for t in tasks]
     by_length = [np.argsort([len(ids) for ids in e], kind="stable") for e in encoded]
+    ranks = [t.objectives.index(ACCURACY_RANK.name) if ACCURACY_RANK.name in t.objectives else None
+             for t in tasks]
+    accuracies = [{c for c, name in enumerate(t.objectives) if "acc" in name.split(TAG_SEPARATOR)[-1]}
+                  for t in tasks]
     weights = np.array([_task_weight(t) for t in tasks])
     weights /= weights.sum()
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate,
@@ -344,6 +370,10 @@ def pretrain(predictor: RLMPredictor, tasks: Sequence[Task], config: PretrainCon
         rows = by_length[k][start : start + size]
         present = np.flatnonzero(known[k][rows].any(axis=0)[free:]) + free
         chosen = rng.permutation(present)[: config.objectives_per_batch]
+        rank = ranks[k]
+        if rank is not None and rank in present:  # always, last, after no other accuracy of the rows
+            chosen = [c for c in chosen if c != rank and c not in accuracies[k]]
+            chosen = chosen[: config.objectives_per_batch - 1] + [rank]
         columns = [*range(free), *chosen]
         ids, mask = pad_batch([encoded[k][r] for r in rows], model.config.text_pad_id)
         names = tuple(tasks[k].objectives[c] for c in columns)

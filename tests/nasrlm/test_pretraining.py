@@ -7,12 +7,14 @@ import json
 import numpy as np
 import pytest
 import torch
+from scipy import stats
 
 from nasrlm.data import Objective
 from nasrlm.free_labels import ALL_FREE_OBJECTIVES, GRAPH_OBJECTIVES
 from nasrlm.model import RegressionLM
 from nasrlm.predictor import RLMPredictor
 from nasrlm.pretraining import (
+    ACCURACY_RANK,
     OPTIMIZER_FILE,
     PRETRAINING_FILE,
     PretrainConfig,
@@ -164,3 +166,31 @@ def test_an_exclude_pattern_that_matches_nothing_is_an_error(data_dir) -> None:
     with pytest.raises(ValueError, match="nb210:acc"):  # a typo must not quietly exclude nothing
         collect_tasks(data_dir, exclude=["nb210:acc"], spaces=["nb201"], free_rows=0, max_rows=4,
                       progress=False)
+
+
+def test_a_space_with_a_published_accuracy_gets_the_cross_space_accuracy_rank(data_dir) -> None:
+    tasks, objectives = collect_tasks(data_dir, spaces=["nb201"], exclude=["nb201:*acc_12ep"], free_rows=3,
+                                      max_rows=40, progress=False)
+    task = tasks[0]
+    assert task.objectives[-1] == ACCURACY_RANK.name and ACCURACY_RANK in objectives
+    rank, acc = task.values[:, -1], task.values[:, task.objectives.index("nb201:acc")]
+    labelled = ~np.isnan(acc)
+    assert labelled.sum() == 40 and np.isnan(rank[~labelled]).all()  # free-only rows have no accuracy
+    assert rank[labelled].min() == 0 and rank[labelled].max() == 1
+    assert stats.spearmanr(rank[labelled], acc[labelled]).statistic == pytest.approx(1)
+    without, _ = collect_tasks(data_dir, spaces=["nb201"], exclude=["nb201:*acc*"], free_rows=0, max_rows=8,
+                               progress=False)
+    assert ACCURACY_RANK.name not in without[0].objectives  # no accuracy seen, no rank of it
+
+
+def test_a_new_tag_can_start_as_an_existing_one(tasks) -> None:
+    predictor = RLMPredictor.from_scratch([Objective("a", "", "", "", True)], tokenizer=_tokenizer(tasks[0]),
+                                          **TINY)
+    model: RegressionLM = predictor.model.eval()
+    wider = model.with_objectives(("a", "params_m", "macs_m", "b"), like={"b": "a"}).eval()
+    ids = torch.randint(1, 200, (3, 9))
+    mask = torch.ones_like(ids)
+    targets = torch.as_tensor(model.vocab.numbers.encode_many(np.array([1.5, 4.2, 9.9]))[:, None])
+    assert torch.allclose(model(ids, mask, ("a",), targets), wider(ids, mask, ("b",), targets))
+    with pytest.raises(ValueError, match="not tags"):
+        model.with_objectives(("a", "b"), like={"b": "nope"})
