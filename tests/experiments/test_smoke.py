@@ -170,6 +170,14 @@ def check_train_defaults(out: str) -> None:
     assert tau(number(rows[0][3])) and number(rows[0][4]) >= 0
 
 
+def check_lm_alone(out: str) -> None:
+    rows = table(out, "| N | τ (mean of samples) | τ (median) |")
+    assert [r[0] for r in rows] == ["N=0", "N=20"]
+    for r in rows:
+        assert tau(number(r[1].split("±")[0])) and tau(number(r[2])), r
+    assert "acc N=20 seed 0 structure" in out and "archs/s decoded" in out
+
+
 def check_train_ranking(out: str) -> None:
     cells = [line for line in out.splitlines() if line[:2].strip().isdigit()]
     assert len(cells) == 3, out
@@ -187,6 +195,7 @@ SMOKES: dict[str, Smoke] = {
     "export_benchmark.py": Smoke(check_export_benchmark),
     "inference_speed.py": Smoke(check_inference_speed, ["--threads", "1"]),
     "label_speed.py": Smoke(check_label_speed),
+    "lm_alone.py": Smoke(check_lm_alone, [*DATA, "--threads", "1"]),
     "predictor_benchmark.py": Smoke(check_predictor_benchmark, [*DATA, "--threads", "1"]),
     "sampler_overhead.py": Smoke(check_sampler_overhead, DATA),
     "sampler_probe.py": Smoke(check_sampler_probe, [*DATA, "--threads", "1"]),
