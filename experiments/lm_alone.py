@@ -1,6 +1,6 @@
 """The language model alone: how well a fine-tuned RLM ranks a space's accuracy, with no forest, no prior.
 
-    python experiments/lm_alone.py --data-dir ../shared/data --base BASE --recipe structure --sizes 0,100 --seeds 0
+    python experiments/lm_alone.py --data-dir ../shared/data --base BASE --freeze-encoder --sizes 0,100
 
 The model reads the canonical ONNX text and nothing computed from it by hand: graph labels may be what it
 learns to decode (teacher-forced at training, decoded by the model itself at inference), never what it is
@@ -15,7 +15,8 @@ the tag a new accuracy column starts from). Recipes, each a fixed number of step
   trains the decoder only.
 
 Prints one line per run and a table of Kendall τ (mean of ``--samples`` decoded samples, and their median).
-A base must never have seen the space's accuracy (``--exclude 'nb201:*acc*'``): the script refuses one that did.
+A base must never have seen the space's accuracy (``--exclude 'nb201:*acc*'``): the script refuses one
+that did.
 ``--smoke`` runs it in seconds on an untrained tiny base, as its test does.
 """
 
@@ -30,9 +31,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from _common import encoded
 from scipy import stats
 
-from _common import encoded
 from nasrlm.data import Objective, load_table
 from nasrlm.free_labels import ALL_FREE_OBJECTIVES
 from nasrlm.inference import sample_digits
@@ -70,7 +71,8 @@ def fine_tune(predictor: RLMPredictor, encoded_texts: list[list[int]], targets: 
     model.train()
     for step in range(a.steps):
         for group in optimizer.param_groups:
-            group["lr"] = a.lr * min(1.0, (step + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * step / a.steps))
+            warm = min(1.0, (step + 1) / warmup)
+            group["lr"] = a.lr * warm * 0.5 * (1 + math.cos(math.pi * step / a.steps))
         rows = rng.choice(train, min(a.batch_size, len(train)), replace=False)
         loss = loss_on(rows, targets[rows])
         if a.unlabelled > 0 and len(objectives) > 1:
@@ -136,9 +138,11 @@ def main() -> None:
     y = table.column("acc")[: len(ids)]
     with tempfile.TemporaryDirectory() as scratch:
         base = a.base or _smoke_base(Path(scratch), texts)
-        seen = [t for t in RLMPredictor.load(base).model.config.objectives if is_excluded(t, [f"{a.space}:*acc*"])]
+        tags = RLMPredictor.load(base).model.config.objectives
+        seen = [t for t in tags if is_excluded(t, [f"{a.space}:*acc*"])]
         if seen:
-            raise SystemExit(f"base {base} saw {a.space} accuracy columns {seen}: pre-train it with --exclude")
+            raise SystemExit(f"base {base} saw {a.space} accuracy columns {seen}: pre-train it with "
+                             "--exclude")
         names = [o.name for o in ALL_FREE_OBJECTIVES]
         structure = () if a.recipe == "plain" else tuple(
             t for t in a.tags.split(",") if np.ptp(labels[:, names.index(t)]) > 0)
