@@ -11,8 +11,10 @@ the tag a new accuracy column starts from). Recipes, each a fixed number of step
 - ``plain``: decode the accuracy alone, every weight trained (how ``--prior none`` fine-tunes today);
 - ``structure``: decode ``--tags`` structural labels first (greedily, at inference), then the accuracy
   sampled after them; ``--unlabelled W`` adds, per step, a batch of unlabelled architectures of the space
-  (none of the test rows) whose structural tags stay in the loss with weight W; ``--freeze-encoder``
-  trains the decoder only.
+  (none of the test rows) whose structural tags stay in the loss with weight W.
+
+``--freeze-encoder`` trains the decoder only (and the shared token embeddings stay too); each text is then
+encoded once, without dropout, and its states reused at every step.
 
 Prints one line per run and a table of Kendall τ (mean of ``--samples`` decoded samples, and their median).
 A base must never have seen the space's accuracy (``--exclude 'nb201:*acc*'``): the script refuses one
@@ -63,9 +65,24 @@ def fine_tune(predictor: RLMPredictor, encoded_texts: list[list[int]], targets: 
     warmup, rng = max(1, a.steps // 20), np.random.default_rng(seed)
     torch.manual_seed(seed)
 
+    states: dict[int, torch.Tensor] = {}  # a frozen encoder reads each text once: its states, by row
+
     def loss_on(rows: np.ndarray, target: torch.Tensor) -> torch.Tensor:
         ids, mask = pad_batch([encoded_texts[i] for i in rows], model.config.text_pad_id)
-        return model(ids, mask, objectives, target)
+        if not a.freeze_encoder:
+            return model(ids, mask, objectives, target)
+        new = [i for i in rows if i not in states]
+        if new:
+            with torch.no_grad():
+                model.eval()
+                fresh, fresh_mask = pad_batch([encoded_texts[i] for i in new], model.config.text_pad_id)
+                memory = model.encode(fresh, fresh_mask)
+                model.train()
+            states.update((i, memory[k, : len(encoded_texts[i])]) for k, i in enumerate(new))
+        memory = torch.zeros(len(rows), ids.shape[1], model.config.d_model)
+        for k, i in enumerate(rows):
+            memory[k, : len(states[i])] = states[i]
+        return model.decoder_loss(memory, mask, objectives, target)
 
     start = time.perf_counter()
     model.train()

@@ -143,7 +143,12 @@ class RegressionLM(nn.Module):
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, objectives: tuple[str, ...],
                 targets: torch.Tensor) -> torch.Tensor:
         """Mean cross-entropy of the known digits (missing labels are masked out)."""
-        memory = self.encode(input_ids, attention_mask)
+        return self.decoder_loss(self.encode(input_ids, attention_mask), attention_mask, objectives, targets)
+
+    def decoder_loss(self, memory: torch.Tensor, attention_mask: torch.Tensor, objectives: tuple[str, ...],
+                     targets: torch.Tensor) -> torch.Tensor:
+        """:meth:`forward` from encoder states already computed (``memory``, as :meth:`encode` returns):
+        a fine-tune that leaves the encoder as it is encodes each text once, not once per step."""
         decoded = self.t5.decoder(input_ids=self.decoder_inputs(objectives, targets),
                                   encoder_hidden_states=memory, encoder_attention_mask=attention_mask)
         # (batch, K * span, d); within each objective's span, position 1 + j predicts digit j

@@ -195,7 +195,7 @@ SMOKES: dict[str, Smoke] = {
     "export_benchmark.py": Smoke(check_export_benchmark),
     "inference_speed.py": Smoke(check_inference_speed, ["--threads", "1"]),
     "label_speed.py": Smoke(check_label_speed),
-    "lm_alone.py": Smoke(check_lm_alone, [*DATA, "--threads", "1"]),
+    "lm_alone.py": Smoke(check_lm_alone, [*DATA, "--threads", "1", "--freeze-encoder"]),
     "predictor_benchmark.py": Smoke(check_predictor_benchmark, [*DATA, "--threads", "1"]),
     "sampler_overhead.py": Smoke(check_sampler_overhead, DATA),
     "sampler_probe.py": Smoke(check_sampler_probe, [*DATA, "--threads", "1"]),
