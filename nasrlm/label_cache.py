@@ -159,9 +159,14 @@ def default_cache() -> LabelCache | None:
 _fingerprints: dict[int, tuple[SearchSpace, str]] = {}  # by id; the space kept, so its id is not reused
 
 
+#: Random architectures tried, in a fixed order, for the one whose text goes into a space's fingerprint.
+_PROBES = 16
+
+
 def space_key(space: SearchSpace) -> str:
     """``name:fingerprint`` of a space: its name and a hash of its class's source file and of the
-    canonical text of one of its architectures, computed once per space object."""
+    canonical text of one of its architectures (the first of :data:`_PROBES` random ones that builds),
+    computed once per space object."""
     if id(space) not in _fingerprints:
         from exporters import to_text
 
@@ -172,8 +177,13 @@ def space_key(space: SearchSpace) -> str:
                 digest.update(Path(source).read_bytes())
         except (OSError, TypeError):  # defined in a notebook or at the prompt: its text still counts
             pass
-        probe = space.sample_ids(1, seed=0)[0]
-        digest.update(probe.encode())
-        digest.update(to_text(space.build_onnx(space.parse(probe))).encode())
+        for probe in space.sample_ids(_PROBES, seed=0):  # the first that builds: a space may fail on some
+            try:
+                text = to_text(space.build_onnx(space.parse(probe)))
+            except Exception:  # noqa: BLE001 - the user's code: describing names the failures, not this
+                continue
+            digest.update(probe.encode())
+            digest.update(text.encode())
+            break
         _fingerprints[id(space)] = (space, f"{space.name}:{digest.hexdigest()[:16]}")
     return _fingerprints[id(space)][1]

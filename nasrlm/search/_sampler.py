@@ -457,6 +457,8 @@ class RLMSampler(BaseSampler):
         rows: dict[str, Sequence[float]] = {}
         for t in complete:
             rows.setdefault(self.arch_id_of(t.params), t.values)
+        buildable = set(self._buildable(list(rows)))  # a table may hold values of one the space cannot build
+        rows = {arch_id: values for arch_id, values in rows.items() if arch_id in buildable}
         if self._surrogate is None:
             self._pool_params = [self._draw(search_space, self._rng)
                                  for _ in range(self.candidate_settings.num_candidates)]
@@ -539,7 +541,7 @@ class RLMSampler(BaseSampler):
         kept = self.cache.buildable(arch_ids)
         for arch_id in set(arch_ids) - set(kept) - self._warned:
             self._warned.add(arch_id)
-            self.log(f"warning: left out of the candidates: {self.cache.failed[arch_id]}")
+            self.log(f"warning: the model leaves it out: {self.cache.failed[arch_id]}")
         return kept
 
     def _draw(self, search_space: dict[str, BaseDistribution], rng: np.random.Generator) -> dict[str, Any]:

@@ -139,7 +139,7 @@ class RLMSurrogate:
         ids = list(pool[: s.pretrain_archs])
         if len(ids) < s.pretrain_archs:
             extra = self.cache.space.sample_ids(s.pretrain_archs - len(ids), seed=self.seed)
-            ids = list(dict.fromkeys([*ids, *extra]))
+            ids = self.cache.buildable(list(dict.fromkeys([*ids, *extra])))  # random ones may fail to build
         self.log(f"pre-training on free labels (parameters, MACs) of {len(ids):,} architectures")
         texts = self.cache.texts_of(ids)
         epochs = max(s.pretrain_epochs, math.ceil(2 * s.fit_steps / math.ceil(len(ids) / s.batch_size)))
