@@ -1087,7 +1087,11 @@ class Pretrain(Command):
         rows = sum(len(t.texts) for t in tasks)
         log(f"pre-training on {rows:,} rows of {len(tasks)} spaces, {len(tags)} tags, "
             f"for {config.minutes:.1f} min on {device}")
-        state = pretrain(predictor, tasks, config, output=output, state=state, device=device)
+        try:
+            state = pretrain(predictor, tasks, config, output=output, state=state, device=device)
+        except KeyboardInterrupt as interrupt:  # pretrain saved where it stood and says so
+            raise KeyboardInterrupt(f"{interrupt.args[0]}; the same command with --resume continues "
+                                    "it") from None
         print(f"saved base model {output}: {state.step:,} steps in {state.seconds / 60:.1f} min, "
               f"final loss {state.loss[-1]:.3f}", file=sys.stderr)
         return 0

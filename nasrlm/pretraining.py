@@ -325,7 +325,8 @@ def pretrain(predictor: RLMPredictor, tasks: Sequence[Task], config: PretrainCon
     """Train ``predictor`` on ``tasks`` until ``config.minutes`` or ``config.max_steps`` is spent.
 
     With ``output``, the predictor, :data:`PRETRAINING_FILE` and the optimiser state are saved there
-    every ``config.checkpoint_minutes`` and at the end. To continue a run, pass the saved ``state``
+    every ``config.checkpoint_minutes``, at the end and on ctrl-C (which then raises
+    ``KeyboardInterrupt`` naming the step saved). To continue a run, pass the saved ``state``
     and the predictor loaded from ``output``; the optimiser state is read from there. The learning rate
     warms up, then follows a cosine over whichever budget (time or steps) runs out first.
     """
@@ -364,42 +365,52 @@ def pretrain(predictor: RLMPredictor, tasks: Sequence[Task], config: PretrainCon
     bar = tqdm(total=100, desc="pre-training", unit="%", disable=not config.progress,
                initial=int(100 * progress(state.step, state.seconds)))
     model.train()
-    while progress(state.step, time.perf_counter() - started) < 1.0:
-        k = int(rng.choice(len(tasks), p=weights))
-        size = min(config.batch_size, len(encoded[k]))
-        start = int(rng.integers(len(encoded[k]) - size + 1))  # rows of similar length: little padding
-        rows = by_length[k][start : start + size]
-        present = np.flatnonzero(known[k][rows].any(axis=0)[free:]) + free
-        chosen = rng.permutation(present)[: config.objectives_per_batch]
-        rank = ranks[k]
-        if rank is not None and rank in present:  # always, last, after no other accuracy of the rows
-            chosen = [c for c in chosen if c != rank and c not in accuracies[k]]
-            chosen = chosen[: config.objectives_per_batch - 1] + [rank]
-        columns = [*range(free), *chosen]
-        ids, mask = pad_batch([encoded[k][r] for r in rows], model.config.text_pad_id)
-        names = tuple(tasks[k].objectives[c] for c in columns)
-        batch_targets = targets[k][rows][:, columns]
-        share = progress(state.step, time.perf_counter() - started)
-        warm = min(1.0, (state.step + 1) / config.warmup_steps)
-        for group in optimizer.param_groups:
-            group["lr"] = config.learning_rate * warm * 0.5 * (1 + math.cos(math.pi * share))
-        loss = model(ids.to(device), mask.to(device), names, batch_targets.to(device))
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), config.clip_norm)
-        optimizer.step()
-        state.step += 1
-        running, count = running + loss.item(), count + 1
-        state.seconds = time.perf_counter() - started
-        done = int(100 * progress(state.step, state.seconds))
-        if done > bar.n:
-            bar.update(done - bar.n)
-        bar.set_postfix(step=state.step, loss=f"{running / count:.3f}")
-        if output is not None and time.perf_counter() - last_save > 60 * config.checkpoint_minutes:
+    try:
+        while progress(state.step, time.perf_counter() - started) < 1.0:
+            k = int(rng.choice(len(tasks), p=weights))
+            size = min(config.batch_size, len(encoded[k]))
+            start = int(rng.integers(len(encoded[k]) - size + 1))  # rows of similar length: little padding
+            rows = by_length[k][start : start + size]
+            present = np.flatnonzero(known[k][rows].any(axis=0)[free:]) + free
+            chosen = rng.permutation(present)[: config.objectives_per_batch]
+            rank = ranks[k]
+            if rank is not None and rank in present:  # always, last, after no other accuracy of the rows
+                chosen = [c for c in chosen if c != rank and c not in accuracies[k]]
+                chosen = chosen[: config.objectives_per_batch - 1] + [rank]
+            columns = [*range(free), *chosen]
+            ids, mask = pad_batch([encoded[k][r] for r in rows], model.config.text_pad_id)
+            names = tuple(tasks[k].objectives[c] for c in columns)
+            batch_targets = targets[k][rows][:, columns]
+            share = progress(state.step, time.perf_counter() - started)
+            warm = min(1.0, (state.step + 1) / config.warmup_steps)
+            for group in optimizer.param_groups:
+                group["lr"] = config.learning_rate * warm * 0.5 * (1 + math.cos(math.pi * share))
+            loss = model(ids.to(device), mask.to(device), names, batch_targets.to(device))
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), config.clip_norm)
+            optimizer.step()
+            state.step += 1
+            running, count = running + loss.item(), count + 1
+            state.seconds = time.perf_counter() - started
+            done = int(100 * progress(state.step, state.seconds))
+            if done > bar.n:
+                bar.update(done - bar.n)
+            bar.set_postfix(step=state.step, loss=f"{running / count:.3f}")
+            if output is not None and time.perf_counter() - last_save > 60 * config.checkpoint_minutes:
+                state.loss.append(running / count)
+                running, count = 0.0, 0
+                _checkpoint(predictor, optimizer, state, output)
+                last_save = time.perf_counter()
+    except KeyboardInterrupt:  # ctrl-C: keep every step done so far, then stop as asked
+        bar.close()
+        if output is None:
+            raise
+        if count:
             state.loss.append(running / count)
-            running, count = 0.0, 0
-            _checkpoint(predictor, optimizer, state, output)
-            last_save = time.perf_counter()
+        model.eval()
+        _checkpoint(predictor, optimizer, state, output)
+        raise KeyboardInterrupt(f"interrupted at step {state.step:,}: saved in {output}") from None
     bar.close()
     if count:
         state.loss.append(running / count)

@@ -194,3 +194,26 @@ def test_a_new_tag_can_start_as_an_existing_one(tasks) -> None:
     assert torch.allclose(model(ids, mask, ("a",), targets), wider(ids, mask, ("b",), targets))
     with pytest.raises(ValueError, match="not tags"):
         model.with_objectives(("a", "b"), like={"b": "nope"})
+
+
+def test_ctrl_c_saves_the_steps_done_and_says_so(tasks, tmp_path, monkeypatch) -> None:
+    rows, _ = tasks
+    predictor = _base(tasks)
+    forward = RegressionLM.forward
+    calls = []
+
+    def interrupted(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 4:  # ctrl-C during the fourth step
+            raise KeyboardInterrupt
+        return forward(self, *args, **kwargs)
+
+    monkeypatch.setattr(RegressionLM, "forward", interrupted)
+    config = PretrainConfig(minutes=10, max_steps=12, batch_size=8, warmup_steps=2, progress=False)
+    with pytest.raises(KeyboardInterrupt, match=f"interrupted at step 3: saved in {tmp_path}"):
+        pretrain(predictor, rows, config, output=tmp_path)
+    saved = PretrainState.load(tmp_path)
+    assert saved.step == 3 and not saved.finished and (tmp_path / OPTIMIZER_FILE).is_file()
+    monkeypatch.setattr(RegressionLM, "forward", forward)
+    resumed = pretrain(RLMPredictor.load(tmp_path), rows, config, output=tmp_path, state=saved)
+    assert resumed.step == 12 and resumed.finished
