@@ -14,6 +14,7 @@ import gc
 import multiprocessing
 import multiprocessing.pool
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -295,8 +296,13 @@ class _Workers:
 
 
 def _worker_start() -> None:
-    """In a forked worker: torch (a torch space traces its networks) on one thread. Its thread pool was
-    forked without its threads, and the first parallel op would wait for them forever."""
+    """In a forked worker: ctrl-C ignored, and torch (a torch space traces its networks) on one thread.
+
+    ctrl-C reaches every process of the terminal's group: a worker it stopped while holding the task
+    queue's lock left the parent's ``terminate`` waiting for that lock forever. The parent alone stops,
+    and terminates its workers. Torch's thread pool was forked without its threads, and the first parallel
+    op would wait for them forever."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(1)
 
