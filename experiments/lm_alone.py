@@ -41,8 +41,9 @@ from nasrlm.free_labels import ALL_FREE_OBJECTIVES
 from nasrlm.inference import sample_digits
 from nasrlm.normalize import Normalizer
 from nasrlm.predictor import RLMPredictor
-from nasrlm.pretraining import ACCURACY_RANK, is_excluded
+from nasrlm.pretraining import is_excluded
 from nasrlm.training import pad_batch
+from nasrlm.transfer import ACCURACY_RANK
 from search_spaces import get_space
 
 #: Structural labels decoded before the accuracy (those constant over the space are dropped).

@@ -34,7 +34,14 @@ from nasrlm.presets import TRAIN_SIZE, size_options
 from nasrlm.prior import FreeLabelPrior, ScoresPrior, residual_weight, stratified_normal
 from nasrlm.tokenizers import OnnxTokenizer
 from nasrlm.training import TrainConfig, TrainReport, derived_sources, pad_batch, train
-from nasrlm.transfer import TRANSFER_FILE, TRANSFER_LABEL, AccuracyTransfer, TransferFileError, is_accuracy
+from nasrlm.transfer import (
+    ACCURACY_RANK,
+    TRANSFER_FILE,
+    TRANSFER_LABEL,
+    AccuracyTransfer,
+    TransferFileError,
+    is_accuracy,
+)
 from search_spaces import SearchSpace
 
 #: Validation rows needed before the model's residual is weighed on them: weights fitted on the 10
@@ -186,7 +193,6 @@ class RLMPredictor:
         tags += [o.name for o in objectives if o.name not in known]
         metadata = {renamed.get(n, n): replace(o, name=renamed.get(n, n)) for n, o in base.objectives.items()}
         metadata.update((o.name, o) for o in objectives)
-        from nasrlm.pretraining import ACCURACY_RANK  # noqa: PLC0415 - pretraining imports this module
         like = {o.name: ACCURACY_RANK.name for o in objectives  # a new accuracy starts as the base's rank
                 if o.name not in known and is_accuracy(o) and ACCURACY_RANK.name in known}
         model = base.model.with_objectives(tuple(tags), renamed=renamed, like=like)

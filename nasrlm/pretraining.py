@@ -40,7 +40,7 @@ from nasrlm.free_labels import ALL_FREE_OBJECTIVES, FREE_OBJECTIVES, cached_coun
 from nasrlm.normalize import Normalizer
 from nasrlm.predictor import RLMPredictor
 from nasrlm.training import pad_batch
-from nasrlm.transfer import AccuracyTransfer, is_accuracy
+from nasrlm.transfer import ACCURACY_RANK, AccuracyTransfer, is_accuracy
 from search_spaces import available_spaces, get_space
 
 #: Separates a space from an objective in a base model's tags.
@@ -51,13 +51,6 @@ PRETRAINING_FILE = "pretraining.json"
 OPTIMIZER_FILE = "optimizer.safetensors"
 #: The rows a pre-training run reads (texts, labels), kept so that a resumed run does not rebuild them.
 ROWS_FILE = "rows.npz"
-#: One tag shared by every space with a published accuracy: that accuracy's quantile among the space's
-#: labelled rows. Decoded after the structural tags of a batch, it teaches the decoder what accuracy looks
-#: like across spaces, so that a base predicts the accuracy rank of a space whose accuracy it never saw
-#: (zero-shot), and a new accuracy column starts from it when fine-tuning (:meth:`RLMPredictor.from_base`).
-ACCURACY_RANK = Objective("accuracy_rank", "quantile",
-                          "the space's headline accuracy as a quantile among its labelled architectures "
-                          "(0 worst, 1 best), one tag across spaces", "nasrlm (published accuracies)", True)
 
 
 def tag(space: str, name: str) -> str:

@@ -62,6 +62,15 @@ class TransferFileError(NasrlmError, ValueError):
     """A transfer file that is missing, corrupt, or made from graph labels of another version."""
 
 
+#: One tag shared by every space with a published accuracy: that accuracy's quantile among the space's
+#: labelled rows. Decoded after the structural tags of a batch, it teaches the decoder what accuracy looks
+#: like across spaces, so that a base predicts the accuracy rank of a space whose accuracy it never saw
+#: (zero-shot), and a new accuracy column starts from it when fine-tuning (``RLMPredictor.from_base``).
+ACCURACY_RANK = Objective("accuracy_rank", "quantile",
+                          "the space's headline accuracy as a quantile among its labelled architectures "
+                          "(0 worst, 1 best), one tag across spaces", "nasrlm (published accuracies)", True)
+
+
 def is_accuracy(objective: Objective) -> bool:
     """Whether a published column is a space's headline accuracy: a percentage where higher is better,
     named ``acc`` or ``acc_...`` (OFA's ``acc_surrogate``), in a tag or not (``nb101:acc``).
