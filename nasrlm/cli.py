@@ -640,7 +640,6 @@ def _built(space: search_spaces.SearchSpace, arch_id: str, build: Callable[[Any]
         return None
 
 
-
 def _failures(failed: int, total: int) -> int:
     """Exit status 1, with a line saying so, where some architectures failed; else 0."""
     if failed:

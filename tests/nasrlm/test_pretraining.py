@@ -148,13 +148,17 @@ def test_from_base_keeps_known_tags_renames_the_space_and_adds_new_ones(tasks, t
     assert samples.shape == (2, 4, 1) and (samples >= 50 - room).all() and (samples <= 90 + room).all()
 
 
-def test_with_objectives_keeps_behaviour_for_kept_tags(tasks) -> None:
+def _tiny_model_and_input(tasks) -> tuple[RegressionLM, torch.Tensor, torch.Tensor]:
+    """An untrained tiny model with one tag ``a`` (besides the free labels), in eval mode, and an input."""
     predictor = RLMPredictor.from_scratch([Objective("a", "", "", "", True)], tokenizer=_tokenizer(tasks[0]),
                                           **TINY)
-    model: RegressionLM = predictor.model.eval()
-    wider = model.with_objectives(("x", "params_m", "macs_m", "b"), renamed={"a": "b"}).eval()
     ids = torch.randint(1, 200, (3, 9))
-    mask = torch.ones_like(ids)
+    return predictor.model.eval(), ids, torch.ones_like(ids)
+
+
+def test_with_objectives_keeps_behaviour_for_kept_tags(tasks) -> None:
+    model, ids, mask = _tiny_model_and_input(tasks)
+    wider = model.with_objectives(("x", "params_m", "macs_m", "b"), renamed={"a": "b"}).eval()
     targets = torch.as_tensor(np.stack([model.vocab.numbers.encode_many(np.array([1.5, 4.2, 9.9]))] * 2, 1))
     before, after = model(ids, mask, ("macs_m", "a"), targets), wider(ids, mask, ("macs_m", "b"), targets)
     assert torch.allclose(before, after)
@@ -184,12 +188,8 @@ def test_a_space_with_a_published_accuracy_gets_the_cross_space_accuracy_rank(da
 
 
 def test_a_new_tag_can_start_as_an_existing_one(tasks) -> None:
-    predictor = RLMPredictor.from_scratch([Objective("a", "", "", "", True)], tokenizer=_tokenizer(tasks[0]),
-                                          **TINY)
-    model: RegressionLM = predictor.model.eval()
+    model, ids, mask = _tiny_model_and_input(tasks)
     wider = model.with_objectives(("a", "params_m", "macs_m", "b"), like={"b": "a"}).eval()
-    ids = torch.randint(1, 200, (3, 9))
-    mask = torch.ones_like(ids)
     targets = torch.as_tensor(model.vocab.numbers.encode_many(np.array([1.5, 4.2, 9.9]))[:, None])
     assert torch.allclose(model(ids, mask, ("a",), targets), wider(ids, mask, ("b",), targets))
     with pytest.raises(ValueError, match="not tags"):
