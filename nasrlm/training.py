@@ -19,6 +19,10 @@ from tqdm.auto import tqdm
 
 from nasrlm.model import RegressionLM
 
+#: Parameter-name prefixes that ``TrainConfig(freeze_encoder=True)`` keeps as they are: the encoder and the
+#: token embeddings it shares with the decoder.
+FROZEN_WITH_THE_ENCODER = ("t5.encoder.", "t5.shared.")
+
 
 @dataclass
 class TrainConfig:
@@ -35,6 +39,9 @@ class TrainConfig:
     validation_fraction: float = 0.1  # held out for early stopping; 0 trains on all, keeps the last epoch
     patience: int = 10  # epochs without a better validation loss before stopping
     max_minutes: float | None = None  # stop (keeping the best epoch) when this budget is spent
+    # train the decoder only: a base's encoder (and the token embeddings it shares) stays as pre-trained,
+    # and each text is encoded once, without dropout (experiments/README.md, "Who carries the prediction")
+    freeze_encoder: bool = False
     seed: int = 0
     progress: bool = True
 
@@ -116,7 +123,11 @@ def train(model: RegressionLM, inputs: Sequence[Sequence[int]], targets: np.ndar
     steps_per_epoch = math.ceil(len(train_idx) / config.batch_size)
     total_steps = steps_per_epoch * config.max_epochs
     warmup = max(1, round(config.warmup_fraction * total_steps))
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate,
+    frozen = [p for n, p in model.named_parameters()
+              if config.freeze_encoder and n.startswith(FROZEN_WITH_THE_ENCODER) and p.requires_grad]
+    for p in frozen:
+        p.requires_grad_(False)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=config.learning_rate,
                                   weight_decay=config.weight_decay)
 
     def schedule(step: int) -> float:  # linear warm-up, then cosine decay to zero
@@ -126,9 +137,25 @@ def train(model: RegressionLM, inputs: Sequence[Sequence[int]], targets: np.ndar
 
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
 
+    states: dict[int, torch.Tensor] = {}  # with a frozen encoder: each row's encoder states, computed once
+
     def loss_on(index: np.ndarray) -> torch.Tensor:
         ids, mask = pad_batch([inputs[i] for i in index], pad)
-        return model(ids.to(device), mask.to(device), objectives, targets_t[index].to(device))
+        ids, mask, target = ids.to(device), mask.to(device), targets_t[index].to(device)
+        if not frozen:
+            return model(ids, mask, objectives, target)
+        new = [k for k, i in enumerate(index) if i not in states]
+        if new:
+            training = model.training
+            model.eval()
+            with torch.no_grad():
+                memory = model.encode(ids[new], mask[new])
+            model.train(training)
+            states.update((int(index[k]), memory[j, : len(inputs[index[k]])]) for j, k in enumerate(new))
+        memory = torch.zeros(len(index), ids.shape[1], model.config.d_model, device=device)
+        for k, i in enumerate(index):
+            memory[k, : len(inputs[i])] = states[int(i)]
+        return model.decoder_loss(memory, mask, objectives, target)
 
     best_state, best_loss, stale = None, math.inf, 0
     start = time.perf_counter()
@@ -169,6 +196,8 @@ def train(model: RegressionLM, inputs: Sequence[Sequence[int]], targets: np.ndar
             report.stopped_by = "time_budget"
             break
     bar.close()
+    for p in frozen:
+        p.requires_grad_(True)
     if best_state is not None:
         model.load_state_dict(best_state)
     model.eval()
