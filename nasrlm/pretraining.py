@@ -40,11 +40,9 @@ from nasrlm.free_labels import ALL_FREE_OBJECTIVES, FREE_OBJECTIVES, cached_coun
 from nasrlm.normalize import Normalizer
 from nasrlm.predictor import RLMPredictor
 from nasrlm.training import pad_batch
-from nasrlm.transfer import ACCURACY_RANK, AccuracyTransfer, is_accuracy
+from nasrlm.transfer import ACCURACY_RANK, TAG_SEPARATOR, AccuracyTransfer, is_accuracy
 from search_spaces import available_spaces, get_space
 
-#: Separates a space from an objective in a base model's tags.
-TAG_SEPARATOR = ":"
 #: The file, inside a base model's directory, that says how it was pre-trained.
 PRETRAINING_FILE = "pretraining.json"
 #: Optimiser state for ``--resume``, inside a base model's directory.

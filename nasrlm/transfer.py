@@ -42,6 +42,8 @@ __all__ = ["TRANSFER_FILE", "TRANSFER_LABEL", "AccuracyTransfer", "SourceForest"
 
 #: Where a base model keeps its transfer forest, beside ``config.json``.
 TRANSFER_FILE = "transfer.safetensors"
+#: Separates a space from an objective in a base model's tags (``nb201:pixel3``).
+TAG_SEPARATOR = ":"
 #: The name of the prior input the forest's prediction becomes.
 TRANSFER_LABEL = "transfer_acc"
 #: Rows per space a forest is fitted on (a random subset beyond): NB101's 2,000 transferred to NB201
