@@ -16,6 +16,7 @@ import importlib.util
 import json
 import math
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -355,14 +356,47 @@ def _texts(space: search_spaces.SearchSpace, ids: Sequence[str], *, progress: bo
     return texts_and_free_labels(space, ids, progress=progress)[0]
 
 
-def _load_base(path: str, objectives: Sequence[Any], space: str) -> Any:
-    """``--init``/``--base``: a base model directory, or a one-line error naming it."""
+def _load_base(path: str | None, objectives: Sequence[Any], space: str) -> Any:
+    """``--init``/``--base``: a base model directory (``None``: the shipped one), or a one-line error
+    naming it."""
     from nasrlm.predictor import RLMPredictor
 
     try:
         return RLMPredictor.from_base(path, objectives, space=space)
     except (NasrlmError, ValueError) as error:  # a file of it missing or unreadable; tags that clash
-        raise CliError(f"{path}: not a usable base model ({error})") from None
+        raise CliError(f"{path or 'the shipped base model'}: not a usable base model ({error})") from None
+
+
+def _zero_shot(space: Any) -> Any:
+    """The shipped base, predicting ``space`` zero-shot; a one-line error where it has nothing to say."""
+    from nasrlm.predictor import RLMPredictor
+
+    try:
+        predictor = RLMPredictor.zero_shot(space.name)
+    except NasrlmError as error:
+        raise CliError(str(error)) from None
+    if not predictor.predicts:
+        raise CliError(f"the shipped base model predicts nothing of {space.name} zero-shot: give a model "
+                       "directory ('nasrlm train')")
+    seen = "" if space.name in predictor.spaces else ", a space it never saw"
+    columns = predictor.space_columns()
+    print(f"zero-shot with the shipped base model ({space.name}{seen}): {', '.join(predictor.predicts)}"
+          + (f"; --objectives may also name {', '.join(columns)}" if columns else ""), file=sys.stderr)
+    return predictor
+
+
+def _predicted(predictor: Any, objectives: str | None, model: str) -> tuple[str, ...]:
+    """``--objectives`` of predict: the model's default, or names it was trained on for this space (a base's
+    tags of other spaces, ``nb101:acc``, are not), else one line."""
+    if not objectives:
+        return predictor.predicts
+    names = tuple(_comma_list(objectives))
+    untrained = [n for n in names if n not in predictor.trained_objectives or ":" in n]  # another space's tag
+    if untrained:
+        known = dict.fromkeys((*predictor.predicts, *predictor.space_columns()))
+        raise CliError(f"--objectives: {model} was never trained on {', '.join(untrained)} of this space "
+                       f"(it predicts {', '.join(known)})")
+    return names
 
 
 def _load_model_for(path: str, space: Any) -> Any:
@@ -772,13 +806,19 @@ class Train(Command):
         p.add_argument("--objectives",
                        help="columns to learn, in decode order (default: all, as in the table)")
         p.add_argument("--space", help="search space (default: the one recorded with the table)")
-        p.add_argument("--size", choices=list(SIZES), default=TRAIN_SIZE,
-                       help=f"model size (default {TRAIN_SIZE})")
-        p.add_argument("--init", metavar="BASE",
-                       help="fine-tune the base model in directory BASE ('nasrlm pretrain') instead of "
-                            "training from scratch; columns it knows keep their tags, new ones get new tags")
+        start = p.add_mutually_exclusive_group()
+        start.add_argument("--init", metavar="BASE",
+                           help="fine-tune the base model in directory BASE ('nasrlm pretrain') instead of "
+                                "the one shipped in the package; columns it knows keep their tags, new ones "
+                                "get new tags")
+        start.add_argument("--scratch", action="store_true",
+                           help="train a fresh model instead of fine-tuning the shipped base")
+        start.add_argument("--size", choices=list(SIZES),
+                           help=f"train a fresh model of this size (implies --scratch; its default is "
+                                f"{TRAIN_SIZE})")
         p.add_argument("--pretrain", type=_count, default=0, metavar="N",
-                       help="first pre-train on free labels (params, MACs) of N random architectures")
+                       help="first pre-train a fresh model on free labels (params, MACs) of N random "
+                            "architectures (implies --scratch)")
         p.add_argument("--prior", choices=("none", *PRIOR_KINDS), default="forest",
                        help="learn each objective as what a prior leaves unexplained: 'line' (a straight "
                             "line through the best free label: params, MACs), or on the free and graph "
@@ -791,12 +831,13 @@ class Train(Command):
                             "cells differing only in dead edges), labelled with the --carry objectives only")
         p.add_argument("--carry", help="objectives equivalent architectures share (default: those in %%)")
         p.add_argument("--epochs", type=_positive_int,
-                       help=f"maximum epochs, early stopping picks the best (default {TRAIN.max_epochs}; "
-                            f"with --init, enough for {FINE_TUNE.steps} steps)")
+                       help=f"maximum epochs, early stopping picks the best (default: enough for "
+                            f"{FINE_TUNE.steps} steps when fine-tuning a base, {TRAIN.max_epochs} from "
+                            "scratch)")
         p.add_argument("--batch-size", type=_positive_int, default=TrainConfig.batch_size)
         p.add_argument("--lr", type=_positive_float,
-                       help=f"peak learning rate (AdamW; default {TRAIN.learning_rate:g}, "
-                            f"{FINE_TUNE.learning_rate:g} with --init)")
+                       help=f"peak learning rate (AdamW; default {FINE_TUNE.learning_rate:g} when "
+                            f"fine-tuning a base, {TRAIN.learning_rate:g} from scratch)")
         p.add_argument("--max-minutes", type=_positive_float, help="time budget per training phase")
         _add_device(p)
         p.add_argument("--seed", type=_count, default=0)
@@ -830,25 +871,29 @@ class Train(Command):
                 raise CliError(f"{args.data}: column {name!r} of {ids[infinite[0]]} is "
                                f"{column[infinite[0]]:g}, which is not a measurement (leave a missing value "
                                "empty)")
+        scratch = args.scratch or args.size is not None or args.pretrain > 0
         if args.init and args.pretrain:
             raise CliError("--init and --pretrain: a base model is already pre-trained; give one of them")
         torch_threads(args.threads)
         device = _device(args.device)
-        if args.init:
+        if not scratch:
             predictor = _load_base(args.init, objectives, space.name)
             new = [n for n in names if n not in predictor.normalizers]
-            print(f"fine-tuning {args.init} on {len(ids):,} architectures of {space.name}: {', '.join(names)}"
-                  + (f" (new: {', '.join(new)})" if new else ""), file=sys.stderr)
+            print(f"fine-tuning {args.init or 'the shipped base model'} on {len(ids):,} architectures of "
+                  f"{space.name}: {', '.join(names)}" + (f" (new: {', '.join(new)})" if new else ""),
+                  file=sys.stderr)
         else:
             print(f"training on {len(ids):,} architectures of {space.name}: {', '.join(names)}",
                   file=sys.stderr)
-            predictor = RLMPredictor.from_scratch(objectives, size=args.size, seed=args.seed)
+            predictor = RLMPredictor.from_scratch(objectives, size=args.size or TRAIN_SIZE, seed=args.seed)
         predictor.to(device)
-        schedule = FINE_TUNE if args.init else TRAIN
+        schedule = TRAIN if scratch else FINE_TUNE
         settings = schedule.settings(len(ids), args.batch_size)
         settings.update({k: v for k, v in (("max_epochs", args.epochs), ("learning_rate", args.lr)) if v})
+        # the language model alone keeps a base's reading of the text and learns to decode from it
         config = TrainConfig(batch_size=args.batch_size, seed=args.seed, max_minutes=args.max_minutes,
-                             progress=not args.quiet, **settings)
+                             freeze_encoder=not scratch and args.prior == "none", progress=not args.quiet,
+                             **settings)
         if args.pretrain:
             pre_ids = space.sample_ids(args.pretrain, seed=args.seed + 1)
             pre_texts, labels = texts_and_free_labels(space, pre_ids, progress=not args.quiet)
@@ -863,7 +908,7 @@ class Train(Command):
                   "model learns what it leaves unexplained", file=sys.stderr)
         # a base keeps the normalisers of what it knows (the free labels decoded first among them); prior
         # residuals and new columns get their own
-        refit = list(names) if prior else (new if args.init else True)
+        refit = list(names) if prior else (True if scratch else new)
         report = predictor.fine_tune(space, ids, values, names, config, prior=prior, refit_normalizers=refit,
                                      derived_from=derived_from, progress=not args.quiet)
         if prior not in (None, "line") and predictor.transfer is not None:
@@ -1018,6 +1063,10 @@ class Pretrain(Command):
                        help=f"peak learning rate (default {_number(config.learning_rate)})")
         p.add_argument("--resume", action="store_true",
                        help="continue the run saved in -o for --minutes more")
+        p.add_argument("--ship", metavar="DIR",
+                       help="when the run ends, also write the model into DIR with weights in float16 and "
+                            "its pretraining.json (no optimiser state or rows): how the base shipped in the "
+                            "package is made")
         _add_device(p)
         p.add_argument("--seed", type=_count, default=0)
         _add_threads(p)
@@ -1027,6 +1076,7 @@ class Pretrain(Command):
     def run(self, args: argparse.Namespace) -> int:
         from nasrlm.predictor import RLMPredictor
         from nasrlm.pretraining import (
+            PRETRAINING_FILE,
             ROWS_FILE,
             PretrainConfig,
             PretrainState,
@@ -1041,6 +1091,8 @@ class Pretrain(Command):
 
         started = time.monotonic()
         output = Path(args.output)
+        if args.ship:
+            _check_output_dir(args.ship, "--ship")
         device = _device(args.device)
         torch_threads(args.threads)
         exclude = parse_exclude(args.exclude or "")
@@ -1093,6 +1145,11 @@ class Pretrain(Command):
                                     "it") from None
         print(f"saved base model {output}: {state.step:,} steps in {state.seconds / 60:.1f} min, "
               f"final loss {state.loss[-1]:.3f}", file=sys.stderr)
+        if args.ship:  # the model, and what it saw (the rows and optimiser state stay behind)
+            shipped = predictor.to("cpu").save(args.ship, half=True)
+            shutil.copyfile(output / PRETRAINING_FILE, shipped / PRETRAINING_FILE)
+            size = sum(f.stat().st_size for f in shipped.iterdir()) / 2**20
+            print(f"shipped {shipped}: {size:.1f} MiB", file=sys.stderr)
         return 0
 
 
@@ -1112,8 +1169,13 @@ class Predict(Command):
     help = "predicted distribution of every objective, as JSON"
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
-        p.add_argument("model", help="model directory written by 'nasrlm train'")
+        p.add_argument("model", nargs="?",
+                       help="model directory written by 'nasrlm train' (default: the base model shipped in "
+                            "the package, zero-shot)")
         p.add_argument("--space", required=True)
+        p.add_argument("--objectives",
+                       help="comma-separated objectives to predict, in decode order (default: those the "
+                            "model was trained on last; zero-shot, accuracy_rank)")
         _add_selection(p)
         p.add_argument("--samples", type=int, default=64, help="decoder samples per architecture")
         _add_device(p)
@@ -1126,8 +1188,13 @@ class Predict(Command):
         device = _device(args.device)
         space = _space(args.space)
         ids = _arch_ids(space, args)
-        predictor = _load_model_for(args.model, space).to(device)
-        predictions = predictor.predict(_texts(space, ids, progress=not args.quiet), num_samples=args.samples,
+        if args.model:
+            predictor = _load_model_for(args.model, space).to(device)
+        else:
+            predictor = _zero_shot(space).to(device)
+        objectives = _predicted(predictor, args.objectives, args.model or "the shipped base model")
+        predictions = predictor.predict(_texts(space, ids, progress=not args.quiet), objectives,
+                                        num_samples=args.samples,
                                         seed=args.seed,
                                         progress=not args.quiet, **predictor.known_labels(space, ids))
         out = {i: {k: v.to_dict() for k, v in p.items()} for i, p in zip(ids, predictions, strict=True)}
@@ -1137,7 +1204,8 @@ class Predict(Command):
 
 class Eval(Command):
     name = "eval"
-    help = "rank correlation of predictions with a 'nasrlm data' table, as JSON"
+    help = ("rank correlation of predictions with a 'nasrlm data' table, and the share of its values inside "
+            "the central 80%% of the samples, as JSON")
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
         p.add_argument("model")
@@ -1153,6 +1221,7 @@ class Eval(Command):
     def run(self, args: argparse.Namespace) -> int:
         from scipy import stats
 
+        from nasrlm.calibration import central_coverage
 
         _check_samples(args.samples)
         device = _device(args.device)
@@ -1176,12 +1245,14 @@ class Eval(Command):
                                    num_samples=args.samples, seed=args.seed,
                                    progress=not args.quiet, **predictor.known_labels(space, table.ids))
         median = np.median(samples, axis=1)
+        coverage = central_coverage(samples, truth)
         result = {}
         for k, name in enumerate(names):
             known = ~np.isnan(truth[:, k])
             predicted, actual = median[known, k], truth[known, k]
             result[name] = {"kendall": _json_number(stats.kendalltau(predicted, actual).statistic),
                             "spearman": _json_number(stats.spearmanr(predicted, actual).statistic),
+                            "coverage80": _json_number(coverage[k]),
                             "n": int(known.sum())}
         print(json.dumps(result, indent=2, allow_nan=False))
         return 0

@@ -7,6 +7,7 @@ per objective — plus the objectives' names and units, and saves them as a dire
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import shutil
@@ -27,6 +28,7 @@ from nasrlm import __version__
 from nasrlm.data import Objective
 from nasrlm.errors import NasrlmError
 from nasrlm.feature_prior import PRIOR_KINDS, FeaturePrior
+from nasrlm.free_labels import ALL_FREE_OBJECTIVES, FREE_OBJECTIVES, free_labels, texts_and_free_labels
 from nasrlm.inference import sample_scaled
 from nasrlm.model import RegressionLM, RLMConfig
 from nasrlm.normalize import Normalizer
@@ -36,6 +38,7 @@ from nasrlm.tokenizers import OnnxTokenizer
 from nasrlm.training import TrainConfig, TrainReport, derived_sources, pad_batch, train
 from nasrlm.transfer import (
     ACCURACY_RANK,
+    TAG_SEPARATOR,
     TRANSFER_FILE,
     TRANSFER_LABEL,
     AccuracyTransfer,
@@ -56,10 +59,22 @@ UNVALIDATED_RESIDUAL_WEIGHT = 0.0
 PRIOR_FILE = "prior.safetensors"
 #: Quantiles reported with every prediction.
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
+#: The base model shipped in the package (``nasrlm pretrain --ship``; what it saw: docs/base-model.md).
+SHIPPED_BASE = Path(__file__).parent / "base"
 
-#: The process's file-creation mask, read once (reading it means setting it), for the modes of saved files.
-_UMASK = os.umask(0o022)
-os.umask(_UMASK)
+
+def _umask() -> int:
+    """The process's file-creation mask, for the modes of saved files: read from ``/proc`` where there is
+    one, else by setting it and back (the only portable way) when a model is saved, never at import."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 class ModelNotFoundError(NasrlmError, FileNotFoundError):
@@ -68,6 +83,15 @@ class ModelNotFoundError(NasrlmError, FileNotFoundError):
 
 class ModelFileError(NasrlmError, ValueError):
     """A model directory's file is there but does not make a model (truncated, of another kind)."""
+
+
+def shipped_base() -> Path:
+    """The directory of the base model shipped in the package, or :class:`ModelNotFoundError` where an
+    install left it out (a wheel built without package data)."""
+    if not (SHIPPED_BASE / "config.json").is_file():
+        raise ModelNotFoundError(f"{SHIPPED_BASE}: this install of nasrlm lacks its base model (reinstall "
+                                 "it, or give a base directory written by 'nasrlm pretrain')")
+    return SHIPPED_BASE
 
 
 def _read_model_config(path: Path) -> dict:
@@ -165,8 +189,6 @@ class RLMPredictor:
         given); ``size`` names a preset of :data:`nasrlm.presets.SIZES`, ``model_options`` override it.
         Initial weights depend only on ``seed``.
         """
-        from nasrlm.free_labels import FREE_OBJECTIVES
-
         tokenizer = tokenizer or OnnxTokenizer.train_on_spaces(seed=seed)
         names = {o.name for o in objectives}
         free = [o for o in FREE_OBJECTIVES if o.name not in names]  # a published params_m is the same tag
@@ -174,16 +196,16 @@ class RLMPredictor:
         return cls.create(tokenizer, [*free, *objectives], **{**size_options(size), **model_options})
 
     @classmethod
-    def from_base(cls, path: str | Path, objectives: Sequence[Objective], *, space: str) -> RLMPredictor:
-        """A pre-trained base model (``nasrlm pretrain``) ready to fine-tune on ``objectives`` of ``space``.
+    def from_base(cls, path: str | Path | None, objectives: Sequence[Objective], *, space: str
+                  ) -> RLMPredictor:
+        """A pre-trained base model (``nasrlm pretrain``; ``None``: the one shipped in the package) ready
+        to fine-tune on ``objectives`` of ``space``.
 
         The base's tags of that space (``nb201:pixel3``) answer to their plain names (``pixel3``), so
         a column the base has seen keeps its learned tag and its normaliser; a new column gets a new
         tag (see :meth:`RegressionLM.with_objectives`). Tags of other spaces stay as they are.
         """
-        from nasrlm.pretraining import TAG_SEPARATOR
-
-        base = cls.load(path)
+        base = cls.load(shipped_base() if path is None else path)
         prefix = f"{space}{TAG_SEPARATOR}"
         plain = set(base.model.config.objectives)
         renamed = {t: t.removeprefix(prefix) for t in plain  # a free label keeps its tag for the same name
@@ -201,6 +223,28 @@ class RLMPredictor:
         predictor.transfer = base.transfer
         predictor.spaces = base.spaces
         return predictor
+
+    @classmethod
+    def zero_shot(cls, space: str, path: str | Path | None = None) -> RLMPredictor:
+        """A base model (``None``: the shipped one) predicting ``space`` with no label of it.
+
+        By default (:attr:`predicts`) it decodes :data:`~nasrlm.transfer.ACCURACY_RANK`, the quantile of
+        the space's headline accuracy an architecture is predicted at (learned on other spaces'
+        accuracies where the base never saw this one's); a base without that tag decodes the columns of
+        ``space`` it was pre-trained on, which answer to their plain names (``pixel3``) in any case.
+        """
+        predictor = cls.from_base(path, (), space=space)
+        if ACCURACY_RANK.name in predictor.normalizers:
+            predictor.decode_order = (ACCURACY_RANK.name,)
+        else:
+            predictor.decode_order = predictor.space_columns()
+        return predictor
+
+    def space_columns(self) -> tuple[str, ...]:
+        """The trained objectives that are neither another space's tags (``nb101:acc``) nor free labels
+        nor the cross-space accuracy rank: after :meth:`from_base`, the columns of its space."""
+        shared = {o.name for o in ALL_FREE_OBJECTIVES} | {ACCURACY_RANK.name}
+        return tuple(t for t in self.trained_objectives if TAG_SEPARATOR not in t and t not in shared)
 
     # --- training ------------------------------------------------------------------------------
     def encode_texts(self, texts: Sequence[str]) -> list[list[int]]:
@@ -297,8 +341,6 @@ class RLMPredictor:
         ranked NB201 accuracy and latency best from 20 to 1,000 labels; with 20-50 rows ``"auto"``
         often picked a worse ridge (experiments/README.md, "Transfer from a pre-trained base model").
         """
-        from nasrlm.free_labels import ALL_FREE_OBJECTIVES, FREE_OBJECTIVES, texts_and_free_labels
-
         if prior is not None and prior not in PRIOR_KINDS:
             raise ValueError(f"prior {prior!r}: expected None or one of {', '.join(PRIOR_KINDS)}")
         names = list(names)
@@ -328,8 +370,6 @@ class RLMPredictor:
         Empty without a prior; a prior on labels that are not free (a device's latency) cannot be
         computed here: pass those yourself.
         """
-        from nasrlm.free_labels import ALL_FREE_OBJECTIVES, FREE_OBJECTIVES, free_labels
-
         if not self.prior_inputs:
             return {}
         names = [o.name for o in ALL_FREE_OBJECTIVES]
@@ -551,8 +591,9 @@ class RLMPredictor:
         return tuple(o for o in self.model.config.objectives if o in self.normalizers)
 
     # --- checkpoints ----------------------------------------------------------------------------
-    def save(self, path: str | Path) -> Path:
-        """Write ``config.json``, ``model.safetensors`` and ``tokenizer.model`` into directory ``path``.
+    def save(self, path: str | Path, *, half: bool = False) -> Path:
+        """Write ``config.json``, ``model.safetensors`` and ``tokenizer.model`` into directory ``path``;
+        ``half`` stores the weights in float16 (half the bytes; :meth:`load` reads them back in float32).
 
         The files are written into a staging directory first, so no file is ever seen truncated. A new
         ``path`` appears whole: the staging directory, made beside it, is renamed to it. An existing
@@ -568,11 +609,11 @@ class RLMPredictor:
         staging = Path(tempfile.mkdtemp(prefix=".staging-" if exists else f".{path.name}.",
                                         dir=path if exists else path.parent))
         try:
-            self._write_files(staging)
+            self._write_files(staging, half=half)
             for file in staging.iterdir():  # one mode for all (safetensors writes its file 0600)
-                file.chmod(0o666 & ~_UMASK)
+                file.chmod(0o666 & ~_umask())
             if not exists:
-                staging.chmod(0o777 & ~_UMASK)
+                staging.chmod(0o777 & ~_umask())
                 os.replace(staging, path)
                 return path
             written = {f.name for f in staging.iterdir()}
@@ -584,10 +625,11 @@ class RLMPredictor:
             shutil.rmtree(staging, ignore_errors=True)
         return path
 
-    def _write_files(self, path: Path) -> None:
+    def _write_files(self, path: Path, *, half: bool = False) -> None:
         """The files of :meth:`save`, into the empty directory ``path``."""
         device = self.device
-        save_model(self.model.cpu(), path / "model.safetensors")  # de-duplicates the tied embeddings
+        model = copy.deepcopy(self.model).cpu().half() if half else self.model.cpu()
+        save_model(model, path / "model.safetensors")  # de-duplicates the tied embeddings
         self.model.to(device)
         (path / "tokenizer.model").write_bytes(self.tokenizer.to_bytes())
         meta = {

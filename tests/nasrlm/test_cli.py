@@ -223,9 +223,20 @@ def test_pretrain_then_fine_tune_a_new_column_with_init(capsys, tmp_path: Path, 
     code, _, err = run(capsys, "pretrain", "--data-dir", str(data_dir), "-o", str(base), "--resume",
                        "--max-steps", "5", "--minutes", "1", "--quiet")
     assert code == 2 and "--exclude" in err  # resuming must not change what the base saw
+    shipped = tmp_path / "shipped"
     code, _, err = run(capsys, "pretrain", "--data-dir", str(data_dir), "-o", str(base), "--resume",
-                       "--exclude", "nb201:*acc*", "--max-steps", "5", "--quiet")
-    assert code == 0 and "5 steps" in err, err
+                       "--exclude", "nb201:*acc*", "--max-steps", "5", "--quiet", "--ship", str(shipped))
+    assert code == 0 and "5 steps" in err and f"shipped {shipped}" in err, err
+    from safetensors import safe_open
+
+    with safe_open(shipped / "model.safetensors", "pt") as weights:  # float16, and nothing but the model
+        assert {str(weights.get_tensor(k).dtype) for k in weights.keys()} == {"torch.float16"}  # noqa: SIM118
+    assert {f.name for f in shipped.iterdir()} == {"config.json", "model.safetensors", "tokenizer.model",
+                                                   "pretraining.json"}  # what it saw: --exclude, rows, steps
+    assert json.loads((shipped / "pretraining.json").read_text())["exclude"] == ["nb201:*acc*"]
+    from nasrlm.predictor import RLMPredictor
+
+    assert RLMPredictor.load(shipped).model.config == RLMPredictor.load(base).model.config
 
     space = NasBench201()
     ids = space.sample_ids(12, seed=5)
@@ -313,13 +324,15 @@ def test_label_options_reach_the_label_cache(argv, variable, value, tmp_path: Pa
     seen = {}
 
     class Recording:  # a model that records what the command set before it predicts
+        predicts = ("acc",)
+
         def to(self, device):
             return self
 
         def known_labels(self, space, ids):
             return {}
 
-        def predict(self, texts, **kwargs):
+        def predict(self, texts, objectives, **kwargs):
             seen["value"] = os.environ.get(variable)
             raise SystemExit(0)
 

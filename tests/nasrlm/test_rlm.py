@@ -181,6 +181,35 @@ def test_training_learns_is_deterministic_and_survives_a_checkpoint(corpus, tmp_
                                   first.sample(texts[:4], num_samples=16, seed=3))
 
 
+def test_a_frozen_encoder_stays_as_it_was_while_the_decoder_learns(corpus) -> None:
+    tokenizer, texts, values = corpus
+    torch.manual_seed(0)
+    predictor = RLMPredictor.create(tokenizer, OBJECTIVES, **{**TINY, "dropout": 0.1})
+    before = {n: p.detach().clone() for n, p in predictor.model.named_parameters()}
+    config = TrainConfig(max_epochs=8, batch_size=16, learning_rate=3e-3, validation_fraction=0.0,
+                         freeze_encoder=True, progress=False)
+    report = predictor.fit(texts, values, ("acc", "lat"), config)
+    assert report.train_loss[-1] < report.train_loss[0]  # the decoder learned from the cached states
+    for name, p in predictor.model.named_parameters():
+        same = torch.equal(p, before[name])
+        assert same == name.startswith(("t5.encoder.", "t5.shared.")), name
+        assert p.requires_grad  # frozen for the fit only
+
+
+def test_half_precision_weights_load_back_as_float32(corpus, tmp_path) -> None:
+    tokenizer, texts, _ = corpus
+    torch.manual_seed(0)
+    predictor = RLMPredictor.create(tokenizer, OBJECTIVES, **TINY)
+    full, half = predictor.save(tmp_path / "full"), predictor.save(tmp_path / "half", half=True)
+    size = {p: (p / "model.safetensors").stat().st_size for p in (full, half)}
+    assert size[half] < 0.55 * size[full]
+    loaded = RLMPredictor.load(half)
+    assert next(predictor.model.parameters()).dtype == torch.float32  # the saved model is left as it was
+    for (name, a), b in zip(predictor.model.state_dict().items(), loaded.model.state_dict().values(),
+                            strict=True):
+        assert b.dtype == torch.float32 and torch.allclose(a, b, atol=1e-3, rtol=1e-3), name
+
+
 def test_a_save_is_never_half_written_and_keeps_other_files(corpus, tmp_path, monkeypatch) -> None:
     tokenizer, texts, _ = corpus
     torch.manual_seed(0)

@@ -1,0 +1,106 @@
+"""The base model shipped in the package: it loads offline, never saw NB201 accuracy, and is what
+``predict`` (no model directory) and ``train`` (no ``--init``) start from."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nasrlm.cli import main
+from nasrlm.data import BenchmarkTable, Objective
+from nasrlm.predictor import SHIPPED_BASE, ModelNotFoundError, RLMPredictor, shipped_base
+from nasrlm.pretraining import is_excluded
+from nasrlm.transfer import ACCURACY_RANK
+from search_spaces import NasBench201
+
+ARCH = "|nor_conv_3x3~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|skip_connect~0|nor_conv_3x3~1|skip_connect~2|"
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any attempt to open a socket fails the test."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("the shipped base must load and predict without the network")
+
+    monkeypatch.setattr(socket, "socket", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+
+
+def test_the_shipped_base_loads_offline_and_fits_the_size_limit(no_network) -> None:
+    path = shipped_base()
+    assert sum(f.stat().st_size for f in path.iterdir()) <= 10 * 10**6
+    predictor = RLMPredictor.load(path)
+    assert next(predictor.model.parameters()).dtype.is_floating_point
+    assert ACCURACY_RANK.name in predictor.normalizers and "nb201" in predictor.spaces
+
+
+def test_the_shipped_base_never_saw_nb201_accuracy() -> None:
+    record = json.loads((shipped_base() / "pretraining.json").read_text())
+    assert "nb201:*acc*" in record["exclude"] and record["rows"]["nb201"] > 0  # its structure, latencies
+    predictor = RLMPredictor.load(shipped_base())
+    seen = [t for t in predictor.model.config.objectives if is_excluded(t, ["nb201:*acc*"])]
+    assert seen == []
+    if predictor.transfer is not None:  # its cross-space accuracy forests
+        assert "nb201" not in {s.space for s in predictor.transfer.sources}
+
+
+def test_a_missing_shipped_base_is_one_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import nasrlm.predictor
+
+    monkeypatch.setattr(nasrlm.predictor, "SHIPPED_BASE", tmp_path / "base")
+    with pytest.raises(ModelNotFoundError, match="lacks its base model"):
+        shipped_base()
+
+
+def test_predict_with_no_model_directory_is_zero_shot(capsys, no_network) -> None:
+    code, out, err = run(capsys, "predict", "--space", "nb201", "--arch", ARCH, "--samples", "4", "-q")
+    assert code == 0, err
+    assert "zero-shot with the shipped base model (nb201): accuracy_rank" in err
+    assert "pixel3" in err  # the columns --objectives may name
+    prediction = json.loads(out)[ARCH]
+    assert list(prediction) == ["accuracy_rank"]
+    assert 0 <= prediction["accuracy_rank"]["median"] <= 1
+    code, out, err = run(capsys, "predict", "--space", "nb201", "--arch", ARCH, "--samples", "4", "-q",
+                         "--objectives", "pixel3,accuracy_rank")
+    assert code == 0 and list(json.loads(out)[ARCH]) == ["pixel3", "accuracy_rank"], err
+    assert json.loads(out)[ARCH]["pixel3"]["unit"] == "ms"
+    code, _, err = run(capsys, "predict", "--space", "nb201", "--arch", ARCH, "--objectives", "nb101:acc",
+                       "-q")
+    assert code == 2 and "never trained on nb101:acc" in err and err.count("\n") == 2  # the zero-shot line
+
+
+def test_zero_shot_orders_a_space_s_columns_under_their_plain_names() -> None:
+    predictor = RLMPredictor.zero_shot("nb201")
+    assert predictor.predicts == (ACCURACY_RANK.name,)
+    columns = predictor.space_columns()
+    assert "pixel3" in columns and not [c for c in columns if ":" in c or c == "params_m"]
+
+
+@pytest.mark.slow
+def test_train_fine_tunes_the_shipped_base_unless_told_otherwise(capsys, tmp_path: Path) -> None:
+    ids = NasBench201().sample_ids(12, seed=5)
+    table = BenchmarkTable("nb201", ids, [Objective("acc", "%", "toy accuracy", "test", True)],
+                           np.linspace(60, 90, 12)[:, None])
+    data = str(table.to_csv(tmp_path / "few.csv"))
+    code, _, err = run(capsys, "train", "--data", data, "-o", str(tmp_path / "m"), "--epochs", "1", "-q",
+                       "--prior", "none")
+    assert code == 0 and "fine-tuning the shipped base model on 12 architectures" in err, err
+    model = RLMPredictor.load(tmp_path / "m")
+    assert model.model.config.d_model == RLMPredictor.load(SHIPPED_BASE).model.config.d_model
+    code, _, err = run(capsys, "train", "--data", data, "-o", str(tmp_path / "s"), "--epochs", "1", "-q",
+                       "--scratch")
+    assert code == 0 and "training on 12 architectures" in err, err
+    with pytest.raises(SystemExit) as stop:
+        main(["train", "--data", data, "-o", str(tmp_path / "t"), "--size", "tiny", "--init",
+              str(SHIPPED_BASE)])
+    assert stop.value.code == 2 and "--init: not allowed with argument --size" in capsys.readouterr().err
