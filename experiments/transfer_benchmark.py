@@ -11,12 +11,16 @@ Two tasks, each on fixed splits (seed s: a permutation of the table drawn with `
 - ``unseen``: latency on a device the base never saw (every one of its tags excluded, checked), from 20
   measured architectures, Spearman ρ on 3,000 others (NB201) or on the rest of the 5,000 (FBNet).
 
-Methods: ``rlm`` (the base fine-tuned: ``RLMPredictor.from_base`` + ``fine_tune``), ``rlm-prior`` (the
+Methods: ``rlm`` (the base fine-tuned: ``RLMPredictor.from_base`` + ``fit``, the language model alone, its
+encoder frozen as ``nasrlm train --prior none`` keeps it unless ``--train-encoder``), ``rlm-prior`` (the
 same, learning the residual of the free-label line prior), ``rlm-graph`` (accuracy: the residual of a
-feature prior on the free and graph labels, ``--prior-kind``, default ``auto``), ``rlm-ctx`` (devices:
+feature prior on the free and graph labels, ``--prior-kind``, default ``auto``; for a device too: what
+``nasrlm train`` does with a new device column), ``rlm-ctx`` (devices:
 the residual of a feature prior on the latencies of the devices the base saw, measured on the same
 architectures; ``rlm-ctx-free`` also on the free labels; all three also report the prior alone),
-``forest`` (a random forest on the free and graph labels read off the ONNX graph,
+``zero-shot`` (accuracy: the base's ``accuracy_rank``
+with no label, ``RLMPredictor.zero_shot`` as ``nasrlm predict`` with no model directory), ``forest`` (a random
+forest on the free and graph labels read off the ONNX graph,
 ``nasrlm.free_labels``), ``transfer-forest`` (the same forest plus the prediction of a cross-space
 accuracy forest, ``--transfer``: what other spaces' published accuracies say of each cell;
 ``transfer-alone`` ranks by that prediction alone, no label used), ``cell-forest`` (the same forest
@@ -55,21 +59,22 @@ import torch
 from _common import encoded, gbdt_predict
 from scipy import stats
 
+from nasrlm.calibration import central_coverage
 from nasrlm.data import load_table
 from nasrlm.feature_prior import FeaturePrior
 from nasrlm.free_labels import ALL_FREE_OBJECTIVES
 from nasrlm.predictor import RLMPredictor
-from nasrlm.presets import FINE_TUNE
+from nasrlm.presets import DECODER_TUNE, FINE_TUNE
 from nasrlm.pretraining import PRETRAINING_FILE, is_excluded, tag
 from nasrlm.selection import farthest_first
 from nasrlm.training import TrainConfig
-from nasrlm.transfer import AccuracyTransfer
+from nasrlm.transfer import ACCURACY_RANK, AccuracyTransfer
 from search_spaces import SearchSpace, get_space
 
 FREE = tuple(o.name for o in ALL_FREE_OBJECTIVES[:2])
 #: The methods that read the base model (the others ignore ``--base``).
 BASE_METHODS = {"rlm", "rlm-prior", "rlm-graph", "rlm-ctx", "rlm-ctx-free", "forest+rlm", "ctx-forest",
-                "ctx-ridge"}
+                "ctx-ridge", "zero-shot"}
 #: The devices of HELP's NB201 test split (our base excludes each on every space).
 DEVICES = {"nb201": ("titan_rtx_1", "gold_6226", "pixel2", "raspi4", "eyeriss", "fpga"),
            "fbnet": ("titan_rtx_1", "gold_6226", "pixel2", "raspi4", "eyeriss", "fpga")}
@@ -169,9 +174,9 @@ def factors(source: np.ndarray, k: int) -> np.ndarray:
 def fine_tuned(base: Path, space: SearchSpace, name: str, texts: list[str], train: np.ndarray, y: np.ndarray,
                test: np.ndarray, a: argparse.Namespace, seed: int, *, kind: str | None = None,
                given: dict[str, np.ndarray] | None = None, features: dict[str, np.ndarray] | None = None
-               ) -> tuple[np.ndarray, np.ndarray | None, float]:
+               ) -> tuple[np.ndarray, np.ndarray | None, float, np.ndarray]:
     """The base fine-tuned on ``train``: its median predictions on ``test``, its prior's alone (or
-    ``None``), and the fine-tune's seconds.
+    ``None``), the fine-tune's seconds, and the decoded samples (test rows, samples).
 
     ``given`` columns (every row) are decoded before ``name``; with a prior ``kind`` they are its
     inputs, with ``features`` (every row, not decoded) beside them.
@@ -181,8 +186,11 @@ def fine_tuned(base: Path, space: SearchSpace, name: str, texts: list[str], trai
     given, features = given or {}, features or {}
     objective = Objective(name, "", "target", "benchmark", True)
     predictor = RLMPredictor.from_base(base, [objective], space=space.name)
-    schedule = dataclasses.replace(FINE_TUNE, steps=a.steps, learning_rate=a.lr)  # nasrlm train --init's
-    config = TrainConfig(batch_size=32, seed=seed, progress=False, **schedule.settings(len(train), 32))
+    frozen = kind is None and not a.train_encoder  # nasrlm train --prior none's rule and schedule
+    schedule = dataclasses.replace(DECODER_TUNE if frozen else FINE_TUNE, learning_rate=a.lr,
+                                   **({"steps": a.steps} if a.steps else {}))
+    config = TrainConfig(batch_size=32, seed=seed, progress=False, freeze_encoder=frozen,
+                         **schedule.settings(len(train), 32))
     values = np.column_stack([*(v[train] for v in given.values()), y])
     prior = {"prior_from": tuple(given), "prior_inputs": {k: v[train] for k, v in features.items()},
              "prior_kind": kind} if kind else {}
@@ -197,7 +205,7 @@ def fine_tuned(base: Path, space: SearchSpace, name: str, texts: list[str], trai
     if kind:
         x = np.column_stack([*(given[k][test] for k in given), *(features[k][test] for k in features)])
         alone = predictor.prior.mean(x)[:, 0]
-    return np.median(draws, axis=1)[:, 0], alone, seconds
+    return np.median(draws, axis=1)[:, 0], alone, seconds, draws[..., 0]
 
 
 def base_predictions(base: Path, space: SearchSpace, texts: list[str], tags: list[str], cache: Path
@@ -260,10 +268,24 @@ def run_accuracy(a, space_name: str, seed: int, record) -> None:
                       and (units.get(t) == "%" or (t.startswith("nb201:") and units.get(t) == "ms")))
         print(f"  context: the base's predictions of {len(tags)} tags: {', '.join(tags)}", flush=True)
         context = np.hstack([free, base_predictions(a.base, space, texts, tags, a.cache)])
+    zero_shot = None
+    if "zero-shot" in a.methods:  # nasrlm predict with no model directory: accuracy_rank, no label read
+        rows = order[: max(a.sizes) + a.test]
+        predictor = RLMPredictor.zero_shot(space_name, a.base)
+        if predictor.predicts != (ACCURACY_RANK.name,):
+            raise SystemExit(f"base {a.base} has no {ACCURACY_RANK.name} tag to rank accuracy zero-shot with")
+        start = time.perf_counter()
+        draws = predictor.sample([texts[i] for i in rows], num_samples=a.samples, batch_size=64, seed=seed)
+        speed = len(rows) / (time.perf_counter() - start)
+        print(f"  {space_name} zero-shot: {speed:.0f} archs/s", flush=True)
+        zero_shot = np.full(len(order), np.nan)
+        zero_shot[rows] = np.median(draws, axis=1)[:, 0]
     for n in a.sizes:
         train, test = order[:n], order[n : n + a.test]
         y, truth = y_all[train], y_all[test]
         runs = {}
+        if zero_shot is not None:
+            runs["zero-shot"] = zero_shot[test]
         if "forest" in a.methods:
             runs["forest"] = forest(free[train], y, free[test], seed)
         if "transfer-forest" in a.methods:
@@ -280,7 +302,7 @@ def run_accuracy(a, space_name: str, seed: int, record) -> None:
             runs["ctx-forest"] = forest(context[train], y, context[test], seed)
         if "forest+rlm" in a.methods:  # the base learns what the forest leaves over (out of bag)
             predicted, oob = forest(free[train], y, free[test], seed, out_of_bag=True)
-            residual, _, seconds = fine_tuned(a.base, space, "acc", texts, train, y - oob, test, a, seed)
+            residual, _, seconds, _ = fine_tuned(a.base, space, "acc", texts, train, y - oob, test, a, seed)
             runs["forest+rlm"], runs["forest+rlm/2"] = predicted + residual, predicted + residual / 2
             print(f"  {space_name} acc N={n} seed {seed} forest+rlm: fine-tune {seconds:.0f} s", flush=True)
         free_given = {f: free[:, k] for k, f in enumerate(FREE)}
@@ -288,9 +310,11 @@ def run_accuracy(a, space_name: str, seed: int, record) -> None:
         for method, kind, features in (("rlm", None, None), ("rlm-prior", "line", None),
                                        ("rlm-graph", a.prior_kind, graph)):
             if method in a.methods:
-                runs[method], alone, seconds = fine_tuned(
+                runs[method], alone, seconds, draws = fine_tuned(
                     a.base, space, "acc", texts, train, y, test, a, seed, kind=kind,
                     given=free_given if kind else None, features=features)
+                record(f"{space_name} acc: central-80% coverage", f"N={n}", method,
+                       float(central_coverage(draws[..., None], truth[:, None])[0]))
                 if features is not None:
                     runs[f"{method} (prior alone)"] = alone
                 print(f"  {space_name} acc N={n} seed {seed} {method}: fine-tune {seconds:.0f} s", flush=True)
@@ -355,14 +379,19 @@ def run_unseen(a, seed: int, record) -> None:
             free_given = {f: free[:, k] for k, f in enumerate(FREE)}
             sources = {d: values[:, len(devices) + k] for k, d in enumerate(table.names[len(devices):])}
             with_free = {**sources, **free_given}
+            graph = {o.name: free[:, k] for k, o in enumerate(ALL_FREE_OBJECTIVES) if k >= len(FREE)}
             for method, kind, given, features in (("rlm", None, None, None),
                                                   ("rlm-prior", "line", free_given, None),
+                                                  ("rlm-graph", a.prior_kind, free_given, graph),
                                                   ("rlm-ctx", a.prior_kind, None, sources),
                                                   ("rlm-ctx-free", a.prior_kind, None, with_free)):
                 if method in a.methods:
-                    runs[method], alone, seconds = fine_tuned(a.base, space, device, texts, train, y, test, a,
-                                                              seed, kind=kind, given=given, features=features)
-                    if method.startswith("rlm-ctx"):
+                    runs[method], alone, seconds, draws = fine_tuned(
+                        a.base, space, device, texts, train, y, test, a, seed, kind=kind, given=given,
+                        features=features)
+                    record(f"{space_name} unseen device: central-80% coverage", device, method,
+                           float(central_coverage(draws[..., None], truth[:, None])[0]))
+                    if method.startswith(("rlm-ctx", "rlm-graph")):
                         runs[f"{method} (prior alone)"] = alone
                     print(f"  {space_name} {device} seed {seed} {method}: fine-tune {seconds:.0f} s",
                           flush=True)
@@ -405,8 +434,11 @@ def main() -> None:
                    help="which architectures are measured on an unseen device: random (HELP's protocol) or "
                         "spread over the source devices' latencies (nasrlm.selection.farthest_first)")
     p.add_argument("--test", type=int, default=None, help="held-out rows (default 5,000 acc, 3,000 devices)")
-    p.add_argument("--steps", type=int, default=FINE_TUNE.steps, help="fine-tuning optimiser steps")
+    p.add_argument("--steps", type=int, help=f"fine-tuning optimiser steps (default: {DECODER_TUNE.steps} "
+                   f"for rlm, as nasrlm train --prior none, {FINE_TUNE.steps} for the others)")
     p.add_argument("--lr", type=float, default=FINE_TUNE.learning_rate, help="fine-tuning peak learning rate")
+    p.add_argument("--train-encoder", action="store_true",
+                   help="rlm: train the encoder too (nasrlm train --prior none keeps a base's frozen)")
     p.add_argument("--samples", type=int, default=32, help="decoded samples per test architecture")
     p.add_argument("--transfer", type=Path, help="a base model directory or transfer file (nasrlm "
                    "pretrain writes one) for transfer-forest and transfer-alone")
@@ -447,7 +479,7 @@ def main() -> None:
     print(f"\n{date.today()}, {platform.machine()} {platform.processor() or ''}, torch threads {a.threads}, "
           f"{(time.perf_counter() - started) / 60:.0f} min; "
           + (f"base {a.base} ({json.loads((a.base / PRETRAINING_FILE).read_text())['exclude']}); "
-             if a.base else "no base; ") + f"steps {a.steps}, lr {a.lr}, "
+             if a.base else "no base; ") + f"steps {a.steps or 'default'}, lr {a.lr}, "
           f"samples {a.samples}, seeds {a.seeds}\n")
     for task in dict.fromkeys(t for t, _, _ in results):
         methods = list(dict.fromkeys(m for t, _, m in results if t == task))

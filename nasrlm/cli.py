@@ -33,7 +33,7 @@ from nasrlm import __version__
 from nasrlm.data import available_objectives, load_table, resolve_data_dir
 from nasrlm.data._table import META_SUFFIX
 from nasrlm.errors import NasrlmError
-from nasrlm.presets import FINE_TUNE, PRETRAIN_SIZE, SIZES, TRAIN, TRAIN_SIZE
+from nasrlm.presets import DECODER_TUNE, FINE_TUNE, PRETRAIN_SIZE, SIZES, TRAIN, TRAIN_SIZE
 
 #: ``--prior``: the ``prior_kind`` values of ``RLMPredictor.fit`` (kept here so the CLI starts without numpy's
 #: heavier neighbours; a test checks it against ``nasrlm.feature_prior.PRIOR_KINDS``)
@@ -832,8 +832,8 @@ class Train(Command):
         p.add_argument("--carry", help="objectives equivalent architectures share (default: those in %%)")
         p.add_argument("--epochs", type=_positive_int,
                        help=f"maximum epochs, early stopping picks the best (default: enough for "
-                            f"{FINE_TUNE.steps} steps when fine-tuning a base, {TRAIN.max_epochs} from "
-                            "scratch)")
+                            f"{FINE_TUNE.steps} steps when fine-tuning a base, {DECODER_TUNE.steps} with "
+                            f"--prior none, {TRAIN.max_epochs} from scratch)")
         p.add_argument("--batch-size", type=_positive_int, default=TrainConfig.batch_size)
         p.add_argument("--lr", type=_positive_float,
                        help=f"peak learning rate (AdamW; default {FINE_TUNE.learning_rate:g} when "
@@ -887,13 +887,13 @@ class Train(Command):
                   file=sys.stderr)
             predictor = RLMPredictor.from_scratch(objectives, size=args.size or TRAIN_SIZE, seed=args.seed)
         predictor.to(device)
-        schedule = TRAIN if scratch else FINE_TUNE
+        # the language model alone reads the text as the base learned to, and learns to decode from it
+        decoder_only = not scratch and args.prior == "none"
+        schedule = TRAIN if scratch else DECODER_TUNE if decoder_only else FINE_TUNE
         settings = schedule.settings(len(ids), args.batch_size)
         settings.update({k: v for k, v in (("max_epochs", args.epochs), ("learning_rate", args.lr)) if v})
-        # the language model alone keeps a base's reading of the text and learns to decode from it
         config = TrainConfig(batch_size=args.batch_size, seed=args.seed, max_minutes=args.max_minutes,
-                             freeze_encoder=not scratch and args.prior == "none", progress=not args.quiet,
-                             **settings)
+                             freeze_encoder=decoder_only, progress=not args.quiet, **settings)
         if args.pretrain:
             pre_ids = space.sample_ids(args.pretrain, seed=args.seed + 1)
             pre_texts, labels = texts_and_free_labels(space, pre_ids, progress=not args.quiet)

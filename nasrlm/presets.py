@@ -63,3 +63,7 @@ TRAIN = Schedule(max_epochs=60, learning_rate=5e-4)
 #: Fine-tuning a pre-trained base model (``nasrlm train --init``): a fixed number of steps, however few
 #: the rows, so that 20 measurements get as much training as 1,000.
 FINE_TUNE = Schedule(max_epochs=1000, learning_rate=5e-4, steps=300, min_validation_rows=100)
+#: The language model alone fine-tuning a base (``nasrlm train --prior none``): the decoder only, whose steps
+#: are cheap (each text is encoded once), so five times as many (experiments/README.md, "Who carries the
+#: prediction").
+DECODER_TUNE = Schedule(max_epochs=1000, learning_rate=5e-4, steps=1500, min_validation_rows=100)

@@ -170,6 +170,15 @@ def check_train_defaults(out: str) -> None:
     assert tau(number(rows[0][3])) and number(rows[0][4]) >= 0
 
 
+def check_calibration(out: str) -> None:
+    rows = table(out, "| task | N | temperature | central-80% coverage | rank correlation |")
+    assert [(r[0], r[1], r[2]) for r in rows] == [("nb201 acc", "10", "1"), ("nb201 acc", "10", "1.5"),
+                                                  ("nb201 acc", "10", "2"), ("nb201 pixel2", "20", "1"),
+                                                  ("nb201 pixel2", "20", "1.5"), ("nb201 pixel2", "20", "2")]
+    for r in rows:
+        assert 0 <= number(r[3]) <= 1 and tau(number(r[4])), r
+
+
 def check_lm_alone(out: str) -> None:
     rows = table(out, "| N | τ (mean of samples) | τ (median) |")
     assert [r[0] for r in rows] == ["N=0", "N=20"]
@@ -192,6 +201,7 @@ DATA = ["--data-dir", "{data}"]
 SMOKES: dict[str, Smoke] = {
     "acquisition_probe.py": Smoke(check_acquisition_probe, DATA),
     "candidate_pool_ceiling.py": Smoke(check_candidate_pool_ceiling, DATA),
+    "calibration.py": Smoke(check_calibration, [*DATA, "--threads", "1"]),
     "export_benchmark.py": Smoke(check_export_benchmark),
     "inference_speed.py": Smoke(check_inference_speed, ["--threads", "1"]),
     "label_speed.py": Smoke(check_label_speed),
