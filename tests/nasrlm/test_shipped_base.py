@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from nasrlm.cli import main
 from nasrlm.data import BenchmarkTable, Objective
@@ -95,8 +96,11 @@ def test_train_fine_tunes_the_shipped_base_unless_told_otherwise(capsys, tmp_pat
     code, _, err = run(capsys, "train", "--data", data, "-o", str(tmp_path / "m"), "--epochs", "1", "-q",
                        "--prior", "none")
     assert code == 0 and "fine-tuning the shipped base model on 12 architectures" in err, err
-    model = RLMPredictor.load(tmp_path / "m")
-    assert model.model.config.d_model == RLMPredictor.load(SHIPPED_BASE).model.config.d_model
+    model, base = RLMPredictor.load(tmp_path / "m").model, RLMPredictor.load(SHIPPED_BASE).model
+    encoder = dict(base.named_parameters())
+    for name, p in model.named_parameters():  # the language model alone trains the decoder only
+        if name.startswith("t5.encoder."):
+            assert torch.equal(p, encoder[name]), name
     code, _, err = run(capsys, "train", "--data", data, "-o", str(tmp_path / "s"), "--epochs", "1", "-q",
                        "--scratch")
     assert code == 0 and "training on 12 architectures" in err, err
