@@ -833,7 +833,8 @@ class Train(Command):
         p.add_argument("--epochs", type=_positive_int,
                        help=f"maximum epochs, early stopping picks the best (default: enough for "
                             f"{FINE_TUNE.steps} steps when fine-tuning a base, {DECODER_TUNE.steps} with "
-                            f"--prior none, {TRAIN.max_epochs} from scratch)")
+                            f"--prior none ({DECODER_TUNE.unvalidated_steps} below "
+                            f"{DECODER_TUNE.min_validation_rows} rows), {TRAIN.max_epochs} from scratch)")
         p.add_argument("--batch-size", type=_positive_int, default=TrainConfig.batch_size)
         p.add_argument("--lr", type=_positive_float,
                        help=f"peak learning rate (AdamW; default {FINE_TUNE.learning_rate:g} when "

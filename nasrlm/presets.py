@@ -46,13 +46,15 @@ class Schedule:
     learning_rate: float  # peak, after warm-up
     steps: int | None = None  # if set, as many epochs as give about this many optimiser steps
     min_validation_rows: int = 0  # fewer rows than this: no validation split, keep the last epoch
+    unvalidated_steps: int | None = None  # if set, ``steps`` when there is no validation split to stop early
 
     def settings(self, rows: int, batch_size: int) -> dict:
         """:class:`~nasrlm.training.TrainConfig` fields for ``rows`` training rows."""
-        epochs = self.max_epochs
-        if self.steps is not None:
-            epochs = max(1, min(self.max_epochs, -(-self.steps // -(-rows // batch_size))))
         validate = rows >= self.min_validation_rows
+        steps = self.steps if validate or self.unvalidated_steps is None else self.unvalidated_steps
+        epochs = self.max_epochs
+        if steps is not None:
+            epochs = max(1, min(self.max_epochs, -(-steps // -(-rows // batch_size))))
         return {"max_epochs": epochs, "learning_rate": self.learning_rate,
                 "validation_fraction": 0.1 if validate else 0.0,
                 "patience": 10 if self.steps is None else max(10, epochs // 5)}
@@ -64,6 +66,8 @@ TRAIN = Schedule(max_epochs=60, learning_rate=5e-4)
 #: the rows, so that 20 measurements get as much training as 1,000.
 FINE_TUNE = Schedule(max_epochs=1000, learning_rate=5e-4, steps=300, min_validation_rows=100)
 #: The language model alone fine-tuning a base (``nasrlm train --prior none``): the decoder only, whose steps
-#: are cheap (each text is encoded once), so five times as many (experiments/README.md, "Who carries the
+#: are cheap (each text is encoded once), so five times as many where a validation split stops it early;
+#: below that, as many as ``FINE_TUNE`` (more overfit 20 rows: experiments/README.md, "Who carries the
 #: prediction").
-DECODER_TUNE = Schedule(max_epochs=1000, learning_rate=5e-4, steps=1500, min_validation_rows=100)
+DECODER_TUNE = Schedule(max_epochs=1000, learning_rate=5e-4, steps=1500, min_validation_rows=100,
+                        unvalidated_steps=300)

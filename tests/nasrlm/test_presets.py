@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from nasrlm.model import RLMConfig
-from nasrlm.presets import FINE_TUNE, SIZES, TRAIN, size_options
+from nasrlm.presets import DECODER_TUNE, FINE_TUNE, SIZES, TRAIN, size_options
 
 
 def test_every_size_builds_a_config_and_unknown_sizes_are_named() -> None:
@@ -22,3 +22,10 @@ def test_fine_tuning_takes_a_fixed_number_of_steps_however_few_the_rows() -> Non
     assert many["validation_fraction"] > 0 and many["patience"] >= 10
     assert TRAIN.settings(20, 32) == {"max_epochs": TRAIN.max_epochs, "learning_rate": TRAIN.learning_rate,
                                       "validation_fraction": 0.1, "patience": 10}
+
+
+def test_the_decoder_tunes_longer_only_where_a_validation_split_can_stop_it() -> None:
+    few, many = DECODER_TUNE.settings(20, 32), DECODER_TUNE.settings(1000, 32)
+    assert few["max_epochs"] == DECODER_TUNE.unvalidated_steps and few["validation_fraction"] == 0.0
+    assert many["max_epochs"] * 32 == pytest.approx(DECODER_TUNE.steps, rel=0.1)
+    assert many["validation_fraction"] > 0 and DECODER_TUNE.steps > FINE_TUNE.steps
