@@ -225,35 +225,39 @@ def _run_trial(study: optuna.Study, objective: Callable[[optuna.Trial], list[flo
                 if t.number >= newest:
                     _interrupted(study, t.number, t._trial_id)
             raise
-    values: list[float] | None = None
-    with beating(study, trial._trial_id):
-        try:
-            values, state = objective(trial), TrialState.COMPLETE
-        except optuna.TrialPruned:
-            state = TrialState.PRUNED
-        except MissingValueError:
-            state = TrialState.FAIL
-        except EvaluationError as error:
-            log(f"warning: trial {trial.number} failed: {error}")
-            trial.set_user_attr(ERROR_ATTR, str(error))
-            state = TrialState.FAIL
-        except KeyboardInterrupt:
-            _interrupted(study, trial.number, trial._trial_id)
-            raise
-        except BaseException:
-            with suppress(Exception):
-                study.tell(trial, state=TrialState.FAIL)
-            raise
-        while True:
-            with outage:
-                try:
-                    study.tell(trial, values, state=state)
-                except (optuna.exceptions.UpdateFinishedTrialError, ValueError) as e:
-                    if not study._storage.get_trial(trial._trial_id).state.is_finished():
-                        raise
-                    # failed as stale meanwhile (its beats lost in an outage): another worker re-runs it
-                    log(f"trial {trial.number}: {e}; another worker took it for dead and runs it again")
-                return
+    try:  # from here to the tell: a ctrl-C anywhere (the beat starting, the tell) leaves no trial running,
+        # which a resumed run would wait on until its heartbeat went stale
+        values: list[float] | None = None
+        with beating(study, trial._trial_id):
+            try:
+                values, state = objective(trial), TrialState.COMPLETE
+            except optuna.TrialPruned:
+                state = TrialState.PRUNED
+            except MissingValueError:
+                state = TrialState.FAIL
+            except EvaluationError as error:
+                log(f"warning: trial {trial.number} failed: {error}")
+                trial.set_user_attr(ERROR_ATTR, str(error))
+                state = TrialState.FAIL
+            except KeyboardInterrupt:  # marked interrupted below, not failed
+                raise
+            except BaseException:
+                with suppress(Exception):
+                    study.tell(trial, state=TrialState.FAIL)
+                raise
+            while True:
+                with outage:
+                    try:
+                        study.tell(trial, values, state=state)
+                    except (optuna.exceptions.UpdateFinishedTrialError, ValueError) as e:
+                        if not study._storage.get_trial(trial._trial_id).state.is_finished():
+                            raise
+                        # failed as stale meanwhile (its beats lost in an outage): another worker re-runs it
+                        log(f"trial {trial.number}: {e}; another worker took it for dead and runs it again")
+                    return
+    except KeyboardInterrupt:
+        _interrupted(study, trial.number, trial._trial_id)  # nothing where the trial is already finished
+        raise
 
 
 def _searched_seconds(study: optuna.Study) -> float:
