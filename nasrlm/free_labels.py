@@ -10,9 +10,9 @@ graph and feed the prior.
 
 from __future__ import annotations
 
+import concurrent.futures
 import gc
 import multiprocessing
-import multiprocessing.pool
 import os
 import signal
 import sys
@@ -259,49 +259,53 @@ def _jobs(jobs: int | None, count: int) -> int:
     return min(jobs, -(-count // _CHUNK))
 
 
-#: What a forked worker describes: the spaces and whether graph labels and texts are wanted (set
-#: before the fork, so that plug-in spaces need not be picklable).
+#: What a forked worker describes: the spaces and whether graph labels and texts are wanted (handed to
+#: the worker as it forks, so that plug-in spaces need not be picklable).
 _worker_job: tuple[list[SearchSpace], bool, bool] | None = None
 
 
 class _Workers:
-    """``jobs`` forked processes describing chunks of ids (in this process where ``jobs`` is 1)."""
+    """``jobs`` forked processes describing chunks of ids (in this process where ``jobs`` is 1).
+
+    A ``ProcessPoolExecutor``, not a ``multiprocessing.Pool``: terminating a pool early (an architecture
+    that fails to build, ctrl-C, the caller stopping) first takes its task queue's lock, which a worker
+    that died holding it never gives back, and the parent then waited forever (seen in CI). Stopping the
+    executor cancels the chunks not yet started and waits for the few running ones.
+    """
 
     def __init__(self, spaces: list[SearchSpace], jobs: int, *, graph: bool, texts: bool) -> None:
         self.job = (spaces, graph, texts)
         self.jobs = jobs
-        self._pool: multiprocessing.pool.Pool | None = None
+        self._executor: concurrent.futures.ProcessPoolExecutor | None = None
 
     def __enter__(self) -> _Workers:
-        global _worker_job
         if self.jobs > 1:
-            _worker_job = self.job
-            try:
-                self._pool = multiprocessing.get_context("fork").Pool(self.jobs, initializer=_worker_start)
-            finally:
-                _worker_job = None
+            self._executor = concurrent.futures.ProcessPoolExecutor(
+                self.jobs, mp_context=multiprocessing.get_context("fork"), initializer=_worker_start,
+                initargs=(self.job,))
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._pool is not None:
-            self._pool.terminate()
-            self._pool.join()
+        if self._executor is not None:
+            self._executor.shutdown(wait=True, cancel_futures=True)
 
     def map(self, chunks: list[tuple[int, list[str]]]
             ) -> Iterator[list[tuple[str, np.ndarray] | ArchitectureBuildError]]:
         """Each chunk (request index, ids) described, in order."""
-        if self._pool is None:
+        if self._executor is None:
             return (_describe_chunk(chunk, self.job) for chunk in chunks)
-        return self._pool.imap(_describe_in_worker, chunks)
+        return self._executor.map(_describe_in_worker, chunks)
 
 
-def _worker_start() -> None:
-    """In a forked worker: ctrl-C ignored, and torch (a torch space traces its networks) on one thread.
+def _worker_start(job: tuple[list[SearchSpace], bool, bool]) -> None:
+    """In a forked worker: what to describe, ctrl-C ignored, and torch (a torch space traces its networks)
+    on one thread.
 
-    ctrl-C reaches every process of the terminal's group: a worker it stopped while holding the task
-    queue's lock left the parent's ``terminate`` waiting for that lock forever. The parent alone stops,
-    and terminates its workers. Torch's thread pool was forked without its threads, and the first parallel
-    op would wait for them forever."""
+    ctrl-C reaches every process of the terminal's group: the parent alone stops, and stops its workers.
+    Torch's thread pool was forked without its threads, and the first parallel op would wait for them
+    forever."""
+    global _worker_job
+    _worker_job = job
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(1)
