@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from _common import encoded
+from _common import encoded, smoke_base
 from scipy import stats
 
 from nasrlm.data import Objective, load_table
@@ -42,7 +42,7 @@ from nasrlm.inference import sample_digits
 from nasrlm.normalize import Normalizer
 from nasrlm.predictor import RLMPredictor
 from nasrlm.pretraining import is_excluded
-from nasrlm.training import pad_batch
+from nasrlm.training import EncoderStates, pad_batch
 from nasrlm.transfer import ACCURACY_RANK
 from search_spaces import get_space
 
@@ -66,24 +66,13 @@ def fine_tune(predictor: RLMPredictor, encoded_texts: list[list[int]], targets: 
     warmup, rng = max(1, a.steps // 20), np.random.default_rng(seed)
     torch.manual_seed(seed)
 
-    states: dict[int, torch.Tensor] = {}  # a frozen encoder reads each text once: its states, by row
+    states = EncoderStates(model, encoded_texts)  # a frozen encoder reads each text once
 
     def loss_on(rows: np.ndarray, target: torch.Tensor) -> torch.Tensor:
         ids, mask = pad_batch([encoded_texts[i] for i in rows], model.config.text_pad_id)
         if not a.freeze_encoder:
             return model(ids, mask, objectives, target)
-        new = [i for i in rows if i not in states]
-        if new:
-            with torch.no_grad():
-                model.eval()
-                fresh, fresh_mask = pad_batch([encoded_texts[i] for i in new], model.config.text_pad_id)
-                memory = model.encode(fresh, fresh_mask)
-                model.train()
-            states.update((i, memory[k, : len(encoded_texts[i])]) for k, i in enumerate(new))
-        memory = torch.zeros(len(rows), ids.shape[1], model.config.d_model)
-        for k, i in enumerate(rows):
-            memory[k, : len(states[i])] = states[i]
-        return model.decoder_loss(memory, mask, objectives, target)
+        return model.decoder_loss(states(rows, ids, mask), mask, objectives, target)
 
     start = time.perf_counter()
     model.train()
@@ -155,7 +144,7 @@ def main() -> None:
     texts, labels = encoded(space, ids)
     y = table.column("acc")[: len(ids)]
     with tempfile.TemporaryDirectory() as scratch:
-        base = a.base or _smoke_base(Path(scratch), texts)
+        base = a.base or smoke_base(Path(scratch), texts, accuracy_rank=True)
         tags = RLMPredictor.load(base).model.config.objectives
         seen = [t for t in tags if is_excluded(t, [f"{a.space}:*acc*"])]
         if seen:
@@ -206,17 +195,6 @@ def run(a: argparse.Namespace, base: Path, texts: list[str], labels: np.ndarray,
           f"{a.freeze_encoder}, {len(structure)} tags): τ {taus[0]:.3f} (median {taus[1]:.3f}); fine-tune "
           f"{seconds:.0f} s, {len(test) / (time.perf_counter() - start):.0f} archs/s decoded", flush=True)
     return taus
-
-
-def _smoke_base(folder: Path, texts: list[str]) -> Path:
-    """An untrained tiny base whose tokenizer knows these texts, with the accuracy-rank tag."""
-    from nasrlm.tokenizers import OnnxTokenizer
-
-    tokenizer = OnnxTokenizer.train(texts, seed=0)
-    predictor = RLMPredictor.create(tokenizer, [*ALL_FREE_OBJECTIVES, ACCURACY_RANK], d_model=16, num_heads=2,
-                                    d_ff=32, encoder_layers=1, decoder_layers=1)
-    predictor.normalizers[ACCURACY_RANK.name] = Normalizer.fit(np.linspace(0, 1, 11))
-    return predictor.save(folder / "base")
 
 
 if __name__ == "__main__":

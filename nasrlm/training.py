@@ -87,6 +87,33 @@ def derived_sources(derived_from: Sequence[int] | None, rows: int) -> np.ndarray
     return source
 
 
+class EncoderStates:
+    """The encoder's states of rows of ``inputs``, each computed once (in eval mode: no dropout) and reused:
+    what a fine-tune that leaves the encoder as it is feeds :meth:`RegressionLM.decoder_loss`."""
+
+    def __init__(self, model: RegressionLM, inputs: Sequence[Sequence[int]]) -> None:
+        self.model = model
+        self.inputs = inputs
+        self._states: dict[int, torch.Tensor] = {}
+
+    def __call__(self, index: np.ndarray, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """(len(index), ids' width, d_model) states of rows ``index``, whose padded ``ids`` and ``mask``
+        (as :func:`pad_batch` makes them, on the model's device) are given."""
+        new = [k for k, i in enumerate(index) if int(i) not in self._states]
+        if new:
+            training = self.model.training
+            self.model.eval()
+            with torch.no_grad():
+                memory = self.model.encode(ids[new], mask[new])
+            self.model.train(training)
+            self._states.update((int(index[k]), memory[j, : len(self.inputs[index[k]])])
+                                for j, k in enumerate(new))
+        memory = torch.zeros(len(index), ids.shape[1], self.model.config.d_model, device=ids.device)
+        for k, i in enumerate(index):
+            memory[k, : len(self.inputs[i])] = self._states[int(i)]
+        return memory
+
+
 def train(model: RegressionLM, inputs: Sequence[Sequence[int]], targets: np.ndarray,
           objectives: tuple[str, ...], config: TrainConfig | None = None, *,
           derived_from: Sequence[int] | None = None) -> TrainReport:
@@ -137,25 +164,14 @@ def train(model: RegressionLM, inputs: Sequence[Sequence[int]], targets: np.ndar
 
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
 
-    states: dict[int, torch.Tensor] = {}  # with a frozen encoder: each row's encoder states, computed once
+    states = EncoderStates(model, inputs)  # with a frozen encoder: each row encoded once
 
     def loss_on(index: np.ndarray) -> torch.Tensor:
         ids, mask = pad_batch([inputs[i] for i in index], pad)
         ids, mask, target = ids.to(device), mask.to(device), targets_t[index].to(device)
         if not frozen:
             return model(ids, mask, objectives, target)
-        new = [k for k, i in enumerate(index) if i not in states]
-        if new:
-            training = model.training
-            model.eval()
-            with torch.no_grad():
-                memory = model.encode(ids[new], mask[new])
-            model.train(training)
-            states.update((int(index[k]), memory[j, : len(inputs[index[k]])]) for j, k in enumerate(new))
-        memory = torch.zeros(len(index), ids.shape[1], model.config.d_model, device=device)
-        for k, i in enumerate(index):
-            memory[k, : len(inputs[i])] = states[int(i)]
-        return model.decoder_loss(memory, mask, objectives, target)
+        return model.decoder_loss(states(index, ids, mask), mask, objectives, target)
 
     best_state, best_loss, stale = None, math.inf, 0
     start = time.perf_counter()
