@@ -3,6 +3,8 @@ label cache, and the RLMSampler of their ``--smoke`` runs."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from nasrlm.free_labels import texts_and_free_labels
@@ -33,3 +35,21 @@ def gbdt_predict(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, s
 def encoded(space: SearchSpace, ids: list[str]) -> tuple[list[str], np.ndarray]:
     """Texts and every free label (graph labels included) of ``ids``, through the label cache."""
     return texts_and_free_labels(space, ids, graph=True, progress=True)
+
+
+def smoke_base(folder: Path, texts: list[str], *, accuracy_rank: bool = False) -> Path:
+    """An untrained tiny base in ``folder / "base"`` whose tokenizer knows ``texts``, with a tag for every
+    free label and, with ``accuracy_rank``, the cross-space accuracy rank (the tag a new accuracy starts
+    from): the base of the ``--smoke`` runs."""
+    from nasrlm.free_labels import ALL_FREE_OBJECTIVES
+    from nasrlm.normalize import Normalizer
+    from nasrlm.predictor import RLMPredictor
+    from nasrlm.tokenizers import OnnxTokenizer
+    from nasrlm.transfer import ACCURACY_RANK
+
+    tags = [*ALL_FREE_OBJECTIVES, *([ACCURACY_RANK] if accuracy_rank else [])]
+    predictor = RLMPredictor.create(OnnxTokenizer.train(texts, seed=0), tags, d_model=16, num_heads=2,
+                                    d_ff=32, encoder_layers=1, decoder_layers=1)
+    if accuracy_rank:
+        predictor.normalizers[ACCURACY_RANK.name] = Normalizer.fit(np.linspace(0, 1, 11))
+    return predictor.save(folder / "base")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from _common import encoded
+from _common import encoded, smoke_base
 from scipy import stats
 
 from nasrlm.calibration import central_coverage
@@ -74,7 +74,7 @@ def main() -> None:
         ids, a.test, a.samples, a.sizes = ids[:60], 20, 4, "10"
     texts, _ = encoded(space, ids)
     with tempfile.TemporaryDirectory() as scratch:
-        base = a.base or _smoke_base(Path(scratch), texts)
+        base = a.base or smoke_base(Path(scratch), texts)
         tags = RLMPredictor.load(base).model.config.objectives
         seen = [t for t in tags if is_excluded(t, ["nb201:*acc*", f"*:{a.device}"])]
         if seen:
@@ -88,16 +88,6 @@ def main() -> None:
                 draws = fit_and_sample(base, "nb201", column, texts, y, train, test, temperatures, a.samples,
                                        a.seed)
                 report(f"nb201 {column}", n, y[test], draws, rank)
-
-
-def _smoke_base(folder: Path, texts: list[str]) -> Path:
-    """An untrained tiny base whose tokenizer knows these texts."""
-    from nasrlm.free_labels import ALL_FREE_OBJECTIVES
-    from nasrlm.tokenizers import OnnxTokenizer
-
-    predictor = RLMPredictor.create(OnnxTokenizer.train(texts, seed=0), list(ALL_FREE_OBJECTIVES), d_model=16,
-                                    num_heads=2, d_ff=32, encoder_layers=1, decoder_layers=1)
-    return predictor.save(folder / "base")
 
 
 if __name__ == "__main__":
