@@ -388,10 +388,12 @@ def _zero_shot(space: Any) -> Any:
 def _predicted(predictor: Any, objectives: str | None, model: str) -> tuple[str, ...]:
     """``--objectives`` of predict: the model's default, or names it was trained on for this space (a base's
     tags of other spaces, ``nb101:acc``, are not), else one line."""
+    from nasrlm.transfer import TAG_SEPARATOR  # loaded with the model already
+
     if not objectives:
         return predictor.predicts
     names = tuple(_comma_list(objectives))
-    untrained = [n for n in names if n not in predictor.trained_objectives or ":" in n]  # another space's tag
+    untrained = [n for n in names if n not in predictor.trained_objectives or TAG_SEPARATOR in n]
     if untrained:
         known = dict.fromkeys((*predictor.predicts, *predictor.space_columns()))
         raise CliError(f"--objectives: {model} was never trained on {', '.join(untrained)} of this space "

@@ -610,10 +610,11 @@ class RLMPredictor:
                                         dir=path if exists else path.parent))
         try:
             self._write_files(staging, half=half)
+            umask = _umask()
             for file in staging.iterdir():  # one mode for all (safetensors writes its file 0600)
-                file.chmod(0o666 & ~_umask())
+                file.chmod(0o666 & ~umask)
             if not exists:
-                staging.chmod(0o777 & ~_umask())
+                staging.chmod(0o777 & ~umask)
                 os.replace(staging, path)
                 return path
             written = {f.name for f in staging.iterdir()}
