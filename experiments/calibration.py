@@ -6,9 +6,10 @@ The language model alone (``nasrlm train --prior none`` from a base: the decoder
 frozen) on NB201 accuracy from N labelled cells, and on the latency of a device the base never saw from 20
 measured architectures; then, for each sampling temperature, the share of the test rows' true values inside
 the central 80 % of their samples (``nasrlm.calibration``; calibrated: 0.70-0.90) and Kendall τ / Spearman ρ
-of the samples' median. Splits as ``transfer_benchmark.py``'s (seed s: ``default_rng(s).permutation``, the
-first N rows labelled, the next ``--test`` ranked). ``--smoke`` runs it in seconds on a tiny base, as its test
-does.
+of the samples' median; and at temperature 1, calibrated as ``nasrlm train`` does (``--folds``
+cross-fits below 300 rows, the validation rows above). Splits as ``transfer_benchmark.py``'s (seed s:
+``default_rng(s).permutation``, the first N rows labelled, the next ``--test`` ranked). ``--smoke`` runs it
+in seconds on a tiny base, as its test does.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import torch
 from _common import encoded, smoke_base
 from scipy import stats
 
-from nasrlm.calibration import central_coverage
+from nasrlm.calibration import CALIBRATION_FOLDS, central_coverage
 from nasrlm.data import Objective, load_table
 from nasrlm.predictor import RLMPredictor
 from nasrlm.presets import DECODER_TUNE
@@ -32,24 +33,29 @@ from search_spaces import get_space
 
 
 def fit_and_sample(base: Path, space: str, column: str, texts: list[str], y: np.ndarray, train: np.ndarray,
-                   test: np.ndarray, temperatures: list[float], samples: int, seed: int
-                   ) -> dict[float, np.ndarray]:
-    """The language model alone fine-tuned on ``train``; its samples of ``test`` per temperature."""
+                   test: np.ndarray, temperatures: list[float], samples: int, seed: int, folds: int
+                   ) -> dict[str, np.ndarray]:
+    """The language model alone fine-tuned on ``train`` (calibrated by ``folds`` cross-fits where its
+    validation rows are too few); its samples of ``test`` per temperature as decoded, and calibrated."""
     objective = Objective(column, "", "target", "benchmark", True)
     predictor = RLMPredictor.from_base(base, [objective], space=space)
     config = TrainConfig(batch_size=32, seed=seed, progress=False, freeze_encoder=True,
                          **DECODER_TUNE.settings(len(train), 32))
-    predictor.fit([texts[i] for i in train], y[train, None], [column], config, refit_normalizers=[column])
+    predictor.fit([texts[i] for i in train], y[train, None], [column], config, refit_normalizers=[column],
+                  calibration_folds=folds)
     chosen = [texts[i] for i in test]
-    return {t: predictor.sample(chosen, [column], num_samples=samples, temperature=t, batch_size=64,
-                                seed=seed)[..., 0] for t in temperatures}
+    draws = {f"{t:g}": predictor.sample(chosen, [column], num_samples=samples, temperature=t, batch_size=64,
+                                        seed=seed, calibrated=False)[..., 0] for t in temperatures}
+    draws["1, calibrated"] = predictor.sample(chosen, [column], num_samples=samples, batch_size=64,
+                                              seed=seed)[..., 0]
+    return draws
 
 
-def report(task: str, n: int, truth: np.ndarray, draws: dict[float, np.ndarray], rank) -> None:
+def report(task: str, n: int, truth: np.ndarray, draws: dict[str, np.ndarray], rank) -> None:
     for t, d in draws.items():
         coverage = central_coverage(d[..., None], truth[:, None])[0]
         correlation = rank(np.median(d, axis=1), truth).statistic
-        print(f"| {task} | {n} | {t:g} | {coverage:.3f} | {correlation:.3f} |", flush=True)
+        print(f"| {task} | {n} | {t} | {coverage:.3f} | {correlation:.3f} |", flush=True)
 
 
 def main() -> None:
@@ -60,6 +66,9 @@ def main() -> None:
     p.add_argument("--device", default="pixel2", help="an NB201 device the base never saw")
     p.add_argument("--temperatures", default="1,1.5,2")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--folds", type=int, default=CALIBRATION_FOLDS,
+                   help="cross-fits calibrating the spread where the validation rows are too few "
+                        "(nasrlm train's)")
     p.add_argument("--test", type=int, default=3000)
     p.add_argument("--samples", type=int, default=32)
     p.add_argument("--threads", type=int, default=1)
@@ -86,7 +95,7 @@ def main() -> None:
             for n in map(int, sizes.split(",")):
                 train, test = order[:n], order[n : n + a.test]
                 draws = fit_and_sample(base, "nb201", column, texts, y, train, test, temperatures, a.samples,
-                                       a.seed)
+                                       a.seed, a.folds)
                 report(f"nb201 {column}", n, y[test], draws, rank)
 
 

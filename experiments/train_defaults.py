@@ -58,8 +58,8 @@ def main() -> None:
             models = {"tiny, untrained": ["--init", str(smoke_base(work / "base", a.space))]}
         else:
             models = {s: ["--size", s] for s in a.sizes.split(",")}
-        print(f"| {'base' if a.init or a.smoke else 'size'} | labels | seed | τ | train s |\n"
-              "|---|---|---|---|---|", flush=True)
+        print(f"| {'base' if a.init or a.smoke else 'size'} | labels | seed | τ | central-80% coverage | "
+              "train s |\n|---|---|---|---|---|---|", flush=True)
         for seed in (int(s) for s in a.seeds.split(",")):
             order = np.random.default_rng(seed).permutation(len(table.ids))
             for n in (int(x) for x in a.labels.split(",")):
@@ -77,8 +77,10 @@ def main() -> None:
                     scores = subprocess.run(["nasrlm", "eval", str(out), "--data", str(work / "test.csv"),
                                              "--samples", str(a.samples), "--seed", str(seed), "-q"],
                                             check=True, capture_output=True, text=True).stdout
-                    tau = json.loads(scores)[a.objective]["kendall"]
-                    print(f"| {size} | {n} | {seed} | {tau:.3f} | {seconds:.0f} |", flush=True)
+                    measured = json.loads(scores)[a.objective]
+                    tau, coverage = measured["kendall"], measured["coverage80"]
+                    print(f"| {size} | {n} | {seed} | {tau:.3f} | {coverage:.2f} | {seconds:.0f} |",
+                          flush=True)
 
 
 def smoke_base(path: Path, space: str) -> Path:

@@ -59,7 +59,7 @@ import torch
 from _common import encoded, gbdt_predict
 from scipy import stats
 
-from nasrlm.calibration import central_coverage
+from nasrlm.calibration import CALIBRATION_FOLDS, central_coverage
 from nasrlm.data import load_table
 from nasrlm.feature_prior import FeaturePrior
 from nasrlm.free_labels import ALL_FREE_OBJECTIVES
@@ -196,7 +196,8 @@ def fine_tuned(base: Path, space: SearchSpace, name: str, texts: list[str], trai
              "prior_kind": kind} if kind else {}
     refit = True if kind == "line" else [name]  # the line prior's free labels were measured refitted
     start = time.perf_counter()
-    predictor.fit([texts[i] for i in train], values, [*given, name], config, refit_normalizers=refit, **prior)
+    predictor.fit([texts[i] for i in train], values, [*given, name], config, refit_normalizers=refit,
+                  calibration_folds=a.calibration_folds, **prior)
     seconds = time.perf_counter() - start
     draws = predictor.sample([texts[i] for i in test], [name], given={k: v[test] for k, v in given.items()},
                              features={k: v[test] for k, v in features.items()}, num_samples=a.samples,
@@ -437,6 +438,9 @@ def main() -> None:
     p.add_argument("--steps", type=int, help=f"fine-tuning optimiser steps (default: {DECODER_TUNE.steps} "
                    f"for rlm, as nasrlm train --prior none, {FINE_TUNE.steps} for the others)")
     p.add_argument("--lr", type=float, default=FINE_TUNE.learning_rate, help="fine-tuning peak learning rate")
+    p.add_argument("--calibration-folds", type=int, default=CALIBRATION_FOLDS,
+                   help="cross-fits that calibrate the spread where the validation rows are too few, as "
+                        "nasrlm train (0: the samples as decoded; the fine-tune's seconds include them)")
     p.add_argument("--train-encoder", action="store_true",
                    help="rlm: train the encoder too (nasrlm train --prior none keeps a base's frozen)")
     p.add_argument("--samples", type=int, default=32, help="decoded samples per test architecture")

@@ -9,7 +9,10 @@ nothing here assumes a shape for the distribution.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
+from scipy.stats import norm
 
 #: The central mass whose coverage is checked, and the band of coverages that counts as calibrated.
 CENTRAL_MASS = 0.8
@@ -42,3 +45,85 @@ def central_coverage(samples: np.ndarray, truth: np.ndarray, mass: float = CENTR
 def is_calibrated(coverage: float) -> bool:
     """Whether a central-80 % coverage lies in :data:`CALIBRATED_BAND`."""
     return CALIBRATED_BAND[0] <= coverage <= CALIBRATED_BAND[1]
+
+
+#: Folds of the cross-fitting that calibrates a fit with too few validation rows (``RLMPredictor.fit``).
+CALIBRATION_FOLDS = 5
+#: Normal quantile of the upper end of the central :data:`CENTRAL_MASS`: a row's decoded spread is read as
+#: the standard deviation ``(q90 - q10) / (2 * Z_CENTRAL)``, which ignores a rare wild digit.
+Z_CENTRAL = float(norm.ppf(0.5 + CENTRAL_MASS / 2))
+
+
+@dataclass(frozen=True)
+class Spread:
+    """How one objective's decoded samples are widened to be honest: ``m + scale * (v - m) + floor * z``.
+
+    ``m`` is each row's median (which stays put), ``v`` its decoded samples and ``z`` standard normal
+    draws. ``scale`` stretches the spread the model decodes, which says *which* architectures it is unsure
+    of; ``floor`` adds a spread of its own to every row, for the rows where a model fitted on a few dozen
+    labels decodes one value every time (it has learned them by heart) and is wrong all the same.
+    Both are in the objective's units, fitted by :func:`fit_spread` on rows the model did not train on.
+    """
+
+    scale: float
+    floor: float
+
+    def widen(self, samples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """``samples`` (rows, samples) widened; each row's median is exactly the decoded one."""
+        samples = np.asarray(samples, dtype=np.float64)
+        median = np.median(samples, axis=1, keepdims=True)
+        rows, count = samples.shape
+        z = rng.permuted(np.tile(norm.ppf((np.arange(count) + 0.5) / count), (rows, 1)), axis=1)
+        widened = median + self.scale * (samples - median) + self.floor * z
+        return widened - (np.median(widened, axis=1, keepdims=True) - median)
+
+    def to_dict(self) -> dict[str, float]:
+        return {"scale": self.scale, "floor": self.floor}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Spread:
+        spread = cls(float(data["scale"]), float(data["floor"]))
+        if not (spread.scale >= 0 and spread.floor >= 0):
+            raise ValueError(f"a spread's scale and floor must be >= 0, got {data}")
+        return spread
+
+
+def fit_spread(samples: np.ndarray, truth: np.ndarray, mass: float = CENTRAL_MASS) -> Spread:
+    """The :class:`Spread` under which ``truth`` (rows,) falls inside the central ``mass`` of the widened
+    ``samples`` (rows, samples) as often as it should, on these rows.
+
+    Two steps. The *shape* (how much of the spread is the model's own, how much a floor) maximises the
+    normal likelihood of the errors ``truth - median`` with variance ``floor² + scale² s²`` (``s``: a row's
+    decoded spread), over a grid of ratios. The *size* then scales both so that exactly ``mass`` of the
+    rows' errors fall inside their widened central interval: the likelihood alone is led by the many small
+    errors, and the coverage is what the search relies on. Rows with a NaN truth are left out.
+    """
+    samples = np.asarray(samples, dtype=np.float64)
+    truth = np.asarray(truth, dtype=np.float64)
+    if samples.ndim != 2 or truth.shape != (samples.shape[0],):
+        raise ValueError(f"samples (rows, samples) and truth (rows,) disagree: {samples.shape} and "
+                         f"{truth.shape}")
+    known = ~np.isnan(truth)
+    if known.sum() < 2:
+        raise ValueError(f"a spread is fitted on at least two rows with a known truth, got {known.sum()}")
+    samples, truth = samples[known], truth[known]
+    tail = (1 - mass) / 2
+    low, median, high = np.quantile(samples, [tail, 0.5, 1 - tail], axis=1)
+    error = truth - median
+    own = (high - low) / (2 * Z_CENTRAL)  # each row's decoded standard deviation
+    typical = float(np.sqrt(np.mean(error**2))) or 1.0
+    best, shape = np.inf, (1.0, 0.0)
+    for share in np.linspace(0.0, 1.0, 21):  # the floor's share of a typical row's spread
+        floor = share * typical
+        for scale in np.r_[0.0, np.geomspace(0.1, 30.0, 40)]:
+            variance = floor**2 + (scale * own) ** 2
+            if np.any(variance <= 0):
+                continue
+            nll = float(np.sum(np.log(variance) + error**2 / variance))
+            if nll < best:
+                best, shape = nll, (scale, floor)
+    scale, floor = shape
+    z = float(norm.ppf(1 - tail))
+    needed = np.abs(error) / (z * np.sqrt(floor**2 + (scale * own) ** 2))  # the size each row asks for
+    size = float(np.quantile(needed, mass, method="higher"))
+    return Spread(scale=float(scale * size), floor=float(floor * size))

@@ -25,6 +25,7 @@ from safetensors.torch import load_model, save_model
 from tqdm.auto import tqdm
 
 from nasrlm import __version__
+from nasrlm.calibration import CALIBRATION_FOLDS, Spread, fit_spread
 from nasrlm.data import Objective
 from nasrlm.errors import NasrlmError
 from nasrlm.feature_prior import PRIOR_KINDS, FeaturePrior
@@ -35,7 +36,7 @@ from nasrlm.normalize import Normalizer
 from nasrlm.presets import TRAIN_SIZE, size_options
 from nasrlm.prior import FreeLabelPrior, ScoresPrior, residual_weight, stratified_normal
 from nasrlm.tokenizers import OnnxTokenizer
-from nasrlm.training import TrainConfig, TrainReport, derived_sources, pad_batch, train
+from nasrlm.training import TrainConfig, TrainReport, derived_sources, pad_batch, train, validation_size
 from nasrlm.transfer import (
     ACCURACY_RANK,
     TAG_SEPARATOR,
@@ -55,6 +56,8 @@ MIN_VALIDATION_ROWS = 30
 #: on 20 measurements of an unseen device, the residual pulled a ridge prior's ranking down (see
 #: experiments/README.md, "Transfer from a pre-trained base model"); it must prove itself first.
 UNVALIDATED_RESIDUAL_WEIGHT = 0.0
+#: Samples per held-out row when a fit calibrates its spread (:attr:`RLMPredictor.spreads`).
+CALIBRATION_SAMPLES = 32
 #: Where a feature prior's forests are saved, beside ``config.json``.
 PRIOR_FILE = "prior.safetensors"
 #: Quantiles reported with every prediction.
@@ -110,11 +113,11 @@ def _read_model_config(path: Path) -> dict:
         raise ModelFileError(f"{path} is not a nasrlm model config (format={meta.get('format')!r})")
     shapes = {"model": dict, "objectives": list, "normalizers": dict, "decode_order": list}
     wrong = [key for key, kind in shapes.items() if not isinstance(meta.get(key), kind)]
-    if not isinstance(meta.get("spaces", []), list):
-        wrong.append("spaces")
+    wrong += [key for key, kind in (("spaces", list), ("spreads", dict))
+              if not isinstance(meta.get(key, kind()), kind)]
     if wrong:
         raise ModelFileError(f"{path}: missing or malformed {', '.join(wrong)}")
-    keys = {"format", "nasrlm_version", "prior", "spaces", *shapes}
+    keys = {"format", "nasrlm_version", "prior", "spaces", "spreads", *shapes}
     unknown = sorted(set(meta) - keys)
     if unknown:
         raise ModelFileError(f"{path}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(keys))}")
@@ -137,6 +140,40 @@ class Prediction:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class _HeldOut:
+    """How :meth:`RLMPredictor.fit` samples rows it did not train on, to calibrate its spread: the labels
+    its prior reads (``prior_from`` decoded first and given, ``prior_inputs`` as features) of those rows."""
+
+    prior_from: tuple[str, ...]
+    prior_inputs: dict[str, np.ndarray]
+
+    def decoded(self, objectives: tuple[str, ...]) -> list[str]:
+        return [o for o in objectives if o not in self.prior_from]
+
+    def sample(self, predictor: RLMPredictor, texts: Sequence[str], values: np.ndarray,
+               objectives: tuple[str, ...], rows: np.ndarray, *, seed: int) -> np.ndarray:
+        """(rows, samples, decoded objectives) as decoded; ``values`` hold the given columns."""
+        given = {f: values[rows, objectives.index(f)] for f in self.prior_from}
+        features = {f: np.asarray(v, dtype=np.float64)[rows] for f, v in self.prior_inputs.items()}
+        return predictor.sample([texts[i] for i in rows], self.decoded(objectives),
+                                num_samples=CALIBRATION_SAMPLES, given=given, features=features, seed=seed)
+
+    def fitted(self, draws: np.ndarray, truth: np.ndarray, objectives: tuple[str, ...]) -> dict[str, Spread]:
+        """A spread per decoded objective with two known truths (``truth``: rows of every objective)."""
+        spreads = {}
+        for j, name in enumerate(self.decoded(objectives)):
+            column = truth[:, objectives.index(name)]
+            if np.count_nonzero(~np.isnan(column)) >= 2:
+                spreads[name] = fit_spread(draws[..., j], column)
+        return spreads
+
+    def spreads(self, predictor: RLMPredictor, texts: Sequence[str], values: np.ndarray,
+                objectives: tuple[str, ...], rows: np.ndarray, *, seed: int) -> dict[str, Spread]:
+        draws = self.sample(predictor, texts, values, objectives, rows, seed=seed)
+        return self.fitted(draws, values[rows], objectives)
 
 
 class RLMPredictor:
@@ -165,6 +202,10 @@ class RLMPredictor:
         #: scores: the prior's error on architectures it did not see (out of bag for a feature prior;
         #: in sample for the line prior, which has two parameters). See ``sample(residual_spread=)``.
         self.prior_errors: dict[str, float] = {}
+        #: per objective, how :meth:`sample` widens the decoded samples so that their central 80 % holds
+        #: about 80 % of true values (:class:`~nasrlm.calibration.Spread`), fitted by the latest :meth:`fit`
+        #: on rows it held out; empty: the samples as decoded
+        self.spreads: dict[str, Spread] = {}
         #: a base model's cross-space accuracy forest (:mod:`nasrlm.transfer`): with a graph prior, its
         #: prediction is one more input of the prior (:data:`~nasrlm.transfer.TRANSFER_LABEL`)
         self.transfer: AccuracyTransfer | None = None
@@ -261,7 +302,7 @@ class RLMPredictor:
             headroom: float = 0.0, prior_from: Sequence[str] = (),
             prior_inputs: Mapping[str, np.ndarray] | None = None, prior_kind: str = "line",
             prior_reference: np.ndarray | None = None,
-            derived_from: Sequence[int] | None = None) -> TrainReport:
+            derived_from: Sequence[int] | None = None, calibration_folds: int = 0) -> TrainReport:
         """Train on ``values`` (n, len(objectives); NaN = unknown), decoding ``objectives`` in this order.
 
         Call it twice to pre-train on free labels and then fine-tune on the expensive ones; each
@@ -291,19 +332,36 @@ class RLMPredictor:
         ``derived_from`` marks augmented rows (:func:`nasrlm.augment.equivalent_rows`): the row each
         was made from, -1 for originals. Normalisers and the prior are fitted on the originals only,
         and only originals are held out for validation (see :func:`~nasrlm.training.train`).
+
+        The fit ends by calibrating the spread of every objective it decodes (:attr:`spreads`) on rows
+        it did not train on: the validation rows where there are :data:`MIN_VALIDATION_ROWS`, else
+        ``calibration_folds`` cross-fits (each the same fit on the other folds' rows, from the same
+        starting weights: that many fits more; 0 or 1: none, the samples stay as decoded;
+        :meth:`fine_tune` does :data:`~nasrlm.calibration.CALIBRATION_FOLDS`).
         """
         objectives = tuple(objectives)
         values = np.asarray(values, dtype=np.float64).reshape(len(texts), len(objectives))
         unknown = [o for o in objectives if o not in self.objectives]
         if unknown:
             raise ValueError(f"objective(s) {unknown} are not among this model's {list(self.objectives)}")
-        original = derived_sources(derived_from, len(texts)) < 0
+        source = derived_sources(derived_from, len(texts))
+        original = source < 0
+        config = config or TrainConfig()
+        raw, held_out = values, _HeldOut(tuple(prior_from), dict(prior_inputs or {}))
         prior, inputs, predicted, x = None, (*prior_from, *(prior_inputs or {})), (), None
         if inputs:  # validated before anything changes: a refused call leaves the predictor as it was
             x = self._prior_matrix(values, objectives, tuple(prior_from), dict(prior_inputs or {}))
             prior, predicted, values = self._fit_prior(x, values, objectives, tuple(prior_from), prior_kind,
                                                        prior_reference, original,
                                                        line_inputs=[f != TRANSFER_LABEL for f in inputs])
+        spreads: dict[str, Spread] = {}
+        folds = min(calibration_folds, int(original.sum()) // 2)
+        validated = validation_size(int(original.sum()), config.validation_fraction) >= MIN_VALIDATION_ROWS
+        if folds >= 2 and not validated:
+            options = {"refit_normalizers": refit_normalizers, "headroom": headroom,
+                       "prior_kind": prior_kind, "prior_reference": prior_reference}
+            spreads = self._cross_fitted_spreads(texts, raw, objectives, config, source, folds, held_out,
+                                                 options)
         self.prior, self.prior_inputs, self.prior_objectives = prior, inputs, predicted
         self.residual_weights = {}
         self.prior_errors = {}
@@ -324,12 +382,50 @@ class RLMPredictor:
                                                             report.validation_rows)
         elif prior is not None:
             self.residual_weights = dict.fromkeys(predicted, UNVALIDATED_RESIDUAL_WEIGHT)
+        if len(report.validation_rows) >= MIN_VALIDATION_ROWS:
+            spreads = held_out.spreads(self, texts, raw, objectives, np.asarray(report.validation_rows),
+                                       seed=config.seed)
+        self.spreads = spreads
         return report
+
+    def _cross_fitted_spreads(self, texts: Sequence[str], values: np.ndarray, objectives: tuple[str, ...],
+                              config: TrainConfig, source: np.ndarray, folds: int, held_out: _HeldOut,
+                              options: dict) -> dict[str, Spread]:
+        """The spreads of :meth:`fit` from ``folds`` fits, each on the rows of the other folds, started
+        from the weights and normalisers the model has now (put back when done). An augmented row goes
+        with the row it was made from."""
+        originals = np.flatnonzero(source < 0)
+        fold = np.empty(len(texts), dtype=np.int64)
+        fold[originals] = np.random.default_rng(config.seed).permutation(len(originals)) % folds
+        fold[source >= 0] = fold[source[source >= 0]]
+        weights = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+        normalizers = dict(self.normalizers)
+        quiet = replace(config, progress=False)
+        draws: list[np.ndarray] = []
+        rows: list[np.ndarray] = []
+        try:
+            for k in range(folds):
+                kept = np.flatnonzero(fold != k)
+                position = np.full(len(texts), -1, dtype=np.int64)
+                position[kept] = np.arange(len(kept))
+                derived = np.where(source[kept] >= 0, position[np.maximum(source[kept], 0)], -1)
+                self.fit([texts[i] for i in kept], values[kept], objectives, quiet, **options,
+                         prior_from=held_out.prior_from,
+                         prior_inputs={f: np.asarray(v)[kept] for f, v in held_out.prior_inputs.items()},
+                         derived_from=derived if (source >= 0).any() else None, calibration_folds=0)
+                test = np.flatnonzero((fold == k) & (source < 0))
+                draws.append(held_out.sample(self, texts, values, objectives, test, seed=config.seed))
+                rows.append(test)
+        finally:
+            self.model.load_state_dict(weights)
+            self.normalizers = normalizers
+        return held_out.fitted(np.concatenate(draws), values[np.concatenate(rows)], objectives)
 
     def fine_tune(self, space: SearchSpace, arch_ids: Sequence[str], values: np.ndarray, names: Sequence[str],
                   config: TrainConfig | None = None, *, prior: str | None = "forest",
                   refit_normalizers: bool | Collection[str] = True,
-                  derived_from: Sequence[int] | None = None, progress: bool = False) -> TrainReport:
+                  derived_from: Sequence[int] | None = None, progress: bool = False,
+                  calibration_folds: int = CALIBRATION_FOLDS) -> TrainReport:
         """Train on labelled architectures of ``space``: the recipe every caller shares.
 
         Each architecture's text and free labels come from one ONNX build. With a ``prior`` (a
@@ -340,6 +436,8 @@ class RLMPredictor:
         :meth:`sample` then needs them: :meth:`known_labels` computes them. The default, a forest,
         ranked NB201 accuracy and latency best from 20 to 1,000 labels; with 20-50 rows ``"auto"``
         often picked a worse ridge (experiments/README.md, "Transfer from a pre-trained base model").
+        The spread is calibrated as :meth:`fit` says, by ``calibration_folds`` cross-fits where the
+        validation rows are too few.
         """
         if prior is not None and prior not in PRIOR_KINDS:
             raise ValueError(f"prior {prior!r}: expected None or one of {', '.join(PRIOR_KINDS)}")
@@ -361,7 +459,7 @@ class RLMPredictor:
         self.spaces = tuple(sorted({*self.spaces, space.name}))
         return self.fit(texts, table, [*free_names, *names], config, refit_normalizers=refit_normalizers,
                         prior_from=tuple(free_names), prior_inputs=inputs, prior_kind=prior or "line",
-                        derived_from=derived_from)
+                        derived_from=derived_from, calibration_folds=calibration_folds)
 
     def known_labels(self, space: SearchSpace, arch_ids: Sequence[str]) -> dict[str, dict[str, np.ndarray]]:
         """The labels this model's prior reads, computed from each architecture's graph, as the keyword
@@ -465,7 +563,7 @@ class RLMPredictor:
                given: Mapping[str, np.ndarray] | None = None,
                features: Mapping[str, np.ndarray] | None = None,
                residual_weight: dict[str, float] | None = None,
-               residual_spread: dict[str, float] | None = None) -> np.ndarray:
+               residual_spread: dict[str, float] | None = None, calibrated: bool = True) -> np.ndarray:
         """Samples in the objectives' units, shape (len(texts), num_samples, len(objectives)).
 
         ``objectives`` defaults to :attr:`predicts`, the objectives of the latest fit.
@@ -484,6 +582,9 @@ class RLMPredictor:
         each text's (weighted) median,
         e.g. :attr:`prior_errors`: a model refitted on a few dozen labels is overconfident, and the
         prior's out-of-sample error is a spread measured on architectures it did not see.
+
+        ``calibrated`` widens each objective's samples by its :attr:`spreads` (those of ``residual_spread``
+        excepted), keeping each text's median; ``False``: the samples as decoded.
         """
         objectives = tuple(objectives or self.predicts)
         given = dict(given or {})
@@ -546,6 +647,11 @@ class RLMPredictor:
             values = self.prior.values(x, block)
             for k in residual:
                 out[..., k] = values[..., self.prior_objectives.index(objectives[k])]
+        if calibrated and self.spreads:
+            rng = np.random.default_rng([seed, 1])
+            for k, name in enumerate(objectives):
+                if name in self.spreads and name not in (residual_spread or {}):
+                    out[..., k] = self.spreads[name].widen(out[..., k], rng)
         return out
 
     def _residual_block(self, out: np.ndarray, objectives: tuple[str, ...]) -> np.ndarray:
@@ -641,6 +747,7 @@ class RLMPredictor:
             "normalizers": {k: v.to_dict() for k, v in self.normalizers.items()},
             "decode_order": list(self.decode_order),
             "spaces": list(self.spaces),
+            "spreads": {k: v.to_dict() for k, v in self.spreads.items()},
         }
         arrays = {}
         if self.prior is not None:
@@ -688,6 +795,7 @@ class RLMPredictor:
             if "prior" in meta:
                 predictor._load_prior(path, meta["prior"])
             predictor.spaces = tuple(str(name) for name in meta.get("spaces", ()))
+            predictor.spreads = {k: Spread.from_dict(v) for k, v in meta.get("spreads", {}).items()}
         except (AttributeError, KeyError, TypeError, ValueError, SafetensorError) as error:
             raise ModelFileError(f"{files[0]}: not a nasrlm model config ({type(error).__name__}: "
                                  f"{error})") from None

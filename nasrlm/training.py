@@ -87,6 +87,13 @@ def derived_sources(derived_from: Sequence[int] | None, rows: int) -> np.ndarray
     return source
 
 
+def validation_size(originals: int, fraction: float) -> int:
+    """How many of ``originals`` rows :func:`train` holds out for validation with ``fraction``."""
+    if fraction <= 0:
+        return 0
+    return min(originals - 1, max(1, round(fraction * originals)))
+
+
 class EncoderStates:
     """The encoder's states of rows of ``inputs``, each computed once (in eval mode: no dropout) and reused:
     what a fine-tune that leaves the encoder as it is feeds :meth:`RegressionLM.decoder_loss`."""
@@ -134,9 +141,7 @@ def train(model: RegressionLM, inputs: Sequence[Sequence[int]], targets: np.ndar
     torch.manual_seed(config.seed)
     rng = np.random.default_rng(config.seed)
     order = rng.permutation(len(originals))
-    n_val = 0
-    if config.validation_fraction > 0:
-        n_val = min(len(originals) - 1, max(1, round(config.validation_fraction * len(originals))))
+    n_val = validation_size(len(originals), config.validation_fraction)
     val_idx = originals[order[:n_val]]
     held_out = np.isin(np.arange(len(inputs)), val_idx) | np.isin(source, val_idx)
     train_idx = np.flatnonzero(~held_out)

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from nasrlm.calibration import central_coverage, is_calibrated
+from nasrlm.calibration import Spread, central_coverage, fit_spread, is_calibrated
 
 
 def test_samples_from_the_true_distribution_cover_about_their_mass():
@@ -39,3 +39,46 @@ def test_shapes_that_disagree_are_refused():
         central_coverage(np.zeros((3, 4, 2)), np.zeros((3, 1)))
     with pytest.raises(ValueError, match="mass"):
         central_coverage(np.zeros((3, 4, 1)), np.zeros((3, 1)), mass=1.0)
+
+
+def _overconfident(rng: np.random.Generator, rows: int, narrow: float) -> tuple[np.ndarray, np.ndarray]:
+    """Samples whose spread is ``narrow`` times the truth's, which differs from row to row."""
+    centre = rng.normal(size=rows)
+    width = rng.uniform(0.5, 2.0, size=rows)  # some rows are surer than others, and rightly so
+    samples = centre[:, None] + narrow * width[:, None] * rng.normal(size=(rows, 32))
+    truth = centre + width * rng.normal(size=rows)
+    return samples, truth
+
+
+def test_a_fitted_spread_makes_an_overconfident_model_honest_on_new_rows():
+    rng = np.random.default_rng(2)
+    samples, truth = _overconfident(rng, 400, narrow=0.2)
+    spread = fit_spread(samples, truth)
+    assert spread.scale > 2  # the decoded spread stretched, not replaced by one width for all
+    new_samples, new_truth = _overconfident(rng, 4000, narrow=0.2)
+    before = central_coverage(new_samples[..., None], new_truth[:, None])[0]
+    after = central_coverage(spread.widen(new_samples, rng)[..., None], new_truth[:, None])[0]
+    assert before < 0.4 and 0.72 < after < 0.88
+
+
+def test_rows_decoded_as_one_value_get_a_floor_and_keep_their_median():
+    rng = np.random.default_rng(3)
+    centre = rng.normal(size=600)
+    samples = np.repeat(centre[:, None], 32, axis=1)  # learned by heart: one value every time
+    truth = centre + rng.normal(size=600)
+    spread = fit_spread(samples[:300], truth[:300])
+    assert spread.floor > 0.5
+    widened = spread.widen(samples[300:], rng)
+    np.testing.assert_allclose(np.median(widened, axis=1), centre[300:], atol=1e-12)  # the prediction stays
+    coverage = central_coverage(widened[..., None], truth[300:, None])[0]
+    assert 0.7 < coverage < 0.9
+
+
+def test_spreads_are_checked_where_they_enter():
+    with pytest.raises(ValueError, match="at least two rows"):
+        fit_spread(np.zeros((3, 8)), np.array([1.0, np.nan, np.nan]))
+    with pytest.raises(ValueError, match="disagree"):
+        fit_spread(np.zeros((3, 8)), np.zeros(4))
+    with pytest.raises(ValueError, match=">= 0"):
+        Spread.from_dict({"scale": -1.0, "floor": 0.0})
+    assert Spread.from_dict(Spread(2.0, 0.5).to_dict()) == Spread(2.0, 0.5)

@@ -396,3 +396,47 @@ def test_a_feature_prior_reads_inputs_the_decoder_never_sees_and_is_saved(corpus
     predictor.fit(texts, values[:, 1:], ("lat",), one_step)
     predictor.save(tmp_path / "model")  # no prior now: no stale forests beside it
     assert not (tmp_path / "model" / "prior.safetensors").exists()
+
+
+def test_a_fit_without_validation_rows_calibrates_its_spread_by_cross_fitting(corpus, tmp_path) -> None:
+    tokenizer, texts, values = corpus
+    config = TrainConfig(max_epochs=6, batch_size=16, learning_rate=3e-3, validation_fraction=0.0,
+                         progress=False)
+
+    def fitted(folds: int) -> RLMPredictor:
+        torch.manual_seed(0)
+        predictor = RLMPredictor.create(tokenizer, OBJECTIVES, **TINY)
+        predictor.fit(texts, values, ("acc", "lat"), config, calibration_folds=folds)
+        return predictor
+
+    plain, calibrated = fitted(0), fitted(4)
+    assert plain.spreads == {} and set(calibrated.spreads) == {"acc", "lat"}
+    for name, weights in plain.model.state_dict().items():  # the cross-fits leave no trace in the model
+        assert torch.equal(weights, calibrated.model.state_dict()[name]), name
+    raw = calibrated.sample(texts[:8], num_samples=16, seed=1, calibrated=False)
+    np.testing.assert_array_equal(raw, plain.sample(texts[:8], num_samples=16, seed=1))
+    widened = calibrated.sample(texts[:8], num_samples=16, seed=1)
+    np.testing.assert_allclose(np.median(widened, axis=1), np.median(raw, axis=1), atol=1e-9)
+    assert not np.allclose(widened, raw)
+    calibrated.save(tmp_path / "model")
+    loaded = RLMPredictor.load(tmp_path / "model")
+    assert loaded.spreads == calibrated.spreads
+    np.testing.assert_array_equal(loaded.sample(texts[:8], num_samples=16, seed=1), widened)
+
+
+def test_enough_validation_rows_calibrate_the_spread_without_cross_fitting(corpus, monkeypatch) -> None:
+    monkeypatch.setattr(nasrlm.predictor, "MIN_VALIDATION_ROWS", 12)  # the corpus is small
+
+    def refused(*args, **kwargs):
+        raise AssertionError("cross-fitted although the validation rows were enough")
+
+    monkeypatch.setattr(RLMPredictor, "_cross_fitted_spreads", refused)
+    tokenizer, texts, values = corpus
+    convs = np.sqrt(values[:, 1] - 1)
+    free = Objective("convs", "count", "conv ops in the cell", "test", True)
+    torch.manual_seed(0)
+    predictor = RLMPredictor.create(tokenizer, (free, *OBJECTIVES), **TINY)
+    config = TrainConfig(max_epochs=2, batch_size=16, validation_fraction=0.25, progress=False)
+    predictor.fit(texts, np.column_stack([convs, values]), ("convs", "acc", "lat"), config,
+                  prior_from=("convs",))
+    assert set(predictor.spreads) == {"acc", "lat"}  # what it decodes, not the labels it is given
