@@ -1307,7 +1307,7 @@ class Search(Command):
         p.add_argument("--compare", metavar="NAMES", help="also run these samplers, e.g. random,nsga2,tpe")
         p.add_argument("--rlm-option", action="append", default=[], metavar="KEY=VALUE",
                        help="an RLMSampler setting, e.g. num_candidates=4000 or temperature=2 (repeatable; "
-                            "see the README)")
+                            "docs/sampler.md lists them)")
         p.add_argument("--base", metavar="BASE",
                        help="start every refit of the rlm sampler from this base model ('nasrlm pretrain')")
         p.add_argument("--device", default="cpu",

@@ -14,8 +14,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Make a relative ``NASRLM_DATA`` absolute, from where pytest was started: the README's test command
-    names it relative to the checkout (``NASRLM_DATA=../shared/data``), and tests that run the command
+    """Make a relative ``NASRLM_DATA`` absolute, from where pytest was started: it is often named relative
+    to the checkout (``NASRLM_DATA=../shared/data python -m pytest -q``), and tests that run the command
     line in temporary directories would otherwise look for it from there."""
     env = os.environ.get("NASRLM_DATA")
     if env and not os.path.isabs(env):
