@@ -29,34 +29,25 @@ __all__ = ["COMMANDS", "INTERRUPTED", "PLUGINS_ENV", "USAGE_ERROR", "CliError", 
            "load_plugins", "main"]
 
 
-class _Commands(argparse._SubParsersAction):
-    """The subparsers of :data:`COMMANDS`: each gets its name and help at once (``nasrlm --help`` lists
-    them) and its arguments when it is chosen (see :meth:`define`)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.undefined: dict[str, Command] = {}
-
-    def add_command(self, command: Command, parents: Sequence[argparse.ArgumentParser]) -> None:
-        p = self.add_parser(command.name, help=command.help, parents=list(parents))
-        p.set_defaults(func=command.run)
-        self.undefined[command.name] = command
-
-    def define(self, name: str) -> argparse.ArgumentParser:
-        """The subparser of command ``name``, with its arguments added (once)."""
-        command = self.undefined.pop(name, None)
-        if command is not None:
-            command.add_arguments(self.choices[name])
-        return self.choices[name]
-
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
-                 option_string: str | None = None) -> None:
-        self.define(values[0])  # argparse has checked the name against the choices
-        super().__call__(parser, namespace, values, option_string)
-
-
-
 # --- parser ---------------------------------------------------------------------------------------
+class _CommandParser(argparse.ArgumentParser):
+    """The parser of one command of :data:`COMMANDS`. ``nasrlm --help`` lists every command by its name
+    and help alone; a command's arguments are added when it is chosen, the first time its parser parses
+    (argparse hands it what follows the command's name), so that ``nasrlm spaces`` never imports what
+    the options of ``train`` need."""
+
+    def __init__(self, *args: Any, command: Command | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.pending = command  # the command whose arguments are still to add
+
+    def parse_known_args(self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+                         ) -> tuple[argparse.Namespace, list[str]]:
+        if self.pending is not None:
+            command, self.pending = self.pending, None
+            command.add_arguments(self)
+        return super().parse_known_args(args, namespace)
+
+
 #: The commands, in the order ``nasrlm --help`` lists them.
 COMMANDS: tuple[Command, ...] = (Spaces(), Export(), Measure(), Data(), Train(), Fit(), Pretrain(), Predict(),
                                  Eval(), Objectives(), Search(), Demo())
@@ -73,9 +64,10 @@ def build_parser() -> argparse.ArgumentParser:
     plugins = argparse.ArgumentParser(add_help=False)
     plugins.add_argument("--plugin", action="append", default=[], dest="command_plugins",
                          metavar="MODULE|FILE.py", help=plugin_help)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", action=_Commands)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_CommandParser)
     for command in COMMANDS:
-        sub.add_command(command, parents=[plugins])
+        p = sub.add_parser(command.name, help=command.help, parents=[plugins], command=command)
+        p.set_defaults(func=command.run)
     return parser
 
 
