@@ -25,22 +25,21 @@ from nasrlm.cli._inputs import _load_base, _objective_names, _profile, _space
 from nasrlm.cli._sampler_checks import _check_rlm_options, _check_sampler, _rlm_options
 from nasrlm.data import resolve_data_dir
 
-#: ``nasrlm search --sampler`` choices (kept in step with :data:`nasrlm.search.SAMPLERS` by a test).
-SAMPLER_NAMES = ("rlm", "random", "nsga2", "nsga3", "tpe", "tpe-mv", "gp")
-
 
 class Search(Command):
     name = "search"
     help = "multi-objective architecture search; writes plots and a report"
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        from nasrlm.search import SAMPLERS  # the run needs nasrlm.search anyway
+
         p.add_argument("space")
         p.add_argument("--objectives", required=True,
                        help="comma-separated, e.g. acc,pixel3 (tables), acc,cpu-1t-b1 (measured live) or "
                             "val_acc,cpu-1t-b1 (val_acc: each network trained here, see --train)")
         p.add_argument("--budget", type=_positive_int, required=True,
                        help="objective evaluations (completed trials)")
-        p.add_argument("--sampler", choices=list(SAMPLER_NAMES), default="rlm",
+        p.add_argument("--sampler", choices=list(SAMPLERS), default="rlm",
                        help="default rlm; tpe-mv: multivariate TPE; gp: Optuna's Gaussian-process sampler")
         p.add_argument("--compare", metavar="NAMES", help="also run these samplers, e.g. random,nsga2,tpe")
         p.add_argument("--rlm-option", action="append", default=[], metavar="KEY=VALUE",
@@ -76,7 +75,7 @@ class Search(Command):
 
     def run(self, args: argparse.Namespace) -> int:
         from nasrlm.measure import is_profile
-        from nasrlm.search import search_job, summary
+        from nasrlm.search import SAMPLERS, search_job, summary
 
         space = _space(args.space)
         names = _objective_names(args.objectives)
@@ -84,10 +83,10 @@ class Search(Command):
             if is_profile(name):  # measured live, here
                 _profile(name, "--objectives", run=True, space=space)
         compare = _comma_list(args.compare or "")
-        unknown = [n for n in compare if n not in SAMPLER_NAMES]
+        unknown = [n for n in compare if n not in SAMPLERS]
         if unknown:
             raise CliError(f"--compare: unknown sampler {unknown[0]!r}; choose from "
-                           f"{', '.join(SAMPLER_NAMES)}")
+                           f"{', '.join(SAMPLERS)}")
         if space.size is not None and args.budget > space.size:
             raise CliError(f"--budget {args.budget}: search space {space.name} has only {space.size:,} "
                            "architectures")

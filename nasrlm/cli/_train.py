@@ -40,16 +40,13 @@ from nasrlm.cli._inputs import (
 )
 from nasrlm.presets import DECODER_TUNE, FINE_TUNE, SIZES, TRAIN, TRAIN_SIZE
 
-#: ``--prior``: the ``prior_kind`` values of ``RLMPredictor.fit`` (kept here so the CLI starts without numpy's
-#: heavier neighbours; a test checks it against ``nasrlm.feature_prior.PRIOR_KINDS``)
-PRIOR_KINDS = ("line", "auto", "forest", "ridge", "trend-forest")
-
 
 class Train(Command):
     name = "train"
     help = "train a regression language model on a 'nasrlm data' table"
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        from nasrlm.feature_prior import PRIOR_KINDS  # the prior_kind values of RLMPredictor.fit
         from nasrlm.training import TrainConfig
 
         p.add_argument("--data", required=True, help="CSV written by 'nasrlm data'")

@@ -298,10 +298,12 @@ def test_base_and_device_errors_are_one_line(capsys, tmp_path: Path, argv, says)
 
 
 def test_the_cli_offers_every_prior_kind() -> None:
-    from nasrlm import feature_prior
-    from nasrlm.cli._train import PRIOR_KINDS
+    from nasrlm.cli import build_parser
+    from nasrlm.feature_prior import PRIOR_KINDS
 
-    assert feature_prior.PRIOR_KINDS == PRIOR_KINDS
+    parser = build_parser()
+    for kind in ("none", *PRIOR_KINDS):
+        assert parser.parse_args(["train", "--data", "t.csv", "-o", "model", "--prior", kind]).prior == kind
 
 
 def test_eval_writes_an_undefined_correlation_as_json_null() -> None:
