@@ -1,5 +1,5 @@
-"""The package ``nasrlm.cli``: argparse through its public API only, and each command's arguments added
-when it is chosen (so ``nasrlm --help`` stays light)."""
+"""The package ``nasrlm.cli``: modules of at most 500 lines, argparse through its public API only, and each
+command's arguments added when it is chosen (so ``nasrlm --help`` stays light)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,15 @@ from nasrlm.cli import build_parser
 
 REPO = Path(__file__).resolve().parents[2]
 NASRLM = REPO / "nasrlm"
+#: The most lines a module of nasrlm/cli/ may have (a new command group gets a module of its own).
+MAX_LINES = 500
+
+
+def test_no_cli_module_exceeds_500_lines() -> None:
+    modules = sorted((NASRLM / "cli").rglob("*.py"))
+    assert len(modules) > 1
+    long = {m.name: n for m in modules if (n := len(m.read_text().splitlines())) > MAX_LINES}
+    assert not long, f"modules of nasrlm/cli/ over {MAX_LINES} lines: {long}"
 
 
 def test_no_module_uses_private_argparse_names() -> None:
