@@ -11,7 +11,8 @@ from pathlib import Path
 import onnx
 import pytest
 
-from nasrlm.cli import COMMANDS, _json_number, main
+from nasrlm.cli import COMMANDS, main
+from nasrlm.cli._predict import _json_number
 from nasrlm.data import BenchmarkTable
 from search_spaces import NasBench201
 
@@ -297,10 +298,12 @@ def test_base_and_device_errors_are_one_line(capsys, tmp_path: Path, argv, says)
 
 
 def test_the_cli_offers_every_prior_kind() -> None:
-    from nasrlm import feature_prior
-    from nasrlm.cli import PRIOR_KINDS
+    from nasrlm.cli import build_parser
+    from nasrlm.feature_prior import PRIOR_KINDS
 
-    assert feature_prior.PRIOR_KINDS == PRIOR_KINDS
+    parser = build_parser()
+    for kind in ("none", *PRIOR_KINDS):
+        assert parser.parse_args(["train", "--data", "t.csv", "-o", "model", "--prior", kind]).prior == kind
 
 
 def test_eval_writes_an_undefined_correlation_as_json_null() -> None:
@@ -336,7 +339,7 @@ def test_label_options_reach_the_label_cache(argv, variable, value, tmp_path: Pa
             seen["value"] = os.environ.get(variable)
             raise SystemExit(0)
 
-    monkeypatch.setattr("nasrlm.cli._load_model_for", lambda path, space: Recording())
+    monkeypatch.setattr("nasrlm.cli._predict._load_model_for", lambda path, space: Recording())
     with pytest.raises(SystemExit):
         main(["predict", "m", "--space", "nb201", "--random", "1", "-q",
               *(a.format(tmp=tmp_path) for a in argv)])

@@ -228,7 +228,7 @@ def test_user_errors_are_nasrlm_errors_and_keep_their_builtin_bases() -> None:
 
 
 def test_a_report_never_shows_a_storage_password() -> None:
-    from nasrlm.cli import _shown_command
+    from nasrlm.cli._search import _shown_command
 
     shown = _shown_command(["search", "nb201", "--storage", "postgresql://me:s3cret@db/x", "--seed", "1"])
     assert "s3cret" not in shown and "postgresql://me:***@db/x" in shown and shown.endswith("--seed 1")

@@ -144,7 +144,7 @@ def test_workers_wait_out_a_database_outage(postgres) -> None:
 
 
 def test_a_postgresql_url_without_a_driver_connects_as_the_readme_writes_it(postgres) -> None:
-    from nasrlm.cli import _check_storage
+    from nasrlm.cli._search import _check_storage
 
     bare = postgres.url.replace("postgresql+psycopg://", "postgresql://")
     url = _check_storage(bare, workers=4)
