@@ -75,7 +75,12 @@ class Spread:
         rows, count = samples.shape
         z = rng.permuted(np.tile(norm.ppf((np.arange(count) + 0.5) / count), (rows, 1)), axis=1)
         widened = median + self.scale * (samples - median) + self.floor * z
-        return widened - (np.median(widened, axis=1, keepdims=True) - median)
+        widened -= np.median(widened, axis=1, keepdims=True) - median
+        # the middle order statistics set to the median exactly: float rounding would otherwise break ties
+        # between architectures the model predicts alike, and a ranking would move
+        middle = np.argsort(widened, axis=1)[:, [(count - 1) // 2, count // 2]]
+        np.put_along_axis(widened, middle, median, axis=1)
+        return widened
 
     def to_dict(self) -> dict[str, float]:
         return {"scale": self.scale, "floor": self.floor}
