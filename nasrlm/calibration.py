@@ -82,6 +82,10 @@ class Spread:
         np.put_along_axis(widened, middle, median, axis=1)
         return widened
 
+    def stretched(self, factor: float) -> Spread:
+        """This spread for a model whose own spread is ``1 / factor`` of the one it was fitted on."""
+        return Spread(scale=self.scale * factor, floor=self.floor)
+
     def to_dict(self) -> dict[str, float]:
         return {"scale": self.scale, "floor": self.floor}
 
@@ -130,5 +134,7 @@ def fit_spread(samples: np.ndarray, truth: np.ndarray, mass: float = CENTRAL_MAS
     scale, floor = shape
     z = float(norm.ppf(1 - tail))
     needed = np.abs(error) / (z * np.sqrt(floor**2 + (scale * own) ** 2))  # the size each row asks for
-    size = float(np.quantile(needed, mass, method="higher"))
+    # the finite-sample rule of split conformal prediction: covers ``mass`` of new rows, not just these
+    level = min(1.0, np.ceil((len(needed) + 1) * mass) / len(needed))
+    size = float(np.quantile(needed, level, method="higher"))
     return Spread(scale=float(scale * size), floor=float(floor * size))
