@@ -4,7 +4,7 @@ With a few dozen or a few hundred labels, a model that reads labels off the ONNX
 MACs, the operator families along its input-to-output paths: :mod:`nasrlm.free_labels`) ranks NB201
 cells far better than the RLM fine-tuned on the same labels, and on an unseen device a linear map from
 the latencies of devices already measured does better still (experiments/README.md, "Transfer from a
-pre-trained base model"). So :class:`~nasrlm.predictor.RLMPredictor` can start from such a prior and
+pre-trained base model"). So :class:`~nasrlm.rlm.predictor.RLMPredictor` can start from such a prior and
 learn only what it leaves unexplained, as it does with :class:`~nasrlm.prior.FreeLabelPrior`.
 
 Per objective the prior is a forest on the objective's values or a ridge regression on their logs

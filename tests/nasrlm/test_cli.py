@@ -235,7 +235,7 @@ def test_pretrain_then_fine_tune_a_new_column_with_init(capsys, tmp_path: Path, 
     assert {f.name for f in shipped.iterdir()} == {"config.json", "model.safetensors", "tokenizer.model",
                                                    "pretraining.json"}  # what it saw: --exclude, rows, steps
     assert json.loads((shipped / "pretraining.json").read_text())["exclude"] == ["nb201:*acc*"]
-    from nasrlm.predictor import RLMPredictor
+    from nasrlm.rlm.predictor import RLMPredictor
 
     assert RLMPredictor.load(shipped).model.config == RLMPredictor.load(base).model.config
 
@@ -257,7 +257,7 @@ def test_pretrain_writes_a_transfer_forest_train_init_reads(capsys, tmp_path: Pa
     import numpy as np
 
     from nasrlm.data import Objective
-    from nasrlm.predictor import RLMPredictor
+    from nasrlm.rlm.predictor import RLMPredictor
     from nasrlm.transfer import TRANSFER_LABEL, AccuracyTransfer
     from search_spaces import NasBench201
 

@@ -37,9 +37,9 @@ from tqdm.auto import tqdm
 from nasrlm.data import TABLE_LOADERS, DataFileNotFoundError, Objective, available_objectives, load_table
 from nasrlm.errors import NasrlmError
 from nasrlm.free_labels import ALL_FREE_OBJECTIVES, FREE_OBJECTIVES, cached_count, describe_spaces
-from nasrlm.normalize import Normalizer
-from nasrlm.predictor import RLMPredictor
-from nasrlm.training import pad_batch
+from nasrlm.rlm.normalize import Normalizer
+from nasrlm.rlm.predictor import RLMPredictor
+from nasrlm.rlm.training import pad_batch
 from nasrlm.transfer import ACCURACY_RANK, TAG_SEPARATOR, AccuracyTransfer, is_accuracy
 from search_spaces import available_spaces, get_space
 
