@@ -53,7 +53,7 @@ def _zero_shot(space: Any) -> Any:
 def _predicted(predictor: Any, objectives: str | None, model: str) -> tuple[str, ...]:
     """``--objectives`` of predict: the model's default, or names it was trained on for this space (a base's
     tags of other spaces, ``nb101:acc``, are not), else one line."""
-    from nasrlm.transfer import TAG_SEPARATOR  # loaded with the model already
+    from nasrlm.priors.transfer import TAG_SEPARATOR  # loaded with the model already
 
     if not objectives:
         return predictor.predicts

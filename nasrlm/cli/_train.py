@@ -46,7 +46,7 @@ class Train(Command):
     help = "train a regression language model on a 'nasrlm data' table"
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
-        from nasrlm.feature_prior import PRIOR_KINDS  # the prior_kind values of RLMPredictor.fit
+        from nasrlm.priors.feature_prior import PRIOR_KINDS  # the prior_kind values of RLMPredictor.fit
         from nasrlm.rlm.training import TrainConfig
 
         p.add_argument("--data", required=True, help="CSV written by 'nasrlm data'")

@@ -39,10 +39,10 @@ from optuna.study import Study, StudyDirection
 from optuna.trial import FixedTrial, FrozenTrial, TrialState
 
 from nasrlm.data import Objective
-from nasrlm.feature_prior import PRIOR_KINDS
 from nasrlm.free_labels import DEFAULT_CACHE
 from nasrlm.label_cache import LabelCache
 from nasrlm.metrics import median_reference, pareto_mask
+from nasrlm.priors.feature_prior import PRIOR_KINDS
 from nasrlm.rlm.presets import SIZES
 from nasrlm.search._acquisition import greedy_ehvi
 from nasrlm.search._arch_cache import ArchCache, SpaceMismatchError
@@ -130,8 +130,8 @@ class RLMSampler(BaseSampler):
             ``"model"``.
         prior: the prior the model learns the residual of (``RLMPredictor.fit``'s ``prior_kind``):
             ``"line"``, a straight line (in normal scores) through the free label that best explains
-            the trials (:mod:`nasrlm.prior`); ``"forest"``, ``"trend-forest"``, ``"ridge"`` or
-            ``"auto"``, a model of the free and graph labels (:mod:`nasrlm.feature_prior`; each
+            the trials (:mod:`nasrlm.priors.prior`); ``"forest"``, ``"trend-forest"``, ``"ridge"`` or
+            ``"auto"``, a model of the free and graph labels (:mod:`nasrlm.priors.feature_prior`; each
             candidate's graph labels are then computed too); ``None``: the model learns each
             objective whole. ``"trend-forest"`` extrapolates past the trials, so it can expect a
             candidate to extend the front, which a plain forest never does.

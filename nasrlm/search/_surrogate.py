@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 
 from nasrlm.data import Objective
-from nasrlm.feature_prior import KINDS, FeaturePrior
 from nasrlm.free_labels import FREE_OBJECTIVES
-from nasrlm.prior import residual_weight
+from nasrlm.priors.feature_prior import KINDS, FeaturePrior
+from nasrlm.priors.prior import residual_weight
 from nasrlm.search._arch_cache import FREE_NAMES, ArchCache
 
 #: Appended to the model's tag of a study objective named like a free label (``params_m``), which the
@@ -239,7 +239,7 @@ class PriorSurrogate:
     Args:
         cache: texts and labels of the space's architectures (shared with the sampler).
         objectives: the study's objectives, in its order.
-        prior: a feature prior's kind (:data:`~nasrlm.feature_prior.KINDS`).
+        prior: a feature prior's kind (:data:`~nasrlm.priors.feature_prior.KINDS`).
         seed: seeds the forests (with the round number) and the samples.
     """
 

@@ -13,9 +13,9 @@ import torch
 
 from nasrlm.cli import main
 from nasrlm.data import BenchmarkTable, Objective
+from nasrlm.priors.transfer import ACCURACY_RANK
 from nasrlm.rlm.predictor import SHIPPED_BASE, ModelNotFoundError, RLMPredictor, shipped_base
 from nasrlm.rlm.pretraining import is_excluded
-from nasrlm.transfer import ACCURACY_RANK
 from search_spaces import NasBench201
 
 ARCH = "|nor_conv_3x3~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|skip_connect~0|nor_conv_3x3~1|skip_connect~2|"

@@ -135,7 +135,7 @@ def test_from_base_keeps_known_tags_renames_the_space_and_adds_new_ones(tasks, t
     # it trains and predicts the new column like any other
     space = get_space("nb201")
     ids = space.sample_ids(12, seed=3)
-    from nasrlm.prior import HEADROOM
+    from nasrlm.priors.prior import HEADROOM
     from nasrlm.rlm.training import TrainConfig
 
     tuned.fine_tune(space, ids, np.linspace(50, 90, 12), ["acc"], TrainConfig(max_epochs=1, progress=False),

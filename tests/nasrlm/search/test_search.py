@@ -145,8 +145,8 @@ def test_with_the_free_label_prior_the_model_learns_residuals_and_predicts_value
 
 
 def test_with_a_graph_prior_the_model_learns_residuals_of_a_forest_on_the_graph_labels() -> None:
-    from nasrlm.feature_prior import FeaturePrior
     from nasrlm.free_labels import GRAPH_OBJECTIVES
+    from nasrlm.priors.feature_prior import FeaturePrior
 
     sampler = tiny_sampler(prior="forest")
     study = make_study(sampler)
