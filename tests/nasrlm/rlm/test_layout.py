@@ -1,8 +1,10 @@
 """The layout of the model stack: the language model is built inside ``nasrlm/rlm/`` only, every module of
-``nasrlm/`` imports (no module names a path that moved away), and the old module paths are gone."""
+``nasrlm/`` imports (no module names a path that moved away), the old module paths are gone, and the
+model stack imports nothing of the search, the command line or Optuna."""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 import textwrap
@@ -52,3 +54,23 @@ def test_every_module_of_nasrlm_imports() -> None:
 def test_the_old_module_paths_are_gone(old: str) -> None:
     assert not (NASRLM / f"{old}.py").exists() and not (NASRLM / old).exists(), (
         f"nasrlm/{old} still exists (no shims: import it from nasrlm.rlm or nasrlm.priors)")
+
+
+def test_the_model_stack_imports_no_search_no_command_line_no_optuna() -> None:
+    # DEVELOPERS.md, "Layout": the model and its priors sit below the search and the command line; and the
+    # priors below the model, which stands on them (nasrlm.rlm.predictor imports nasrlm.priors)
+    script = textwrap.dedent("""
+        import importlib, pkgutil, sys
+        import nasrlm.priors, nasrlm.rlm
+        for package in (nasrlm.priors, nasrlm.rlm):
+            for module in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+                importlib.import_module(module.name)
+            print(sorted(n for n in sys.modules if n.split(".")[0] == "optuna" and "." not in n
+                         or n.startswith(("nasrlm.search", "nasrlm.cli", "nasrlm.rlm."))))
+        """)
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    priors, stack = map(ast.literal_eval, done.stdout.splitlines())
+    assert priors == [], f"nasrlm.priors imports {priors}"
+    above = [n for n in stack if not n.startswith("nasrlm.rlm.")]
+    assert above == [], f"the model stack imports {above}"
