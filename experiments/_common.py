@@ -42,10 +42,10 @@ def smoke_base(folder: Path, texts: list[str], *, accuracy_rank: bool = False) -
     free label and, with ``accuracy_rank``, the cross-space accuracy rank (the tag a new accuracy starts
     from): the base of the ``--smoke`` runs."""
     from nasrlm.free_labels import ALL_FREE_OBJECTIVES
-    from nasrlm.normalize import Normalizer
-    from nasrlm.predictor import RLMPredictor
-    from nasrlm.tokenizers import OnnxTokenizer
-    from nasrlm.transfer import ACCURACY_RANK
+    from nasrlm.priors.transfer import ACCURACY_RANK
+    from nasrlm.rlm.normalize import Normalizer
+    from nasrlm.rlm.predictor import RLMPredictor
+    from nasrlm.rlm.tokenizers import OnnxTokenizer
 
     tags = [*ALL_FREE_OBJECTIVES, *([ACCURACY_RANK] if accuracy_rank else [])]
     predictor = RLMPredictor.create(OnnxTokenizer.train(texts, seed=0), tags, d_model=16, num_heads=2,

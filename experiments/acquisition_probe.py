@@ -29,7 +29,7 @@ from _common import encoded
 from scipy.stats import norm
 
 from nasrlm.metrics import expected_hypervolume_improvement, hypervolume, hypervolume_history, pareto_mask
-from nasrlm.prior import FreeLabelPrior
+from nasrlm.priors.prior import FreeLabelPrior
 from nasrlm.search import ArchEvaluator, Truth, reference_point
 from search_spaces import get_space
 

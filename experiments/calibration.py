@@ -5,8 +5,8 @@
 The language model alone (``nasrlm train --prior none`` from a base: the decoder fine-tuned, the encoder
 frozen) on NB201 accuracy from N labelled cells, and on the latency of a device the base never saw from 20
 measured architectures; then, for each sampling temperature, the share of the test rows' true values inside
-the central 80 % of their samples (``nasrlm.calibration``; calibrated: 0.70-0.90) and Kendall τ / Spearman ρ
-of the samples' median; and at temperature 1, calibrated as ``nasrlm train`` does (``--folds``
+the central 80 % of their samples (``nasrlm.rlm.calibration``; calibrated: 0.70-0.90) and Kendall τ /
+Spearman ρ of the samples' median; and at temperature 1, calibrated as ``nasrlm train`` does (``--folds``
 cross-fits below 300 rows, the validation rows above). Splits as ``transfer_benchmark.py``'s (seed s:
 ``default_rng(s).permutation``, the first N rows labelled, the next ``--test`` ranked). ``--smoke`` runs it
 in seconds on a tiny base, as its test does.
@@ -23,12 +23,12 @@ import torch
 from _common import encoded, smoke_base
 from scipy import stats
 
-from nasrlm.calibration import CALIBRATION_FOLDS, central_coverage
 from nasrlm.data import Objective, load_table
-from nasrlm.predictor import RLMPredictor
-from nasrlm.presets import DECODER_TUNE
-from nasrlm.pretraining import is_excluded
-from nasrlm.training import TrainConfig
+from nasrlm.rlm.calibration import CALIBRATION_FOLDS, central_coverage
+from nasrlm.rlm.predictor import RLMPredictor
+from nasrlm.rlm.presets import DECODER_TUNE
+from nasrlm.rlm.pretraining import is_excluded
+from nasrlm.rlm.training import TrainConfig
 from search_spaces import get_space
 
 

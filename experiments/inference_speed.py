@@ -17,10 +17,10 @@ import numpy as np
 import torch
 
 from nasrlm.data import Objective
-from nasrlm.normalize import Normalizer
-from nasrlm.predictor import RLMPredictor
-from nasrlm.presets import SIZES
-from nasrlm.tokenizers import OnnxTokenizer
+from nasrlm.rlm.normalize import Normalizer
+from nasrlm.rlm.predictor import RLMPredictor
+from nasrlm.rlm.presets import SIZES
+from nasrlm.rlm.tokenizers import OnnxTokenizer
 from search_spaces import NasBench201
 
 VARIANTS = {

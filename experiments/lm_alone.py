@@ -38,12 +38,12 @@ from scipy import stats
 
 from nasrlm.data import Objective, load_table
 from nasrlm.free_labels import ALL_FREE_OBJECTIVES
-from nasrlm.inference import sample_digits
-from nasrlm.normalize import Normalizer
-from nasrlm.predictor import RLMPredictor
-from nasrlm.pretraining import is_excluded
-from nasrlm.training import EncoderStates, pad_batch
-from nasrlm.transfer import ACCURACY_RANK
+from nasrlm.priors.transfer import ACCURACY_RANK
+from nasrlm.rlm.inference import sample_digits
+from nasrlm.rlm.normalize import Normalizer
+from nasrlm.rlm.predictor import RLMPredictor
+from nasrlm.rlm.pretraining import is_excluded
+from nasrlm.rlm.training import EncoderStates, pad_batch
 from search_spaces import get_space
 
 #: Structural labels decoded before the accuracy (those constant over the space are dropped).

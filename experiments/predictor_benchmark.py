@@ -32,15 +32,15 @@ import torch
 from _common import gbdt_predict
 from scipy import stats
 
-from nasrlm.augment import equivalent_rows
 from nasrlm.data import load_nb201
 from nasrlm.free_labels import FREE_OBJECTIVES, texts_and_free_labels
-from nasrlm.model import RegressionLM, RLMConfig
-from nasrlm.normalize import Normalizer
-from nasrlm.predictor import RLMPredictor
-from nasrlm.presets import SIZES
-from nasrlm.tokenizers import OnnxTokenizer
-from nasrlm.training import TrainConfig, pad_batch
+from nasrlm.rlm.augment import equivalent_rows
+from nasrlm.rlm.model import RegressionLM, RLMConfig
+from nasrlm.rlm.normalize import Normalizer
+from nasrlm.rlm.predictor import RLMPredictor
+from nasrlm.rlm.presets import SIZES
+from nasrlm.rlm.tokenizers import OnnxTokenizer
+from nasrlm.rlm.training import TrainConfig, pad_batch
 from search_spaces import NasBench201
 
 OBJECTIVES = ("acc", "pixel3", "eyeriss", "gold_6226", "1080ti_1")

@@ -125,7 +125,7 @@ def _check_base(options: dict, space: str) -> None:
     the accuracy columns it pre-trained on) names them; the search itself does not read it."""
     from pathlib import Path
 
-    from nasrlm.transfer import TRANSFER_FILE, AccuracyTransfer
+    from nasrlm.priors.transfer import TRANSFER_FILE, AccuracyTransfer
 
     base = options.get("base")
     if not isinstance(base, str) or not (Path(base) / TRANSFER_FILE).is_file():

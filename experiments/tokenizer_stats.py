@@ -1,6 +1,6 @@
 """Tokens per NAS-Bench-201 architecture for sentencepiece configurations of the ONNX tokenizer.
 
-Trains :class:`~nasrlm.tokenizers.OnnxTokenizer` with each configuration on random NB201
+Trains :class:`~nasrlm.rlm.tokenizers.OnnxTokenizer` with each configuration on random NB201
 architectures and encodes 1,000 *other* random architectures (never used for training); prints a
 markdown table (tokens median / mean / max, tokenizer training time) for experiments/README.md.
 
@@ -20,7 +20,7 @@ from collections import Counter
 
 import sentencepiece
 
-from nasrlm.tokenizers import OnnxTokenizer
+from nasrlm.rlm.tokenizers import OnnxTokenizer
 from search_spaces import available_spaces, get_space
 
 #: What ``OnnxTokenizer.train_on_spaces`` trains one space's tokenizer on by default: its

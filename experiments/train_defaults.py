@@ -85,8 +85,8 @@ def main() -> None:
 
 def smoke_base(path: Path, space: str) -> Path:
     """An untrained tiny base model whose tokenizer learned ``space``'s texts only."""
-    from nasrlm.predictor import RLMPredictor
-    from nasrlm.tokenizers import OnnxTokenizer
+    from nasrlm.rlm.predictor import RLMPredictor
+    from nasrlm.rlm.tokenizers import OnnxTokenizer
 
     RLMPredictor.from_scratch([], size="tiny", tokenizer=OnnxTokenizer.train_on_spaces([space])).save(path)
     return path

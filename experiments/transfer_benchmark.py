@@ -59,16 +59,16 @@ import torch
 from _common import encoded, gbdt_predict
 from scipy import stats
 
-from nasrlm.calibration import CALIBRATION_FOLDS, central_coverage
 from nasrlm.data import load_table
-from nasrlm.feature_prior import FeaturePrior
 from nasrlm.free_labels import ALL_FREE_OBJECTIVES
-from nasrlm.predictor import RLMPredictor
-from nasrlm.presets import DECODER_TUNE, FINE_TUNE
-from nasrlm.pretraining import PRETRAINING_FILE, is_excluded, tag
+from nasrlm.priors.feature_prior import FeaturePrior
+from nasrlm.priors.transfer import ACCURACY_RANK, AccuracyTransfer
+from nasrlm.rlm.calibration import CALIBRATION_FOLDS, central_coverage
+from nasrlm.rlm.predictor import RLMPredictor
+from nasrlm.rlm.presets import DECODER_TUNE, FINE_TUNE
+from nasrlm.rlm.pretraining import PRETRAINING_FILE, is_excluded, tag
+from nasrlm.rlm.training import TrainConfig
 from nasrlm.selection import farthest_first
-from nasrlm.training import TrainConfig
-from nasrlm.transfer import ACCURACY_RANK, AccuracyTransfer
 from search_spaces import SearchSpace, get_space
 
 FREE = tuple(o.name for o in ALL_FREE_OBJECTIVES[:2])

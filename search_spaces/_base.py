@@ -112,7 +112,7 @@ class SearchSpace(abc.ABC, Generic[Arch]):
         in operations whose result never reaches the output (or never depends on the input).
 
         Their accuracy is ``arch``'s up to training noise, while their cost (latency, parameters)
-        need not be: nasrlm trains accuracy-like objectives on them too (see :mod:`nasrlm.augment`),
+        need not be: nasrlm trains accuracy-like objectives on them too (see :mod:`nasrlm.rlm.augment`),
         so the model learns which parts of the text matter. Default: none known.
         """
         return []

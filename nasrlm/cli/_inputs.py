@@ -152,7 +152,7 @@ def _table_space(name: str | None, table: Any, path: str) -> search_spaces.Searc
 def _load_base(path: str | None, objectives: Sequence[Any], space: str) -> Any:
     """``--init``/``--base``: a base model directory (``None``: the shipped one), or a one-line error
     naming it."""
-    from nasrlm.predictor import RLMPredictor
+    from nasrlm.rlm.predictor import RLMPredictor
 
     try:
         return RLMPredictor.from_base(path, objectives, space=space)

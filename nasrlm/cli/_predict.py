@@ -34,7 +34,7 @@ def _texts(space: search_spaces.SearchSpace, ids: Sequence[str], *, progress: bo
 
 def _zero_shot(space: Any) -> Any:
     """The shipped base, predicting ``space`` zero-shot; a one-line error where it has nothing to say."""
-    from nasrlm.predictor import RLMPredictor
+    from nasrlm.rlm.predictor import RLMPredictor
 
     try:
         predictor = RLMPredictor.zero_shot(space.name)
@@ -53,7 +53,7 @@ def _zero_shot(space: Any) -> Any:
 def _predicted(predictor: Any, objectives: str | None, model: str) -> tuple[str, ...]:
     """``--objectives`` of predict: the model's default, or names it was trained on for this space (a base's
     tags of other spaces, ``nb101:acc``, are not), else one line."""
-    from nasrlm.transfer import TAG_SEPARATOR  # loaded with the model already
+    from nasrlm.priors.transfer import TAG_SEPARATOR  # loaded with the model already
 
     if not objectives:
         return predictor.predicts
@@ -69,7 +69,7 @@ def _predicted(predictor: Any, objectives: str | None, model: str) -> tuple[str,
 def _load_model_for(path: str, space: Any) -> Any:
     """The model at ``path``, refused (one line) if it records the spaces it was trained on and
     ``space`` is not among them."""
-    from nasrlm.predictor import RLMPredictor
+    from nasrlm.rlm.predictor import RLMPredictor
 
     predictor = RLMPredictor.load(path)
     if predictor.spaces and space.name not in predictor.spaces:
@@ -141,7 +141,7 @@ class Eval(Command):
     def run(self, args: argparse.Namespace) -> int:
         from scipy import stats
 
-        from nasrlm.calibration import central_coverage
+        from nasrlm.rlm.calibration import central_coverage
 
         _check_samples(args.samples)
         device = _device(args.device)

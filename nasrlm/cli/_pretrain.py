@@ -27,7 +27,7 @@ from nasrlm.cli._common import (
 )
 from nasrlm.cli._inputs import _space
 from nasrlm.data import resolve_data_dir
-from nasrlm.presets import PRETRAIN_SIZE, SIZES
+from nasrlm.rlm.presets import PRETRAIN_SIZE, SIZES
 
 #: ``nasrlm pretrain``: the most of ``--minutes`` that describing architectures may take, and the least
 #: that training gets however long the rows took.
@@ -40,7 +40,7 @@ class Pretrain(Command):
     help = "pre-train one base model on every published table (then: train --init)"
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
-        from nasrlm.pretraining import PretrainConfig
+        from nasrlm.rlm.pretraining import PretrainConfig
 
         config = PretrainConfig()
         p.add_argument("--data-dir", help="benchmark data directory (default $NASRLM_DATA)")
@@ -77,8 +77,8 @@ class Pretrain(Command):
         p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
 
     def run(self, args: argparse.Namespace) -> int:
-        from nasrlm.predictor import RLMPredictor
-        from nasrlm.pretraining import (
+        from nasrlm.rlm.predictor import RLMPredictor
+        from nasrlm.rlm.pretraining import (
             PRETRAINING_FILE,
             ROWS_FILE,
             PretrainConfig,
@@ -157,7 +157,7 @@ class Pretrain(Command):
 
 
 def _resumable(output: Path) -> Any:
-    from nasrlm.pretraining import PRETRAINING_FILE, ROWS_FILE, PretrainState
+    from nasrlm.rlm.pretraining import PRETRAINING_FILE, ROWS_FILE, PretrainState
 
     if not (output / PRETRAINING_FILE).is_file() or not (output / ROWS_FILE).is_file():
         raise CliError(f"--resume: {output} holds no pre-training run ({PRETRAINING_FILE}, {ROWS_FILE})")

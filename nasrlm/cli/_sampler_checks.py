@@ -1,5 +1,5 @@
 """``nasrlm search --rlm-option``: ``KEY=VALUE`` pairs, re-checked against :class:`RLMSampler`'s and
-:class:`~nasrlm.model.RLMConfig`'s type hints before any work starts."""
+:class:`~nasrlm.rlm.model.RLMConfig`'s type hints before any work starts."""
 
 from __future__ import annotations
 
@@ -50,12 +50,12 @@ def _check_rlm_options(options: dict[str, Any], space: search_spaces.SearchSpace
 
 
 def _check_model_settings(model: dict[str, Any]) -> None:
-    """``--rlm-option model={...}``: only :class:`~nasrlm.model.RLMConfig` settings a user may change, each
-    of its type and positive, and consistent together (``d_model`` a multiple of ``num_heads``)."""
+    """``--rlm-option model={...}``: only :class:`~nasrlm.rlm.model.RLMConfig` settings a user may change,
+    each of its type and positive, and consistent together (``d_model`` a multiple of ``num_heads``)."""
     import dataclasses
     import typing
 
-    from nasrlm.model import RLMConfig
+    from nasrlm.rlm.model import RLMConfig
 
     fixed = {"text_vocab_size", "text_pad_id", "objectives"}  # set from the tokenizer and the objectives
     hints = typing.get_type_hints(RLMConfig)

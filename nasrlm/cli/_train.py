@@ -38,7 +38,7 @@ from nasrlm.cli._inputs import (
     _table_columns,
     _table_space,
 )
-from nasrlm.presets import DECODER_TUNE, FINE_TUNE, SIZES, TRAIN, TRAIN_SIZE
+from nasrlm.rlm.presets import DECODER_TUNE, FINE_TUNE, SIZES, TRAIN, TRAIN_SIZE
 
 
 class Train(Command):
@@ -46,8 +46,8 @@ class Train(Command):
     help = "train a regression language model on a 'nasrlm data' table"
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
-        from nasrlm.feature_prior import PRIOR_KINDS  # the prior_kind values of RLMPredictor.fit
-        from nasrlm.training import TrainConfig
+        from nasrlm.priors.feature_prior import PRIOR_KINDS  # the prior_kind values of RLMPredictor.fit
+        from nasrlm.rlm.training import TrainConfig
 
         p.add_argument("--data", required=True, help="CSV written by 'nasrlm data'")
         p.add_argument("-o", "--output", required=True, help="model directory to write")
@@ -96,8 +96,8 @@ class Train(Command):
 
     def run(self, args: argparse.Namespace) -> int:
         from nasrlm.free_labels import FREE_OBJECTIVES, texts_and_free_labels
-        from nasrlm.predictor import RLMPredictor
-        from nasrlm.training import TrainConfig
+        from nasrlm.rlm.predictor import RLMPredictor
+        from nasrlm.rlm.training import TrainConfig
 
         _check_output_dir(args.output, "-o")  # before training, not after
         table = _read_table(args.data)
@@ -168,7 +168,7 @@ class Train(Command):
         print(f"saved {args.output}: best epoch {report.best_epoch + 1} of {len(report.train_loss)} "
               f"({report.stopped_by}), {report.seconds:.0f} s", file=sys.stderr)
         if predictor.residual_weights:
-            from nasrlm.predictor import MIN_VALIDATION_ROWS
+            from nasrlm.rlm.predictor import MIN_VALIDATION_ROWS
 
             rows = len(report.validation_rows)
             source = (f"weighed on {rows} validation rows" if rows >= MIN_VALIDATION_ROWS else
@@ -182,7 +182,7 @@ def _with_equivalents(space: search_spaces.SearchSpace, ids: list[str], values: 
                       objectives: Sequence[Any], args: argparse.Namespace
                       ) -> tuple[list[str], np.ndarray, np.ndarray]:
     """``ids`` and ``values`` followed by ``--equivalents`` rows, and their ``derived_from``."""
-    from nasrlm.augment import equivalent_rows
+    from nasrlm.rlm.augment import equivalent_rows
 
     names = [o.name for o in objectives]
     if args.carry is not None:

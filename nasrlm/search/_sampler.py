@@ -39,11 +39,11 @@ from optuna.study import Study, StudyDirection
 from optuna.trial import FixedTrial, FrozenTrial, TrialState
 
 from nasrlm.data import Objective
-from nasrlm.feature_prior import PRIOR_KINDS
 from nasrlm.free_labels import DEFAULT_CACHE
 from nasrlm.label_cache import LabelCache
 from nasrlm.metrics import median_reference, pareto_mask
-from nasrlm.presets import SIZES
+from nasrlm.priors.feature_prior import PRIOR_KINDS
+from nasrlm.rlm.presets import SIZES
 from nasrlm.search._acquisition import greedy_ehvi
 from nasrlm.search._arch_cache import ArchCache, SpaceMismatchError
 from nasrlm.search._candidates import CandidateSettings, candidate_params, draw_params
@@ -130,8 +130,8 @@ class RLMSampler(BaseSampler):
             ``"model"``.
         prior: the prior the model learns the residual of (``RLMPredictor.fit``'s ``prior_kind``):
             ``"line"``, a straight line (in normal scores) through the free label that best explains
-            the trials (:mod:`nasrlm.prior`); ``"forest"``, ``"trend-forest"``, ``"ridge"`` or
-            ``"auto"``, a model of the free and graph labels (:mod:`nasrlm.feature_prior`; each
+            the trials (:mod:`nasrlm.priors.prior`); ``"forest"``, ``"trend-forest"``, ``"ridge"`` or
+            ``"auto"``, a model of the free and graph labels (:mod:`nasrlm.priors.feature_prior`; each
             candidate's graph labels are then computed too); ``None``: the model learns each
             objective whole. ``"trend-forest"`` extrapolates past the trials, so it can expect a
             candidate to extend the front, which a plain forest never does.
@@ -157,9 +157,9 @@ class RLMSampler(BaseSampler):
         candidates: the rest of how candidates are drawn (how front members are mutated);
             ``num_candidates`` and ``fresh_candidates``, when given, override its fields of the same
             name (their defaults: :class:`CandidateSettings`'s).
-        model: overrides of :class:`~nasrlm.model.RLMConfig` (default :data:`DEFAULT_MODEL`).
+        model: overrides of :class:`~nasrlm.rlm.model.RLMConfig` (default :data:`DEFAULT_MODEL`).
         base: a pre-trained base model directory (``nasrlm pretrain``): every refit starts from it
-            (:meth:`RLMPredictor.from_base <nasrlm.predictor.RLMPredictor.from_base>`), with its size,
+            (:meth:`RLMPredictor.from_base <nasrlm.rlm.predictor.RLMPredictor.from_base>`), with its size,
             tokenizer and tags, instead of a model learned from scratch; ``model`` and
             ``pretrain_archs`` then do not apply. Use a base that never saw the study's objectives on
             this space (``nasrlm pretrain --exclude``) when you measure how well the search does.
@@ -574,7 +574,7 @@ class RLMSampler(BaseSampler):
 
     @property
     def predictor(self) -> Any:
-        """The latest trained :class:`~nasrlm.predictor.RLMPredictor` (``None`` before the first fit, and
+        """The latest trained :class:`~nasrlm.rlm.predictor.RLMPredictor` (``None`` before the first fit, and
         with ``surrogate="prior"``)."""
         return self._surrogate.predictor if self._surrogate is not None else None
 

@@ -1,6 +1,6 @@
 """The RLMSampler's model of the objectives: what ``_ParzenEstimator`` is to Optuna's TPE.
 
-An :class:`~nasrlm.predictor.RLMPredictor` refitted on the completed trials each round, and sampled for
+An :class:`~nasrlm.rlm.predictor.RLMPredictor` refitted on the completed trials each round, and sampled for
 the candidates' objectives. It starts either from a base model (``nasrlm pretrain``), copied afresh for
 every refit, or from a model learned here: a tokenizer trained on the candidate pool's texts and a
 pre-training pass on their free labels (parameters, MACs), which cost nothing to compute. Or, as a
@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 
 from nasrlm.data import Objective
-from nasrlm.feature_prior import KINDS, FeaturePrior
 from nasrlm.free_labels import FREE_OBJECTIVES
-from nasrlm.prior import residual_weight
+from nasrlm.priors.feature_prior import KINDS, FeaturePrior
+from nasrlm.priors.prior import residual_weight
 from nasrlm.search._arch_cache import FREE_NAMES, ArchCache
 
 #: Appended to the model's tag of a study objective named like a free label (``params_m``), which the
@@ -71,7 +71,7 @@ class RLMSurrogate:
         objectives: the study's objectives, in its order.
         prior: the prior the model learns the residual of (see :class:`~nasrlm.search.RLMSampler`).
         settings: how it trains.
-        model_options: :class:`~nasrlm.model.RLMConfig` overrides for a model learned from scratch.
+        model_options: :class:`~nasrlm.rlm.model.RLMConfig` overrides for a model learned from scratch.
         base: a base model directory to start every refit from instead.
         device: ``"cpu"`` or ``"cuda"``.
         seed: seeds the tokenizer, the initial weights and every refit (with the round number).
@@ -105,7 +105,7 @@ class RLMSurrogate:
 
     @property
     def predictor(self) -> Any:
-        """The latest :class:`~nasrlm.predictor.RLMPredictor` (``None`` before :meth:`start`)."""
+        """The latest :class:`~nasrlm.rlm.predictor.RLMPredictor` (``None`` before :meth:`start`)."""
         return self._predictor
 
     def start(self, pool: Sequence[str]) -> None:
@@ -116,9 +116,9 @@ class RLMSurrogate:
         """
         import torch
 
-        from nasrlm.predictor import RLMPredictor
-        from nasrlm.tokenizers import OnnxTokenizer
-        from nasrlm.training import TrainConfig
+        from nasrlm.rlm.predictor import RLMPredictor
+        from nasrlm.rlm.tokenizers import OnnxTokenizer
+        from nasrlm.rlm.training import TrainConfig
 
         self._pool_free = self.cache.free_labels_of(pool) if self.prior == "line" else None
         if self.base is not None:
@@ -154,7 +154,7 @@ class RLMSurrogate:
         Free labels keep the scale they were pre-trained with (without pre-training, none was fitted on
         more than the trials: all are refitted); the objectives get :attr:`FitSettings.headroom`.
         """
-        from nasrlm.training import TrainConfig
+        from nasrlm.rlm.training import TrainConfig
 
         if self._predictor is None:
             raise RuntimeError("start() the surrogate before fitting it")
@@ -239,7 +239,7 @@ class PriorSurrogate:
     Args:
         cache: texts and labels of the space's architectures (shared with the sampler).
         objectives: the study's objectives, in its order.
-        prior: a feature prior's kind (:data:`~nasrlm.feature_prior.KINDS`).
+        prior: a feature prior's kind (:data:`~nasrlm.priors.feature_prior.KINDS`).
         seed: seeds the forests (with the round number) and the samples.
     """
 

@@ -124,8 +124,8 @@ def test_plugin_option_after_the_command(capsys: pytest.CaptureFixture[str], iso
 @pytest.mark.slow
 def test_worked_example_end_to_end(capsys: pytest.CaptureFixture[str], isolated: None, tmp_path: Path,
                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from nasrlm.rlm.tokenizers import OnnxTokenizer
     from nasrlm.search import SAMPLERS, RLMSampler
-    from nasrlm.tokenizers import OnnxTokenizer
 
     tiny = {"d_model": 32, "num_heads": 2, "d_ff": 64, "encoder_layers": 1, "decoder_layers": 1}
     monkeypatch.setitem(SAMPLERS, "rlm", lambda space, seed, progress: RLMSampler(

@@ -235,7 +235,7 @@ def test_pretrain_then_fine_tune_a_new_column_with_init(capsys, tmp_path: Path, 
     assert {f.name for f in shipped.iterdir()} == {"config.json", "model.safetensors", "tokenizer.model",
                                                    "pretraining.json"}  # what it saw: --exclude, rows, steps
     assert json.loads((shipped / "pretraining.json").read_text())["exclude"] == ["nb201:*acc*"]
-    from nasrlm.predictor import RLMPredictor
+    from nasrlm.rlm.predictor import RLMPredictor
 
     assert RLMPredictor.load(shipped).model.config == RLMPredictor.load(base).model.config
 
@@ -257,8 +257,8 @@ def test_pretrain_writes_a_transfer_forest_train_init_reads(capsys, tmp_path: Pa
     import numpy as np
 
     from nasrlm.data import Objective
-    from nasrlm.predictor import RLMPredictor
-    from nasrlm.transfer import TRANSFER_LABEL, AccuracyTransfer
+    from nasrlm.priors.transfer import TRANSFER_LABEL, AccuracyTransfer
+    from nasrlm.rlm.predictor import RLMPredictor
     from search_spaces import NasBench201
 
     base = tmp_path / "base"
@@ -299,7 +299,7 @@ def test_base_and_device_errors_are_one_line(capsys, tmp_path: Path, argv, says)
 
 def test_the_cli_offers_every_prior_kind() -> None:
     from nasrlm.cli import build_parser
-    from nasrlm.feature_prior import PRIOR_KINDS
+    from nasrlm.priors.feature_prior import PRIOR_KINDS
 
     parser = build_parser()
     for kind in ("none", *PRIOR_KINDS):

@@ -37,8 +37,8 @@ EVAL = ["eval", "{model}", "--data", "{tmp}/table.csv", "--samples", "2", "-q"]
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny, untrained but complete model directory (a tokenizer of a few texts: seconds, not a
     training run); cases copy it and damage the copy."""
-    from nasrlm.predictor import RLMPredictor
-    from nasrlm.tokenizers import OnnxTokenizer
+    from nasrlm.rlm.predictor import RLMPredictor
+    from nasrlm.rlm.tokenizers import OnnxTokenizer
     from search_spaces import NasBench201
 
     space = NasBench201()
@@ -215,8 +215,8 @@ def test_user_errors_are_nasrlm_errors_and_keep_their_builtin_bases() -> None:
     from nasrlm.data._analog import AnalogNasBenchNotFoundError
     from nasrlm.errors import NasrlmError
     from nasrlm.measure import LatencyStoreError
-    from nasrlm.predictor import ModelFileError, ModelNotFoundError
-    from nasrlm.pretraining import PretrainInputError
+    from nasrlm.rlm.predictor import ModelFileError, ModelNotFoundError
+    from nasrlm.rlm.pretraining import PretrainInputError
 
     bases = {CliError: Exception, DataFileError: ValueError, DataFileNotFoundError: FileNotFoundError,
              UnknownObjectiveError: KeyError, AnalogNasBenchNotFoundError: ModuleNotFoundError,

@@ -74,8 +74,8 @@ def _model(tmp_path: Path) -> Path:
     """A tiny untrained model, made once per test (as test_cli_errors' fixture makes one)."""
     if tmp_path not in _MODELS:
         from nasrlm.data import Objective
-        from nasrlm.predictor import RLMPredictor
-        from nasrlm.tokenizers import OnnxTokenizer
+        from nasrlm.rlm.predictor import RLMPredictor
+        from nasrlm.rlm.tokenizers import OnnxTokenizer
         from search_spaces import NasBench201
 
         space = NasBench201()

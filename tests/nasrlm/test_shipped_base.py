@@ -13,9 +13,9 @@ import torch
 
 from nasrlm.cli import main
 from nasrlm.data import BenchmarkTable, Objective
-from nasrlm.predictor import SHIPPED_BASE, ModelNotFoundError, RLMPredictor, shipped_base
-from nasrlm.pretraining import is_excluded
-from nasrlm.transfer import ACCURACY_RANK
+from nasrlm.priors.transfer import ACCURACY_RANK
+from nasrlm.rlm.predictor import SHIPPED_BASE, ModelNotFoundError, RLMPredictor, shipped_base
+from nasrlm.rlm.pretraining import is_excluded
 from search_spaces import NasBench201
 
 ARCH = "|nor_conv_3x3~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|skip_connect~0|nor_conv_3x3~1|skip_connect~2|"
@@ -56,9 +56,9 @@ def test_the_shipped_base_never_saw_nb201_accuracy() -> None:
 
 
 def test_a_missing_shipped_base_is_one_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    import nasrlm.predictor
+    import nasrlm.rlm.predictor
 
-    monkeypatch.setattr(nasrlm.predictor, "SHIPPED_BASE", tmp_path / "base")
+    monkeypatch.setattr(nasrlm.rlm.predictor, "SHIPPED_BASE", tmp_path / "base")
     with pytest.raises(ModelNotFoundError, match="lacks its base model"):
         shipped_base()
 

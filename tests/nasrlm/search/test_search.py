@@ -145,8 +145,8 @@ def test_with_the_free_label_prior_the_model_learns_residuals_and_predicts_value
 
 
 def test_with_a_graph_prior_the_model_learns_residuals_of_a_forest_on_the_graph_labels() -> None:
-    from nasrlm.feature_prior import FeaturePrior
     from nasrlm.free_labels import GRAPH_OBJECTIVES
+    from nasrlm.priors.feature_prior import FeaturePrior
 
     sampler = tiny_sampler(prior="forest")
     study = make_study(sampler)
@@ -698,8 +698,8 @@ def test_the_docs_list_every_rlm_option() -> None:
 
 def test_every_refit_starts_from_a_base_model(tmp_path) -> None:
     from nasrlm.free_labels import ALL_FREE_OBJECTIVES
-    from nasrlm.predictor import RLMPredictor
-    from nasrlm.tokenizers import OnnxTokenizer
+    from nasrlm.rlm.predictor import RLMPredictor
+    from nasrlm.rlm.tokenizers import OnnxTokenizer
 
     ids = SPACE.sample_ids(30, seed=1)
     tokenizer = OnnxTokenizer.train([SPACE.to_text(SPACE.parse(i)) for i in ids], vocab_size=1000)

@@ -10,7 +10,7 @@ import statistics
 import pytest
 import sentencepiece as spm
 
-from nasrlm.tokenizers._onnx import DEFAULT_VOCAB_SIZE, TARGET_TOKENS, OnnxTokenizer
+from nasrlm.rlm.tokenizers._onnx import DEFAULT_VOCAB_SIZE, TARGET_TOKENS, OnnxTokenizer
 from search_spaces import get_space
 
 TRAIN_ARCHS = 200

@@ -1,4 +1,4 @@
-"""Teacher-forced training of a :class:`~nasrlm.model.RegressionLM` with early stopping.
+"""Teacher-forced training of a :class:`~nasrlm.rlm.model.RegressionLM` with early stopping.
 
 AdamW, linear warm-up then cosine decay, gradient clipping, a held-out validation split that picks
 the best epoch, and a time budget. Same data, config and seed → same weights (single process; torch
@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from nasrlm.model import RegressionLM
+from nasrlm.rlm.model import RegressionLM
 
 #: Parameter-name prefixes that ``TrainConfig(freeze_encoder=True)`` keeps as they are: the encoder and the
 #: token embeddings it shares with the decoder.

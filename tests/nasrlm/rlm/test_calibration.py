@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from nasrlm.calibration import Spread, central_coverage, fit_spread, is_calibrated
+from nasrlm.rlm.calibration import Spread, central_coverage, fit_spread, is_calibrated
 
 
 def test_samples_from_the_true_distribution_cover_about_their_mass():

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy.stats import kendalltau, norm
 
-from nasrlm.prior import FreeLabelPrior, NormalScores, residual_weight, stratified_normal
+from nasrlm.priors.prior import FreeLabelPrior, NormalScores, residual_weight, stratified_normal
 
 
 def test_normal_scores_round_trip_and_extend_straight_beyond_the_data() -> None:

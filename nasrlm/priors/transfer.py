@@ -32,9 +32,9 @@ from safetensors.numpy import load_file, save_file
 
 from nasrlm.data import Objective
 from nasrlm.errors import NasrlmError
-from nasrlm.feature_prior import Forest
 from nasrlm.free_labels import ALL_FREE_OBJECTIVES, FREE_LABELS_VERSION, free_labels
-from nasrlm.prior import NormalScores
+from nasrlm.priors.feature_prior import Forest
+from nasrlm.priors.prior import NormalScores
 from search_spaces import SearchSpace
 
 __all__ = ["TRANSFER_FILE", "TRANSFER_LABEL", "AccuracyTransfer", "SourceForest", "TransferFileError",

@@ -7,14 +7,14 @@ import pytest
 import torch
 from scipy.stats import kendalltau, norm
 
-import nasrlm.predictor
+import nasrlm.rlm.predictor
 from nasrlm.data import Objective
-from nasrlm.inference import _IncrementalDecoder, sample_digits
-from nasrlm.model import RegressionLM, RLMConfig
-from nasrlm.normalize import HIGH, LOW, Normalizer
-from nasrlm.predictor import RLMPredictor
-from nasrlm.tokenizers import DigitTokenizer, OnnxTokenizer
-from nasrlm.training import TrainConfig, pad_batch
+from nasrlm.rlm.inference import _IncrementalDecoder, sample_digits
+from nasrlm.rlm.model import RegressionLM, RLMConfig
+from nasrlm.rlm.normalize import HIGH, LOW, Normalizer
+from nasrlm.rlm.predictor import RLMPredictor
+from nasrlm.rlm.tokenizers import DigitTokenizer, OnnxTokenizer
+from nasrlm.rlm.training import TrainConfig, pad_batch
 from search_spaces import NasBench201
 
 TINY = {"d_model": 32, "num_heads": 2, "d_ff": 64, "encoder_layers": 1, "decoder_layers": 1,
@@ -224,7 +224,7 @@ def test_a_save_is_never_half_written_and_keeps_other_files(corpus, tmp_path, mo
     def fail(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(nasrlm.predictor, "save_model", fail)  # dies while writing the weights
+    monkeypatch.setattr(nasrlm.rlm.predictor, "save_model", fail)  # dies while writing the weights
     with pytest.raises(OSError, match="disk full"):
         predictor.save(path)
     with pytest.raises(OSError, match="disk full"):
@@ -326,9 +326,9 @@ def test_derived_rows_train_but_are_never_validated(corpus) -> None:
 
 
 def test_the_residual_is_weighed_on_the_validation_rows_and_saved(corpus, tmp_path, monkeypatch) -> None:
-    import nasrlm.predictor
+    import nasrlm.rlm.predictor
 
-    monkeypatch.setattr(nasrlm.predictor, "MIN_VALIDATION_ROWS", 12)  # the corpus is small
+    monkeypatch.setattr(nasrlm.rlm.predictor, "MIN_VALIDATION_ROWS", 12)  # the corpus is small
     tokenizer, texts, values = corpus
     convs = np.sqrt(values[:, 1] - 1)
     free = Objective("convs", "count", "conv ops in the cell", "test", True)
@@ -425,7 +425,7 @@ def test_a_fit_without_validation_rows_calibrates_its_spread_by_cross_fitting(co
 
 
 def test_enough_validation_rows_calibrate_the_spread_without_cross_fitting(corpus, monkeypatch) -> None:
-    monkeypatch.setattr(nasrlm.predictor, "MIN_VALIDATION_ROWS", 12)  # the corpus is small
+    monkeypatch.setattr(nasrlm.rlm.predictor, "MIN_VALIDATION_ROWS", 12)  # the corpus is small
 
     def refused(*args, **kwargs):
         raise AssertionError("cross-fitted although the validation rows were enough")

@@ -1,4 +1,4 @@
-"""Batched sampling of numbers from a :class:`~nasrlm.model.RegressionLM`.
+"""Batched sampling of numbers from a :class:`~nasrlm.rlm.model.RegressionLM`.
 
 Each input is encoded once and all its ``num_samples`` decoder rows advance together, one digit per
 step, through :class:`_IncrementalDecoder`: the model's own T5 decoder weights, run with preallocated
@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from torch.nn import functional
 
-from nasrlm.model import RegressionLM
+from nasrlm.rlm.model import RegressionLM
 
 
 def sample_scaled(model: RegressionLM, input_ids: torch.Tensor, attention_mask: torch.Tensor,

@@ -1,4 +1,4 @@
-"""Named presets: model sizes (overrides of :class:`~nasrlm.model.RLMConfig`) and training schedules.
+"""Named presets: model sizes (overrides of :class:`~nasrlm.rlm.model.RLMConfig`) and training schedules.
 
 Kept free of torch so that the command line can list them without importing it.
 """
@@ -39,7 +39,7 @@ def size_options(size: str) -> dict:
 
 @dataclass(frozen=True)
 class Schedule:
-    """How long and how fast ``nasrlm train`` trains: the fields of :class:`~nasrlm.training.TrainConfig`
+    """How long and how fast ``nasrlm train`` trains: the fields of :class:`~nasrlm.rlm.training.TrainConfig`
     that differ between training from scratch and fine-tuning a base model."""
 
     max_epochs: int  # early stopping on the validation split picks the best epoch before this
@@ -49,7 +49,7 @@ class Schedule:
     unvalidated_steps: int | None = None  # if set, ``steps`` when there is no validation split to stop early
 
     def settings(self, rows: int, batch_size: int) -> dict:
-        """:class:`~nasrlm.training.TrainConfig` fields for ``rows`` training rows."""
+        """:class:`~nasrlm.rlm.training.TrainConfig` fields for ``rows`` training rows."""
         validate = rows >= self.min_validation_rows
         steps = self.steps if validate or self.unvalidated_steps is None else self.unvalidated_steps
         epochs = self.max_epochs

@@ -1,8 +1,9 @@
 """The regression language model: a small T5 encoder–decoder that reads ONNX text and writes numbers.
 
-Input: the canonical ONNX text of one architecture, tokenized by :class:`~nasrlm.tokenizers.OnnxTokenizer`.
+Input: the canonical ONNX text of one architecture, tokenized by
+:class:`~nasrlm.rlm.tokenizers.OnnxTokenizer`.
 Output: for each objective in a fixed order, an objective tag followed by one number in the fixed-length
-digit format of :class:`~nasrlm.tokenizers.DigitTokenizer` (a normalised label in [1, 10), 8.712 here)::
+digit format of :class:`~nasrlm.rlm.tokenizers.DigitTokenizer` (a normalised label in [1, 10), 8.712 here)::
 
     <start> <obj:acc> 8 7 1 2  <obj:pixel3> 3 1 4 1  ...
 
@@ -24,8 +25,8 @@ import torch
 from torch import nn
 from transformers import T5Config, T5Model
 
-from nasrlm.presets import SIZES, size_options  # noqa: F401 - re-exported beside the config
-from nasrlm.tokenizers import DigitTokenizer
+from nasrlm.rlm.presets import SIZES, size_options  # noqa: F401 - re-exported beside the config
+from nasrlm.rlm.tokenizers import DigitTokenizer
 
 #: The most parameters an :class:`RLMConfig` may ask for (4 GiB of float32 weights): a config file
 #: with absurd sizes is refused before torch allocates them.

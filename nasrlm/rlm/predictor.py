@@ -25,19 +25,12 @@ from safetensors.torch import load_model, save_model
 from tqdm.auto import tqdm
 
 from nasrlm import __version__
-from nasrlm.calibration import CALIBRATION_FOLDS, Spread, fit_spread
 from nasrlm.data import Objective
 from nasrlm.errors import NasrlmError
-from nasrlm.feature_prior import PRIOR_KINDS, FeaturePrior
 from nasrlm.free_labels import ALL_FREE_OBJECTIVES, FREE_OBJECTIVES, free_labels, texts_and_free_labels
-from nasrlm.inference import sample_scaled
-from nasrlm.model import RegressionLM, RLMConfig
-from nasrlm.normalize import Normalizer
-from nasrlm.presets import TRAIN_SIZE, size_options
-from nasrlm.prior import FreeLabelPrior, ScoresPrior, residual_weight, stratified_normal
-from nasrlm.tokenizers import OnnxTokenizer
-from nasrlm.training import TrainConfig, TrainReport, derived_sources, pad_batch, train, validation_size
-from nasrlm.transfer import (
+from nasrlm.priors.feature_prior import PRIOR_KINDS, FeaturePrior
+from nasrlm.priors.prior import FreeLabelPrior, ScoresPrior, residual_weight, stratified_normal
+from nasrlm.priors.transfer import (
     ACCURACY_RANK,
     TAG_SEPARATOR,
     TRANSFER_FILE,
@@ -46,6 +39,13 @@ from nasrlm.transfer import (
     TransferFileError,
     is_accuracy,
 )
+from nasrlm.rlm.calibration import CALIBRATION_FOLDS, Spread, fit_spread
+from nasrlm.rlm.inference import sample_scaled
+from nasrlm.rlm.model import RegressionLM, RLMConfig
+from nasrlm.rlm.normalize import Normalizer
+from nasrlm.rlm.presets import TRAIN_SIZE, size_options
+from nasrlm.rlm.tokenizers import OnnxTokenizer
+from nasrlm.rlm.training import TrainConfig, TrainReport, derived_sources, pad_batch, train, validation_size
 from search_spaces import SearchSpace
 
 #: Validation rows needed before the model's residual is weighed on them: weights fitted on the 10
@@ -63,7 +63,7 @@ PRIOR_FILE = "prior.safetensors"
 #: Quantiles reported with every prediction.
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 #: The base model shipped in the package (``nasrlm pretrain --ship``; what it saw: docs/base-model.md).
-SHIPPED_BASE = Path(__file__).parent / "base"
+SHIPPED_BASE = Path(__file__).parent.parent / "base"  # nasrlm/base, beside this package
 
 
 def _umask() -> int:
@@ -209,18 +209,19 @@ class RLMPredictor:
         self.prior_inputs: tuple[str, ...] = ()
         self.prior_objectives: tuple[str, ...] = ()
         #: per prior objective, the share of the model's residual that :meth:`sample` keeps by default,
-        #: estimated on the validation rows of the latest fit (see :func:`~nasrlm.prior.residual_weight`)
+        #: estimated on the validation rows of the latest fit
+        #: (see :func:`~nasrlm.priors.prior.residual_weight`)
         self.residual_weights: dict[str, float] = {}
         #: per prior objective, the root-mean-square residual of the latest fit's training rows in normal
         #: scores: the prior's error on architectures it did not see (out of bag for a feature prior;
         #: in sample for the line prior, which has two parameters). See ``sample(residual_spread=)``.
         self.prior_errors: dict[str, float] = {}
         #: per objective, how :meth:`sample` widens the decoded samples so that their central 80 % holds
-        #: about 80 % of true values (:class:`~nasrlm.calibration.Spread`), fitted by the latest :meth:`fit`
-        #: on rows it held out; empty: the samples as decoded
+        #: about 80 % of true values (:class:`~nasrlm.rlm.calibration.Spread`), fitted by the latest
+        #: :meth:`fit` on rows it held out; empty: the samples as decoded
         self.spreads: dict[str, Spread] = {}
-        #: a base model's cross-space accuracy forest (:mod:`nasrlm.transfer`): with a graph prior, its
-        #: prediction is one more input of the prior (:data:`~nasrlm.transfer.TRANSFER_LABEL`)
+        #: a base model's cross-space accuracy forest (:mod:`nasrlm.priors.transfer`): with a graph prior, its
+        #: prediction is one more input of the prior (:data:`~nasrlm.priors.transfer.TRANSFER_LABEL`)
         self.transfer: AccuracyTransfer | None = None
         #: the search spaces whose architectures it was trained on (empty: not recorded); ``nasrlm
         #: predict`` and ``eval`` refuse others, whose predictions would be extrapolation
@@ -240,7 +241,7 @@ class RLMPredictor:
         """A fresh predictor for ``objectives``, with a tag for every free label decoded before them.
 
         The tokenizer is the default one learned on samples of every registered space (or the one
-        given); ``size`` names a preset of :data:`nasrlm.presets.SIZES`, ``model_options`` override it.
+        given); ``size`` names a preset of :data:`nasrlm.rlm.presets.SIZES`, ``model_options`` override it.
         Initial weights depend only on ``seed``.
         """
         tokenizer = tokenizer or OnnxTokenizer.train_on_spaces(seed=seed)
@@ -282,8 +283,8 @@ class RLMPredictor:
     def zero_shot(cls, space: str, path: str | Path | None = None) -> RLMPredictor:
         """A base model (``None``: the shipped one) predicting ``space`` with no label of it.
 
-        By default (:attr:`predicts`) it decodes :data:`~nasrlm.transfer.ACCURACY_RANK`, the quantile of
-        the space's headline accuracy an architecture is predicted at (learned on other spaces'
+        By default (:attr:`predicts`) it decodes :data:`~nasrlm.priors.transfer.ACCURACY_RANK`, the quantile
+        of the space's headline accuracy an architecture is predicted at (learned on other spaces'
         accuracies where the base never saw this one's); a base without that tag decodes the columns of
         ``space`` it was pre-trained on, which answer to their plain names (``pixel3``) in any case.
         """
@@ -330,7 +331,7 @@ class RLMPredictor:
         not decoded (e.g. the graph labels of :data:`~nasrlm.free_labels.GRAPH_OBJECTIVES`);
         :meth:`sample` then needs them all, in ``given`` or ``features``. ``prior_kind`` is
         ``"line"`` (a straight line through the best single input, in normal scores:
-        :class:`~nasrlm.prior.FreeLabelPrior`) or a :class:`~nasrlm.feature_prior.FeaturePrior`:
+        :class:`~nasrlm.priors.prior.FreeLabelPrior`) or a :class:`~nasrlm.priors.feature_prior.FeaturePrior`:
         ``"forest"``, ``"ridge"`` or ``"auto"`` (per objective, whichever ranks the training rows best
         out of sample).
         With few labels the model alone ranks below its free labels. ``prior_reference`` (rows of the
@@ -342,15 +343,15 @@ class RLMPredictor:
         than :data:`MIN_VALIDATION_ROWS` validation rows it keeps
         :data:`UNVALIDATED_RESIDUAL_WEIGHT` of it, and the samples keep their spread.
 
-        ``derived_from`` marks augmented rows (:func:`nasrlm.augment.equivalent_rows`): the row each
+        ``derived_from`` marks augmented rows (:func:`nasrlm.rlm.augment.equivalent_rows`): the row each
         was made from, -1 for originals. Normalisers and the prior are fitted on the originals only,
-        and only originals are held out for validation (see :func:`~nasrlm.training.train`).
+        and only originals are held out for validation (see :func:`~nasrlm.rlm.training.train`).
 
         The fit ends by calibrating the spread of every objective it decodes (:attr:`spreads`) on rows
         it did not train on: the validation rows where there are :data:`MIN_VALIDATION_ROWS`, else
         ``calibration_folds`` cross-fits (each the same fit on the other folds' rows, from the same
         starting weights: that many fits more; 0 or 1: none, the samples stay as decoded;
-        :meth:`fine_tune` does :data:`~nasrlm.calibration.CALIBRATION_FOLDS`).
+        :meth:`fine_tune` does :data:`~nasrlm.rlm.calibration.CALIBRATION_FOLDS`).
         """
         objectives = tuple(objectives)
         values = np.asarray(values, dtype=np.float64).reshape(len(texts), len(objectives))

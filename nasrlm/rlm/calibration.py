@@ -22,7 +22,7 @@ CALIBRATED_BAND = (0.70, 0.90)
 def central_coverage(samples: np.ndarray, truth: np.ndarray, mass: float = CENTRAL_MASS) -> np.ndarray:
     """Per objective, the share of rows whose true value lies inside the central ``mass`` of its samples.
 
-    ``samples`` is (rows, samples, objectives) as :meth:`~nasrlm.predictor.RLMPredictor.sample` returns
+    ``samples`` is (rows, samples, objectives) as :meth:`~nasrlm.rlm.predictor.RLMPredictor.sample` returns
     it, ``truth`` (rows, objectives); rows with a NaN truth are left out of their objective (NaN where
     none is left). Interval ends count as inside: decoded digits often repeat one value exactly.
     """

@@ -11,8 +11,8 @@ from scipy.stats import kendalltau
 
 from nasrlm.data import Objective
 from nasrlm.free_labels import ALL_FREE_OBJECTIVES
-from nasrlm.pretraining import Task, fit_transfer
-from nasrlm.transfer import AccuracyTransfer, TransferFileError, is_accuracy
+from nasrlm.priors.transfer import AccuracyTransfer, TransferFileError, is_accuracy
+from nasrlm.rlm.pretraining import Task, fit_transfer
 
 WIDTH = len(ALL_FREE_OBJECTIVES)
 
@@ -109,10 +109,10 @@ def test_fit_transfer_reads_only_the_accuracy_columns_the_tasks_hold() -> None:
 
 def test_a_predictor_carries_its_transfer_forest_into_its_prior_and_its_checkpoints(tmp_path) -> None:
     from nasrlm.free_labels import free_labels
-    from nasrlm.predictor import ModelFileError, ModelNotFoundError, RLMPredictor
-    from nasrlm.tokenizers import OnnxTokenizer
-    from nasrlm.training import TrainConfig
-    from nasrlm.transfer import TRANSFER_FILE, TRANSFER_LABEL
+    from nasrlm.priors.transfer import TRANSFER_FILE, TRANSFER_LABEL
+    from nasrlm.rlm.predictor import ModelFileError, ModelNotFoundError, RLMPredictor
+    from nasrlm.rlm.tokenizers import OnnxTokenizer
+    from nasrlm.rlm.training import TrainConfig
     from search_spaces import NasBench201
 
     space = NasBench201()
@@ -150,10 +150,10 @@ def test_a_predictor_carries_its_transfer_forest_into_its_prior_and_its_checkpoi
 
 def test_a_trend_forest_line_follows_the_space_own_labels_never_the_transfer_forest_guess() -> None:
     from nasrlm.free_labels import free_labels
-    from nasrlm.predictor import RLMPredictor
-    from nasrlm.tokenizers import OnnxTokenizer
-    from nasrlm.training import TrainConfig
-    from nasrlm.transfer import TRANSFER_LABEL
+    from nasrlm.priors.transfer import TRANSFER_LABEL
+    from nasrlm.rlm.predictor import RLMPredictor
+    from nasrlm.rlm.tokenizers import OnnxTokenizer
+    from nasrlm.rlm.training import TrainConfig
     from search_spaces import NasBench201
 
     space = NasBench201()

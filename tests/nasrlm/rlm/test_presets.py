@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from nasrlm.model import RLMConfig
-from nasrlm.presets import DECODER_TUNE, FINE_TUNE, SIZES, TRAIN, size_options
+from nasrlm.rlm.model import RLMConfig
+from nasrlm.rlm.presets import DECODER_TUNE, FINE_TUNE, SIZES, TRAIN, size_options
 
 
 def test_every_size_builds_a_config_and_unknown_sizes_are_named() -> None:

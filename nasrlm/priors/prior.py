@@ -1,6 +1,6 @@
 """The free-label prior: what the parameter count or the MACs alone say about each objective.
 
-Used by :class:`~nasrlm.predictor.RLMPredictor` (``fit(..., prior_from=...)``) and by the sampler.
+Used by :class:`~nasrlm.rlm.predictor.RLMPredictor` (``fit(..., prior_from=...)``) and by the sampler.
 Refitted on a few dozen trials, the sampler's model ranked unseen NB201 cells *worse* than the free
 labels it is given (experiments/README.md, "What the model knows in the loop"). So each objective is
 predicted as a straight line, in normal scores, through the free label that best explains the trials so
@@ -89,7 +89,7 @@ class NormalScores:
 class ScoresPrior(ABC):
     """A prior mean in each objective's normal scores (``objectives``); the model learns the residual.
 
-    What :class:`~nasrlm.predictor.RLMPredictor` needs of any prior: subclasses give ``mean``.
+    What :class:`~nasrlm.rlm.predictor.RLMPredictor` needs of any prior: subclasses give ``mean``.
     """
 
     objectives: list[NormalScores]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nasrlm.augment import equivalent_rows
+from nasrlm.rlm.augment import equivalent_rows
 from search_spaces import NasBench201
 
 DEAD_BRANCH = "|nor_conv_3x3~0|+|none~0|none~1|+|skip_connect~0|none~1|none~2|"  # one of 341 equivalent cells

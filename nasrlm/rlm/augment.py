@@ -30,7 +30,7 @@ class EquivalentRows:
 
     def joined(self, arch_ids: Sequence[str], values: np.ndarray) -> tuple[list[str], np.ndarray, np.ndarray]:
         """The labelled rows these were drawn from, followed by these: ids, values, and the
-        ``derived_from`` that :meth:`~nasrlm.predictor.RLMPredictor.fit` takes (-1 for the labelled)."""
+        ``derived_from`` that :meth:`~nasrlm.rlm.predictor.RLMPredictor.fit` takes (-1 for the labelled)."""
         derived_from = np.concatenate([np.full(len(arch_ids), -1, dtype=np.int64), self.derived_from])
         return [*arch_ids, *self.arch_ids], np.vstack([values, self.values]), derived_from
 

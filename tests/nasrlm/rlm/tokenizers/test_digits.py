@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nasrlm.model import RLMConfig
-from nasrlm.normalize import HIGH, LOW
-from nasrlm.tokenizers import DigitTokenizer
+from nasrlm.rlm.model import RLMConfig
+from nasrlm.rlm.normalize import HIGH, LOW
+from nasrlm.rlm.tokenizers import DigitTokenizer
 
 TOK = DigitTokenizer()
 DIGITS = st.integers(1, 15)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-from nasrlm.feature_prior import KINDS, FeaturePrior, Forest, Ridge
+from nasrlm.priors.feature_prior import KINDS, FeaturePrior, Forest, Ridge
 
 
 def _data(n: int = 120, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -18,7 +18,7 @@ def _data(n: int = 120, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 def test_the_forest_as_arrays_predicts_what_scikit_learn_does() -> None:
     from sklearn.ensemble import RandomForestRegressor
 
-    from nasrlm import feature_prior
+    from nasrlm.priors import feature_prior
 
     x, y = _data()
     forest, oob = Forest.fit(x, y, seed=3)
@@ -111,7 +111,7 @@ def test_the_trend_line_follows_only_the_inputs_it_may() -> None:
 def test_the_trees_disagree_more_far_from_the_training_rows() -> None:
     from sklearn.ensemble import RandomForestRegressor
 
-    from nasrlm import feature_prior
+    from nasrlm.priors import feature_prior
 
     x, y = _data(150)
     values = np.column_stack([y, np.exp(y)])

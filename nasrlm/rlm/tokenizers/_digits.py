@@ -1,6 +1,6 @@
 """The number format the decoder writes: a value in [0, 10) as ``digits`` decimal digits, coarse to fine.
 
-Labels are normalised into [1, 10) before they are encoded (:mod:`nasrlm.normalize`), so one decade is
+Labels are normalised into [1, 10) before they are encoded (:mod:`nasrlm.rlm.normalize`), so one decade is
 all the decoder ever writes, and a number is its digits alone: with ``digits=4``, ``d1.d2d3d4`` is
 written ``<d1> <d2> <d3> <d4>`` (``5.678`` -> ``<5> <6> <7> <8>``). No sign or exponent token: in one
 decade they would be the same for every label. Every position admits every digit, so any sequence of

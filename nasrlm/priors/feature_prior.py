@@ -4,8 +4,8 @@ With a few dozen or a few hundred labels, a model that reads labels off the ONNX
 MACs, the operator families along its input-to-output paths: :mod:`nasrlm.free_labels`) ranks NB201
 cells far better than the RLM fine-tuned on the same labels, and on an unseen device a linear map from
 the latencies of devices already measured does better still (experiments/README.md, "Transfer from a
-pre-trained base model"). So :class:`~nasrlm.predictor.RLMPredictor` can start from such a prior and
-learn only what it leaves unexplained, as it does with :class:`~nasrlm.prior.FreeLabelPrior`.
+pre-trained base model"). So :class:`~nasrlm.rlm.predictor.RLMPredictor` can start from such a prior and
+learn only what it leaves unexplained, as it does with :class:`~nasrlm.priors.prior.FreeLabelPrior`.
 
 Per objective the prior is a forest on the objective's values or a ridge regression on their logs
 (where positive), and its predictions are read in the objective's normal scores, the scale the RLM
@@ -25,11 +25,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nasrlm.prior import NormalScores, ScoresPrior
+from nasrlm.priors.prior import NormalScores, ScoresPrior
 
 #: The kinds of model a feature prior fits per objective; ``auto`` picks forest or ridge per objective.
 KINDS = ("auto", "forest", "ridge", "trend-forest")
-#: Every ``prior_kind`` of ``RLMPredictor.fit``: the line prior of :mod:`nasrlm.prior`, then these.
+#: Every ``prior_kind`` of ``RLMPredictor.fit``: the line prior of :mod:`nasrlm.priors.prior`, then these.
 PRIOR_KINDS = ("line", *KINDS)
 #: Trees per forest, and the fewest rows a leaf holds.
 TREES = 200

@@ -37,10 +37,10 @@ from tqdm.auto import tqdm
 from nasrlm.data import TABLE_LOADERS, DataFileNotFoundError, Objective, available_objectives, load_table
 from nasrlm.errors import NasrlmError
 from nasrlm.free_labels import ALL_FREE_OBJECTIVES, FREE_OBJECTIVES, cached_count, describe_spaces
-from nasrlm.normalize import Normalizer
-from nasrlm.predictor import RLMPredictor
-from nasrlm.training import pad_batch
-from nasrlm.transfer import ACCURACY_RANK, TAG_SEPARATOR, AccuracyTransfer, is_accuracy
+from nasrlm.priors.transfer import ACCURACY_RANK, TAG_SEPARATOR, AccuracyTransfer, is_accuracy
+from nasrlm.rlm.normalize import Normalizer
+from nasrlm.rlm.predictor import RLMPredictor
+from nasrlm.rlm.training import pad_batch
 from search_spaces import available_spaces, get_space
 
 #: The file, inside a base model's directory, that says how it was pre-trained.
@@ -279,7 +279,7 @@ def load_tasks(path: Path) -> list[Task]:
 
 def fit_transfer(tasks: Sequence[Task], objectives: Sequence[Objective], *, seed: int = 0
                  ) -> AccuracyTransfer | None:
-    """The cross-space accuracy forest (:class:`~nasrlm.transfer.AccuracyTransfer`) of the accuracy
+    """The cross-space accuracy forest (:class:`~nasrlm.priors.transfer.AccuracyTransfer`) of the accuracy
     columns among ``tasks`` (so exactly those left after ``--exclude``); ``None`` if there is none."""
     accuracy = {o.name for o in objectives if is_accuracy(o)}
     width = len(ALL_FREE_OBJECTIVES)  # a task's free and graph labels come first

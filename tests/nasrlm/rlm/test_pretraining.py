@@ -11,9 +11,9 @@ from scipy import stats
 
 from nasrlm.data import Objective
 from nasrlm.free_labels import ALL_FREE_OBJECTIVES, GRAPH_OBJECTIVES
-from nasrlm.model import RegressionLM
-from nasrlm.predictor import RLMPredictor
-from nasrlm.pretraining import (
+from nasrlm.rlm.model import RegressionLM
+from nasrlm.rlm.predictor import RLMPredictor
+from nasrlm.rlm.pretraining import (
     ACCURACY_RANK,
     OPTIMIZER_FILE,
     PRETRAINING_FILE,
@@ -28,7 +28,7 @@ from nasrlm.pretraining import (
     pretrain,
     save_tasks,
 )
-from nasrlm.tokenizers import OnnxTokenizer
+from nasrlm.rlm.tokenizers import OnnxTokenizer
 from search_spaces import get_space
 
 TINY = {"size": "tiny"}
@@ -135,8 +135,8 @@ def test_from_base_keeps_known_tags_renames_the_space_and_adds_new_ones(tasks, t
     # it trains and predicts the new column like any other
     space = get_space("nb201")
     ids = space.sample_ids(12, seed=3)
-    from nasrlm.prior import HEADROOM
-    from nasrlm.training import TrainConfig
+    from nasrlm.priors.prior import HEADROOM
+    from nasrlm.rlm.training import TrainConfig
 
     tuned.fine_tune(space, ids, np.linspace(50, 90, 12), ["acc"], TrainConfig(max_epochs=1, progress=False),
                     refit_normalizers=["acc"])

@@ -1,0 +1,76 @@
+"""The layout of the model stack: the language model is built inside ``nasrlm/rlm/`` only, every module of
+``nasrlm/`` imports (no module names a path that moved away), the old module paths are gone, and the
+model stack imports nothing of the search, the command line or Optuna."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+NASRLM = REPO / "nasrlm"
+#: Where the modules of nasrlm/rlm/ and nasrlm/priors/ were before they had packages of their own.
+OLD_MODULES = ("predictor", "model", "training", "inference", "normalize", "tokenizers", "presets",
+               "calibration", "pretraining", "augment", "prior", "feature_prior", "transfer")
+
+
+def test_only_nasrlm_rlm_builds_the_language_model() -> None:
+    found = [f"{path.relative_to(REPO)}:{k}" for path in sorted(NASRLM.rglob("*.py"))
+             if NASRLM / "rlm" not in path.parents
+             for k, line in enumerate(path.read_text().splitlines(), 1) if "RegressionLM(" in line]
+    assert not found, f"RegressionLM( outside nasrlm/rlm/: {', '.join(found)} (use RLMPredictor)"
+
+
+def test_every_module_of_nasrlm_imports() -> None:
+    # In a fresh interpreter, so that no module imports only because a test imported another one first;
+    # and each from this checkout: an editable install of another checkout of nasrlm would otherwise answer
+    # an import of a module path that no longer exists here.
+    script = textwrap.dedent(f"""
+        import importlib, pkgutil, sys
+        from pathlib import Path
+        import nasrlm
+        names = sorted(m.name for m in pkgutil.walk_packages(nasrlm.__path__, "nasrlm.")
+                       if m.name.rpartition(".")[2] != "__main__")  # that one runs the command line
+        for name in names:
+            importlib.import_module(name)
+        here = Path({str(NASRLM)!r})
+        elsewhere = sorted(n for n, m in list(sys.modules.items()) if n.split(".")[0] == "nasrlm"
+                           and not Path(getattr(m, "__file__", None) or "/").resolve().is_relative_to(here))
+        print(len(names), "nasrlm.rlm.predictor" in names, "nasrlm.priors.prior" in names, elsewhere)
+        """)
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    count, rlm, priors, elsewhere = done.stdout.split(maxsplit=3)
+    assert int(count) > 50 and rlm == priors == "True", done.stdout
+    assert elsewhere.strip() == "[]", f"modules imported from outside {NASRLM}: {elsewhere}"
+
+
+@pytest.mark.parametrize("old", OLD_MODULES)
+def test_the_old_module_paths_are_gone(old: str) -> None:
+    assert not (NASRLM / f"{old}.py").exists() and not (NASRLM / old).exists(), (
+        f"nasrlm/{old} still exists (no shims: import it from nasrlm.rlm or nasrlm.priors)")
+
+
+def test_the_model_stack_imports_no_search_no_command_line_no_optuna() -> None:
+    # DEVELOPERS.md, "Layout": the model and its priors sit below the search and the command line; and the
+    # priors below the model, which stands on them (nasrlm.rlm.predictor imports nasrlm.priors)
+    script = textwrap.dedent("""
+        import importlib, pkgutil, sys
+        import nasrlm.priors, nasrlm.rlm
+        for package in (nasrlm.priors, nasrlm.rlm):
+            for module in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+                importlib.import_module(module.name)
+            print(sorted(n for n in sys.modules if n.split(".")[0] == "optuna" and "." not in n
+                         or n.startswith(("nasrlm.search", "nasrlm.cli", "nasrlm.rlm."))))
+        """)
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    priors, stack = map(ast.literal_eval, done.stdout.splitlines())
+    assert priors == [], f"nasrlm.priors imports {priors}"
+    above = [n for n in stack if not n.startswith("nasrlm.rlm.")]
+    assert above == [], f"the model stack imports {above}"
