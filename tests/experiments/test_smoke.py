@@ -165,18 +165,20 @@ def check_tokenizer_stats(out: str) -> None:
 
 
 def check_train_defaults(out: str) -> None:
-    rows = table(out, "| base | labels | seed | τ | train s |")
+    rows = table(out, "| base | labels | seed | τ | central-80% coverage | train s |")
     assert [r[:3] for r in rows] == [["tiny, untrained", "30", "0"]]
-    assert tau(number(rows[0][3])) and number(rows[0][4]) >= 0
+    assert tau(number(rows[0][3])) and 0 <= number(rows[0][4]) <= 1 and number(rows[0][5]) >= 0
 
 
 def check_calibration(out: str) -> None:
     rows = table(out, "| task | N | temperature | central-80% coverage | rank correlation |")
-    assert [(r[0], r[1], r[2]) for r in rows] == [("nb201 acc", "10", "1"), ("nb201 acc", "10", "1.5"),
-                                                  ("nb201 acc", "10", "2"), ("nb201 pixel2", "20", "1"),
-                                                  ("nb201 pixel2", "20", "1.5"), ("nb201 pixel2", "20", "2")]
+    temperatures = ["1", "1.5", "2", "1, calibrated"]
+    assert [(r[0], r[1], r[2]) for r in rows] == [*(("nb201 acc", "10", t) for t in temperatures),
+                                                  *(("nb201 pixel2", "20", t) for t in temperatures)]
     for r in rows:
         assert 0 <= number(r[3]) <= 1 and tau(number(r[4])), r
+    decoded, calibrated = (rows[k] for k in (0, 3))  # calibration widens the samples, never moves the median
+    assert number(calibrated[4]) == number(decoded[4])
 
 
 def check_lm_alone(out: str) -> None:
