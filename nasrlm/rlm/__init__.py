@@ -18,15 +18,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the names for type checkers and editors; at run time they load lazily
+    from nasrlm.rlm.checkpoints import ModelFileError, ModelNotFoundError
     from nasrlm.rlm.model import RegressionLM, RLMConfig
     from nasrlm.rlm.normalize import Normalizer
-    from nasrlm.rlm.predictor import (
-        ModelFileError,
-        ModelNotFoundError,
-        Prediction,
-        RLMPredictor,
-        shipped_base,
-    )
+    from nasrlm.rlm.predictor import Prediction, RLMPredictor, shipped_base
     from nasrlm.rlm.tokenizers import DigitTokenizer, OnnxTokenizer
     from nasrlm.rlm.training import TrainConfig
 
@@ -47,8 +42,8 @@ __all__ = [
 #: The module each public name is defined in.
 _DEFINED_IN = {
     "DigitTokenizer": "nasrlm.rlm.tokenizers",
-    "ModelFileError": "nasrlm.rlm.predictor",
-    "ModelNotFoundError": "nasrlm.rlm.predictor",
+    "ModelFileError": "nasrlm.rlm.checkpoints",
+    "ModelNotFoundError": "nasrlm.rlm.checkpoints",
     "Normalizer": "nasrlm.rlm.normalize",
     "OnnxTokenizer": "nasrlm.rlm.tokenizers",
     "Prediction": "nasrlm.rlm.predictor",

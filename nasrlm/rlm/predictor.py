@@ -1,45 +1,42 @@
-"""``RLMPredictor``: ONNX text in, a distribution over every objective out — and its checkpoints.
+"""``RLMPredictor``: ONNX text in, a distribution over every objective out.
 
 It owns the three learned pieces — the ONNX tokenizer, the regression model and one label normaliser
 per objective — plus the objectives' names and units, and saves them as a directory of plain files
-(``config.json``, ``model.safetensors``, ``tokenizer.model``) that loads without unpickling anything.
+(``config.json``, ``model.safetensors``, ``tokenizer.model``) that loads without unpickling anything
+(:mod:`nasrlm.rlm.checkpoints`).
 """
 
 from __future__ import annotations
 
-import copy
-import json
-import os
-import shutil
-import tempfile
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors import SafetensorError
-from safetensors.numpy import load_file as load_arrays
-from safetensors.numpy import save_file as save_arrays
-from safetensors.torch import load_model, save_model
 from tqdm.auto import tqdm
 
-from nasrlm import __version__
 from nasrlm.data import Objective
-from nasrlm.errors import NasrlmError
 from nasrlm.free_labels import ALL_FREE_OBJECTIVES, FREE_OBJECTIVES, free_labels, texts_and_free_labels
-from nasrlm.priors.feature_prior import PRIOR_KINDS, FeaturePrior
-from nasrlm.priors.prior import FreeLabelPrior, ScoresPrior, residual_weight, stratified_normal
-from nasrlm.priors.transfer import (
-    ACCURACY_RANK,
-    TAG_SEPARATOR,
-    TRANSFER_FILE,
-    TRANSFER_LABEL,
-    AccuracyTransfer,
-    TransferFileError,
-    is_accuracy,
+from nasrlm.priors.feature_prior import PRIOR_KINDS
+from nasrlm.priors.prior import ScoresPrior
+from nasrlm.priors.transfer import ACCURACY_RANK, TAG_SEPARATOR, TRANSFER_LABEL, AccuracyTransfer
+from nasrlm.rlm._base import for_space
+from nasrlm.rlm._held_out import (  # noqa: F401  (CALIBRATION_SAMPLES: importable from here as before)
+    CALIBRATION_SAMPLES,
+    HeldOut,
+    cross_fitted_spreads,
+    typical_width,
 )
-from nasrlm.rlm.calibration import CALIBRATION_FOLDS, Spread, fit_spread
+from nasrlm.rlm._residuals import add_prior, fit_prior, prior_matrix, validated_weights
+from nasrlm.rlm.calibration import CALIBRATION_FOLDS, Spread
+from nasrlm.rlm.checkpoints import (  # noqa: F401  (PRIOR_FILE: importable from here as before)
+    PRIOR_FILE,
+    ModelFileError,
+    ModelNotFoundError,
+    load_predictor,
+    save_predictor,
+)
 from nasrlm.rlm.inference import sample_scaled
 from nasrlm.rlm.model import RegressionLM, RLMConfig
 from nasrlm.rlm.normalize import Normalizer
@@ -56,36 +53,10 @@ MIN_VALIDATION_ROWS = 30
 #: on 20 measurements of an unseen device, the residual pulled a ridge prior's ranking down (see
 #: experiments/README.md, "Transfer from a pre-trained base model"); it must prove itself first.
 UNVALIDATED_RESIDUAL_WEIGHT = 0.0
-#: Samples per held-out row when a fit calibrates its spread (:attr:`RLMPredictor.spreads`).
-CALIBRATION_SAMPLES = 32
-#: Where a feature prior's forests are saved, beside ``config.json``.
-PRIOR_FILE = "prior.safetensors"
 #: Quantiles reported with every prediction.
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 #: The base model shipped in the package (``nasrlm pretrain --ship``; what it saw: docs/base-model.md).
 SHIPPED_BASE = Path(__file__).parent.parent / "base"  # nasrlm/base, beside this package
-
-
-def _umask() -> int:
-    """The process's file-creation mask, for the modes of saved files: read from ``/proc`` where there is
-    one, else by setting it and back (the only portable way) when a model is saved, never at import."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except OSError:
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-class ModelNotFoundError(NasrlmError, FileNotFoundError):
-    """A model directory lacks a file it needs (config, weights, tokenizer); the message names it."""
-
-
-class ModelFileError(NasrlmError, ValueError):
-    """A model directory's file is there but does not make a model (truncated, of another kind)."""
 
 
 def shipped_base() -> Path:
@@ -95,38 +66,6 @@ def shipped_base() -> Path:
         raise ModelNotFoundError(f"{SHIPPED_BASE}: this install of nasrlm lacks its base model (reinstall "
                                  "it, or give a base directory written by 'nasrlm pretrain')")
     return SHIPPED_BASE
-
-
-def _read_model_config(path: Path) -> dict:
-    """``config.json`` of a model directory as a dict, checked far enough that loading can trust it.
-
-    Unknown model settings are refused by name here: a config edited by hand, or written by another
-    version, would otherwise fail inside the model's constructor with a message that names neither.
-    """
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as error:  # JSON or UTF-8
-        raise ModelFileError(f"{path}: not JSON ({error})") from None
-    if not isinstance(meta, dict):
-        raise ModelFileError(f"{path}: expected a JSON object, got a JSON {type(meta).__name__}")
-    if meta.get("format") != "nasrlm-rlm":
-        raise ModelFileError(f"{path} is not a nasrlm model config (format={meta.get('format')!r})")
-    shapes = {"model": dict, "objectives": list, "normalizers": dict, "decode_order": list}
-    wrong = [key for key, kind in shapes.items() if not isinstance(meta.get(key), kind)]
-    wrong += [key for key, kind in (("spaces", list), ("spreads", dict))
-              if not isinstance(meta.get(key, kind()), kind)]
-    if wrong:
-        raise ModelFileError(f"{path}: missing or malformed {', '.join(wrong)}")
-    keys = {"format", "nasrlm_version", "prior", "spaces", "spreads", *shapes}
-    unknown = sorted(set(meta) - keys)
-    if unknown:
-        raise ModelFileError(f"{path}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(keys))}")
-    known = {f.name for f in fields(RLMConfig)}
-    unknown = sorted(set(meta["model"]) - known)
-    if unknown:
-        raise ModelFileError(f"{path}: unknown model setting(s) {', '.join(unknown)}; "
-                             f"known: {', '.join(sorted(known))}")
-    return meta
 
 
 @dataclass(frozen=True)
@@ -140,53 +79,6 @@ class Prediction:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-
-@dataclass(frozen=True)
-class _HeldOut:
-    """How :meth:`RLMPredictor.fit` samples rows it did not train on, to calibrate its spread: the labels
-    its prior reads (``prior_from`` decoded first and given, ``prior_inputs`` as features) of those rows."""
-
-    prior_from: tuple[str, ...]
-    prior_inputs: dict[str, np.ndarray]
-
-    @property
-    def inputs(self) -> tuple[str, ...]:
-        """The prior's inputs (empty: no prior)."""
-        return (*self.prior_from, *self.prior_inputs)
-
-    def decoded(self, objectives: tuple[str, ...]) -> list[str]:
-        return [o for o in objectives if o not in self.prior_from]
-
-    def sample(self, predictor: RLMPredictor, texts: Sequence[str], values: np.ndarray,
-               objectives: tuple[str, ...], rows: np.ndarray, *, seed: int) -> np.ndarray:
-        """(rows, samples, decoded objectives) as decoded; ``values`` hold the given columns."""
-        given = {f: values[rows, objectives.index(f)] for f in self.prior_from}
-        features = {f: np.asarray(v, dtype=np.float64)[rows] for f, v in self.prior_inputs.items()}
-        return predictor.sample([texts[i] for i in rows], self.decoded(objectives),
-                                num_samples=CALIBRATION_SAMPLES, given=given, features=features, seed=seed)
-
-    def fitted(self, draws: np.ndarray, truth: np.ndarray, objectives: tuple[str, ...]) -> dict[str, Spread]:
-        """A spread per decoded objective with two known truths (``truth``: rows of every objective)."""
-        spreads = {}
-        for j, name in enumerate(self.decoded(objectives)):
-            column = truth[:, objectives.index(name)]
-            if np.count_nonzero(~np.isnan(column)) >= 2:
-                spreads[name] = fit_spread(draws[..., j], column)
-        return spreads
-
-    def spreads(self, predictor: RLMPredictor, texts: Sequence[str], values: np.ndarray,
-                objectives: tuple[str, ...], rows: np.ndarray, *, seed: int) -> dict[str, Spread]:
-        draws = self.sample(predictor, texts, values, objectives, rows, seed=seed)
-        return self.fitted(draws, values[rows], objectives)
-
-
-def _typical_width(draws: np.ndarray) -> np.ndarray:
-    """Per objective, the median over rows of the central-80 % width of ``draws`` (rows, samples,
-    objectives): how sure a model is of the rows it trained on. A model fitted on all the rows is surer
-    than the cross-fits on four fifths of them, and the stretch they fitted is corrected by the ratio."""
-    low, high = np.quantile(draws, [0.1, 0.9], axis=1)
-    return np.median(high - low, axis=0)
 
 
 class RLMPredictor:
@@ -258,23 +150,12 @@ class RLMPredictor:
 
         The base's tags of that space (``nb201:pixel3``) answer to their plain names (``pixel3``), so
         a column the base has seen keeps its learned tag and its normaliser; a new column gets a new
-        tag (see :meth:`RegressionLM.with_objectives`). Tags of other spaces stay as they are.
+        tag (see :meth:`RegressionLM.with_objectives`). Tags of other spaces stay as they are
+        (:func:`~nasrlm.rlm._base.for_space`).
         """
         base = cls.load(shipped_base() if path is None else path)
-        prefix = f"{space}{TAG_SEPARATOR}"
-        plain = set(base.model.config.objectives)
-        renamed = {t: t.removeprefix(prefix) for t in plain  # a free label keeps its tag for the same name
-                   if t.startswith(prefix) and t.removeprefix(prefix) not in plain}
-        tags = [renamed.get(t, t) for t in base.model.config.objectives]
-        known = set(tags)
-        tags += [o.name for o in objectives if o.name not in known]
-        metadata = {renamed.get(n, n): replace(o, name=renamed.get(n, n)) for n, o in base.objectives.items()}
-        metadata.update((o.name, o) for o in objectives)
-        like = {o.name: ACCURACY_RANK.name for o in objectives  # a new accuracy starts as the base's rank
-                if o.name not in known and is_accuracy(o) and ACCURACY_RANK.name in known}
-        model = base.model.with_objectives(tuple(tags), renamed=renamed, like=like)
-        normalizers = {renamed.get(n, n): v for n, v in base.normalizers.items()}
-        predictor = cls(base.tokenizer, model, list(metadata.values()), normalizers)
+        model, metadata, normalizers = for_space(base, objectives, space)
+        predictor = cls(base.tokenizer, model, metadata, normalizers)
         predictor.transfer = base.transfer
         predictor.spaces = base.spaces
         return predictor
@@ -361,13 +242,13 @@ class RLMPredictor:
         source = derived_sources(derived_from, len(texts))
         original = source < 0
         config = config or TrainConfig()
-        raw, held_out = values, _HeldOut(tuple(prior_from), dict(prior_inputs or {}))
+        raw, held_out = values, HeldOut(tuple(prior_from), dict(prior_inputs or {}))
         prior, inputs, predicted, x = None, (*prior_from, *(prior_inputs or {})), (), None
         if inputs:  # validated before anything changes: a refused call leaves the predictor as it was
-            x = self._prior_matrix(values, objectives, tuple(prior_from), dict(prior_inputs or {}))
-            prior, predicted, values = self._fit_prior(x, values, objectives, tuple(prior_from), prior_kind,
-                                                       prior_reference, original,
-                                                       line_inputs=[f != TRANSFER_LABEL for f in inputs])
+            x = prior_matrix(values, objectives, tuple(prior_from), dict(prior_inputs or {}))
+            prior, predicted, values = fit_prior(x, values, objectives, tuple(prior_from), prior_kind,
+                                                 prior_reference, original,
+                                                 line_inputs=[f != TRANSFER_LABEL for f in inputs])
         spreads: dict[str, Spread] = {}
         widths = None  # the cross-fits' in-sample widths, when they calibrate
         folds = min(calibration_folds, int(original.sum()) // 2)
@@ -393,16 +274,16 @@ class RLMPredictor:
                        derived_from=derived_from)
         self.decode_order = objectives
         if prior is not None and len(report.validation_rows) >= MIN_VALIDATION_ROWS:
-            self.residual_weights = self._validated_weights(texts, x, values, objectives,
-                                                            report.validation_rows)
+            self.residual_weights = validated_weights(self, texts, x, values, objectives,
+                                                      report.validation_rows)
         elif prior is not None:
             self.residual_weights = dict.fromkeys(predicted, UNVALIDATED_RESIDUAL_WEIGHT)
         if len(report.validation_rows) >= MIN_VALIDATION_ROWS:
             spreads = held_out.spreads(self, texts, raw, objectives, np.asarray(report.validation_rows),
                                        seed=config.seed)
         elif widths is not None:  # trained on all the rows, the model decodes narrower than the folds did
-            mine = _typical_width(held_out.sample(self, texts, raw, objectives, np.flatnonzero(original),
-                                                  seed=config.seed))
+            mine = typical_width(held_out.sample(self, texts, raw, objectives, np.flatnonzero(original),
+                                                 seed=config.seed))
             ratio = np.where(mine > 0, widths / np.where(mine > 0, mine, 1.0), 1.0)
             stretch = dict(zip(held_out.decoded(objectives), ratio.tolist(), strict=True))
             spreads = {name: spread.stretched(stretch[name]) for name, spread in spreads.items()}
@@ -410,46 +291,11 @@ class RLMPredictor:
         return report
 
     def _cross_fitted_spreads(self, texts: Sequence[str], values: np.ndarray, objectives: tuple[str, ...],
-                              config: TrainConfig, source: np.ndarray, folds: int, held_out: _HeldOut,
+                              config: TrainConfig, source: np.ndarray, folds: int, held_out: HeldOut,
                               options: dict) -> tuple[dict[str, Spread], np.ndarray]:
-        """The spreads of :meth:`fit` from ``folds`` fits, each on the rows of the other folds, started
-        from the weights and normalisers the model has now (put back when done), and the folds' mean
-        :func:`_typical_width` of each decoded objective on their own training rows. An augmented row
-        goes with the row it was made from."""
-        originals = np.flatnonzero(source < 0)
-        fold = np.empty(len(texts), dtype=np.int64)
-        fold[originals] = np.random.default_rng(config.seed).permutation(len(originals)) % folds
-        fold[source >= 0] = fold[source[source >= 0]]
-        weights = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
-        normalizers = dict(self.normalizers)
-        # with a prior, whose residual is not weighed with this few rows, the folds' errors are the prior's
-        # whatever the model learns, and the width ratio matches their spread to the final model's: the
-        # decoder alone is trained, at a fraction of the time
-        quiet = replace(config, progress=False, freeze_encoder=config.freeze_encoder or bool(held_out.inputs))
-        draws: list[np.ndarray] = []
-        rows: list[np.ndarray] = []
-        widths: list[np.ndarray] = []
-        try:
-            for k in range(folds):
-                kept = np.flatnonzero(fold != k)
-                position = np.full(len(texts), -1, dtype=np.int64)
-                position[kept] = np.arange(len(kept))
-                derived = np.where(source[kept] >= 0, position[np.maximum(source[kept], 0)], -1)
-                self.fit([texts[i] for i in kept], values[kept], objectives, quiet, **options,
-                         prior_from=held_out.prior_from,
-                         prior_inputs={f: np.asarray(v)[kept] for f, v in held_out.prior_inputs.items()},
-                         derived_from=derived if (source >= 0).any() else None, calibration_folds=0)
-                test = np.flatnonzero((fold == k) & (source < 0))
-                draws.append(held_out.sample(self, texts, values, objectives, test, seed=config.seed))
-                rows.append(test)
-                seen = kept[source[kept] < 0]
-                widths.append(_typical_width(held_out.sample(self, texts, values, objectives, seen,
-                                                             seed=config.seed)))
-        finally:
-            self.model.load_state_dict(weights)
-            self.normalizers = normalizers
-        spreads = held_out.fitted(np.concatenate(draws), values[np.concatenate(rows)], objectives)
-        return spreads, np.mean(widths, axis=0)
+        """The spreads of :meth:`fit` from ``folds`` cross-fits, and the folds' in-sample widths
+        (:func:`~nasrlm.rlm._held_out.cross_fitted_spreads`)."""
+        return cross_fitted_spreads(self, texts, values, objectives, config, source, folds, held_out, options)
 
     def fine_tune(self, space: SearchSpace, arch_ids: Sequence[str], values: np.ndarray, names: Sequence[str],
                   config: TrainConfig | None = None, *, prior: str | None = "forest",
@@ -513,70 +359,6 @@ class RLMPredictor:
         decoded = set(self.decode_order)
         return {"given": {f: v for f, v in columns.items() if f in decoded},
                 "features": {f: v for f, v in columns.items() if f not in decoded}}
-
-    def _validated_weights(self, texts: Sequence[str], x: np.ndarray, values: np.ndarray,
-                           objectives: tuple[str, ...], rows: Sequence[int]) -> dict[str, float]:
-        """Residual weight per prior objective from the model's median residual on held-out ``rows``
-        (``x``: the prior's inputs; ``values`` holds the residuals the model was trained on)."""
-        given = {f: values[rows, objectives.index(f)] for f in self.prior_inputs if f in objectives}
-        features = {f: x[rows, j] for j, f in enumerate(self.prior_inputs)}
-        predicted = self.sample([texts[i] for i in rows], self.prior_objectives, num_samples=16, given=given,
-                                features=features, residual_weight=dict.fromkeys(self.prior_objectives, 1.0))
-        median = self.prior.residuals(x[rows], np.median(predicted, axis=1))
-        return {name: residual_weight(median[:, j], values[rows, objectives.index(name)])
-                for j, name in enumerate(self.prior_objectives)}
-
-    @staticmethod
-    def _prior_matrix(values: np.ndarray, objectives: tuple[str, ...], prior_from: tuple[str, ...],
-                      prior_inputs: dict[str, np.ndarray]) -> np.ndarray:
-        """The prior's inputs, (n, len(prior_from) + len(prior_inputs)), checked."""
-        absent = [f for f in prior_from if f not in objectives]
-        if absent:
-            raise ValueError(f"prior_from: {absent} are not among the objectives trained "
-                             f"({list(objectives)})")
-        trained = [f for f in prior_inputs if f in objectives]
-        if trained:
-            raise ValueError(f"prior_inputs: {trained} are objectives trained; name them in prior_from")
-        columns = [values[:, objectives.index(f)] for f in prior_from]
-        for name, column in prior_inputs.items():
-            column = np.asarray(column, dtype=np.float64).ravel()
-            if len(column) != len(values):
-                raise ValueError(f"prior_inputs[{name!r}] has {len(column)} values for {len(values)} rows")
-            columns.append(column)
-        x = np.column_stack(columns)
-        if not np.isfinite(x).all():
-            names = [*prior_from, *prior_inputs]
-            bad = [names[j] for j in np.flatnonzero(~np.isfinite(x).all(axis=0))]
-            raise ValueError(f"the prior's inputs {bad} must be known for every row")
-        return x
-
-    @staticmethod
-    def _fit_prior(x: np.ndarray, values: np.ndarray, objectives: tuple[str, ...],
-                   prior_from: tuple[str, ...], kind: str, reference: np.ndarray | None, original: np.ndarray,
-                   line_inputs: Sequence[bool]) -> tuple[ScoresPrior, tuple[str, ...], np.ndarray]:
-        """The prior (fitted on the ``original`` rows), the objectives it predicts, and ``values`` with
-        those as residuals: for a feature prior, the training rows' out-of-sample residuals.
-        ``line_inputs``: the inputs a trend forest's line may follow (not the transfer forest's guess)."""
-        rest = [k for k in range(len(objectives)) if objectives[k] not in prior_from]
-        if not rest:
-            raise ValueError("prior_from names every objective: nothing is left to predict from them")
-        values = values.copy()
-        if kind == "line":
-            reference = x[original] if reference is None else np.asarray(reference, dtype=np.float64)
-            if reference.ndim != 2 or reference.shape[1] != x.shape[1] or not len(reference):
-                raise ValueError(f"prior_reference must be rows of the prior's {x.shape[1]} inputs, "
-                                 f"got shape {reference.shape}")
-            prior = FreeLabelPrior.fit(x[original], values[original][:, rest], reference)
-            values[:, rest] = prior.residuals(x, values[:, rest])
-        else:
-            if reference is not None:
-                raise ValueError("prior_reference applies to the line prior (prior_kind='line') only")
-            prior, held_out = FeaturePrior.fit(x[original], values[original][:, rest], kind=kind,
-                                               line_inputs=np.asarray(line_inputs, dtype=bool))
-            residuals = prior.residuals(x, values[:, rest])
-            residuals[original] += prior.mean(x[original]) - held_out
-            values[:, rest] = residuals
-        return prior, tuple(objectives[k] for k in rest), values
 
     def _targets(self, values: np.ndarray, objectives: tuple[str, ...]) -> np.ndarray:
         numbers = self.model.vocab.numbers
@@ -648,49 +430,14 @@ class RLMPredictor:
                                    temperature=temperature, generator=generator, given=prefix)
             for k, name in enumerate(objectives):
                 out[start : start + len(input_ids), :, k] = self.normalizers[name].inverse(scaled[..., k])
-        for option, named in (("residual_weight", residual_weight), ("residual_spread", residual_spread)):
-            unknown = [o for o in named or {} if o not in self.prior_objectives or o not in objectives]
-            if unknown:
-                raise ValueError(f"{option} for {unknown}: not residual objectives of this call "
-                                 f"(residual objectives: {list(self.prior_objectives)})")
-        if residual and self.prior is not None:
-            x = np.stack([np.asarray(inputs[f], dtype=np.float64).reshape(len(texts))
-                          for f in self.prior_inputs], axis=1)
-            block = self._residual_block(out, objectives)
-            weights = {**self.residual_weights, **(residual_weight or {})}
-            for name, weight in weights.items():
-                if name not in objectives or weight == 1.0:
-                    continue
-                j = self.prior_objectives.index(name)
-                median = np.median(block[..., j], axis=1, keepdims=True)
-                block[..., j] += (weight - 1.0) * median
-            if residual_spread:
-                rng = np.random.default_rng(seed)  # the median stays put: see stratified_normal
-                for name, spread in residual_spread.items():
-                    j = self.prior_objectives.index(name)
-                    spread = np.asarray(spread, dtype=np.float64).reshape(-1, 1)  # one for all, or per text
-                    if len(spread) not in (1, len(texts)):
-                        raise ValueError(f"residual_spread for {name!r}: one number or one per text "
-                                         f"({len(texts)}), got {len(spread)}")
-                    median = np.median(block[..., j], axis=1, keepdims=True)
-                    block[..., j] = median + spread * stratified_normal(len(texts), num_samples, rng)
-            values = self.prior.values(x, block)
-            for k in residual:
-                out[..., k] = values[..., self.prior_objectives.index(objectives[k])]
+        add_prior(self, out, objectives, inputs, residual, residual_weight=residual_weight,
+                  residual_spread=residual_spread, seed=seed)
         if calibrated and self.spreads:
             rng = np.random.default_rng([seed, 1])
             for k, name in enumerate(objectives):
                 if name in self.spreads and name not in (residual_spread or {}):
                     out[..., k] = self.spreads[name].widen(out[..., k], rng)
         return out
-
-    def _residual_block(self, out: np.ndarray, objectives: tuple[str, ...]) -> np.ndarray:
-        """(n, samples, len(prior_objectives)) residual samples; objectives not asked for stay 0."""
-        block = np.zeros((*out.shape[:2], len(self.prior_objectives)))
-        for j, name in enumerate(self.prior_objectives):
-            if name in objectives:
-                block[..., j] = out[..., objectives.index(name)]
-        return block
 
     def predict(self, texts: Sequence[str], objectives: Sequence[str] | None = None, **options
                 ) -> list[dict[str, Prediction]]:
@@ -737,58 +484,9 @@ class RLMPredictor:
         each renamed over its namesake, ``config.json`` last, and files of the model's that it no
         longer has removed after that; a crash between two renames can leave new weights beside the
         old ``config.json``. Other files in ``path`` (a pre-training's optimiser state) stay.
+        (:func:`~nasrlm.rlm.checkpoints.save_predictor` does it.)
         """
-        path = Path(path)
-        exists = path.is_dir()
-        if not exists:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=".staging-" if exists else f".{path.name}.",
-                                        dir=path if exists else path.parent))
-        try:
-            self._write_files(staging, half=half)
-            umask = _umask()
-            for file in staging.iterdir():  # one mode for all (safetensors writes its file 0600)
-                file.chmod(0o666 & ~umask)
-            if not exists:
-                staging.chmod(0o777 & ~umask)
-                os.replace(staging, path)
-                return path
-            written = {f.name for f in staging.iterdir()}
-            for file in sorted(staging.iterdir(), key=lambda f: f.name == "config.json"):
-                os.replace(file, path / file.name)
-            for name in {PRIOR_FILE, TRANSFER_FILE} - written:  # config.json no longer names them
-                (path / name).unlink(missing_ok=True)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-        return path
-
-    def _write_files(self, path: Path, *, half: bool = False) -> None:
-        """The files of :meth:`save`, into the empty directory ``path``."""
-        device = self.device
-        model = copy.deepcopy(self.model).cpu().half() if half else self.model.cpu()
-        save_model(model, path / "model.safetensors")  # de-duplicates the tied embeddings
-        self.model.to(device)
-        (path / "tokenizer.model").write_bytes(self.tokenizer.to_bytes())
-        meta = {
-            "format": "nasrlm-rlm",
-            "nasrlm_version": __version__,
-            "model": self.model.config.to_dict(),
-            "objectives": [asdict(o) for o in self.objectives.values()],
-            "normalizers": {k: v.to_dict() for k, v in self.normalizers.items()},
-            "decode_order": list(self.decode_order),
-            "spaces": list(self.spaces),
-            "spreads": {k: v.to_dict() for k, v in self.spreads.items()},
-        }
-        arrays = {}
-        if self.prior is not None:
-            meta["prior"] = {"inputs": list(self.prior_inputs), "predicts": list(self.prior_objectives),
-                             "fit": self.prior.to_dict(), "residual_weights": self.residual_weights}
-            arrays = self.prior.arrays() if isinstance(self.prior, FeaturePrior) else {}
-        if arrays:
-            save_arrays(arrays, path / PRIOR_FILE)
-        if self.transfer is not None:
-            self.transfer.save(path / TRANSFER_FILE)
-        (path / "config.json").write_text(json.dumps(meta, indent=2) + "\n")
+        return save_predictor(self, path, half=half)
 
     @classmethod
     def load(cls, path: str | Path) -> RLMPredictor:
@@ -796,60 +494,6 @@ class RLMPredictor:
 
         A directory without the files raises :class:`ModelNotFoundError`; files that are there but do
         not make a model (truncated weights, a config of another shape) :class:`ModelFileError`: each
-        names the file at fault.
+        names the file at fault. (:func:`~nasrlm.rlm.checkpoints.load_predictor` does it.)
         """
-        path = Path(path)
-        files = [path / n for n in ("config.json", "model.safetensors", "tokenizer.model")]
-        absent = [f.name for f in files if not f.is_file()]
-        if absent:
-            raise ModelNotFoundError(f"{path} is not a nasrlm model directory: missing {', '.join(absent)}")
-        meta = _read_model_config(files[0])
-        try:
-            model = RegressionLM(RLMConfig(**meta["model"]))
-        except (TypeError, ValueError) as error:  # a setting missing or out of range
-            raise ModelFileError(f"{files[0]}: bad model settings ({error})") from None
-        try:
-            load_model(model, files[1])
-        except (SafetensorError, RuntimeError) as error:  # not safetensors, or tensors of other shapes
-            raise ModelFileError(f"{files[1]}: not the weights of the model {files[0].name} describes "
-                                 f"({' '.join(str(error).split())[:200]})") from None
-        model.eval()
-        try:
-            tokenizer = OnnxTokenizer.from_bytes(files[2].read_bytes())
-        except RuntimeError:  # sentencepiece's "ParseFromArray" failure
-            raise ModelFileError(f"{files[2]}: not a sentencepiece tokenizer model") from None
-        try:
-            normalizers = {k: Normalizer.from_dict(v) for k, v in meta["normalizers"].items()}
-            predictor = cls(tokenizer, model, [Objective(**o) for o in meta["objectives"]], normalizers,
-                            meta["decode_order"])
-            if "prior" in meta:
-                predictor._load_prior(path, meta["prior"])
-            predictor.spaces = tuple(str(name) for name in meta.get("spaces", ()))
-            predictor.spreads = {k: Spread.from_dict(v) for k, v in meta.get("spreads", {}).items()}
-        except (AttributeError, KeyError, TypeError, ValueError, SafetensorError) as error:
-            raise ModelFileError(f"{files[0]}: not a nasrlm model config ({type(error).__name__}: "
-                                 f"{error})") from None
-        if (path / TRANSFER_FILE).is_file():
-            try:
-                predictor.transfer = AccuracyTransfer.load(path / TRANSFER_FILE)
-            except TransferFileError as error:
-                raise ModelFileError(str(error)) from None
-        elif TRANSFER_LABEL in predictor.prior_inputs:
-            raise ModelNotFoundError(f"{path} is not a complete nasrlm model directory: missing "
-                                     f"{TRANSFER_FILE} (the transfer forest its prior reads)")
-        return predictor
-
-    def _load_prior(self, path: Path, meta: dict) -> None:
-        """The prior part of :meth:`load`: ``meta`` is the ``"prior"`` entry of ``config.json``."""
-        fit = meta["fit"]
-        if fit.get("kind") == "feature":
-            arrays = load_arrays(path / PRIOR_FILE) if (path / PRIOR_FILE).is_file() else {}
-            if any(m["kind"] != "ridge" for m in fit["models"]) and not arrays:
-                raise ModelNotFoundError(f"{path} is not a complete nasrlm model directory: missing "
-                                         f"{PRIOR_FILE} (the prior's forests)")
-            self.prior = FeaturePrior.from_dict(fit, arrays)
-        else:
-            self.prior = FreeLabelPrior.from_dict(fit)
-        self.prior_inputs = tuple(meta["inputs"])
-        self.prior_objectives = tuple(meta["predicts"])
-        self.residual_weights = dict(meta.get("residual_weights", {}))
+        return load_predictor(cls, path)

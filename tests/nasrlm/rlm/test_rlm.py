@@ -7,6 +7,7 @@ import pytest
 import torch
 from scipy.stats import kendalltau, norm
 
+import nasrlm.rlm.checkpoints
 import nasrlm.rlm.predictor
 from nasrlm.data import Objective
 from nasrlm.rlm.inference import _IncrementalDecoder, sample_digits
@@ -224,7 +225,7 @@ def test_a_save_is_never_half_written_and_keeps_other_files(corpus, tmp_path, mo
     def fail(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(nasrlm.rlm.predictor, "save_model", fail)  # dies while writing the weights
+    monkeypatch.setattr(nasrlm.rlm.checkpoints, "save_model", fail)  # dies while writing the weights
     with pytest.raises(OSError, match="disk full"):
         predictor.save(path)
     with pytest.raises(OSError, match="disk full"):

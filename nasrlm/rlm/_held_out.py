@@ -1,0 +1,114 @@
+"""How :meth:`RLMPredictor.fit <nasrlm.rlm.predictor.RLMPredictor.fit>` calibrates its spread on rows it
+did not train on: its validation rows, or those of cross-fits (:func:`cross_fitted_spreads`).
+
+It samples through the predictor it is given; this module does not import the predictor's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from nasrlm.rlm.calibration import Spread, fit_spread
+from nasrlm.rlm.training import TrainConfig
+
+if TYPE_CHECKING:
+    from nasrlm.rlm.predictor import RLMPredictor
+
+#: Samples per held-out row when a fit calibrates its spread
+#: (:attr:`RLMPredictor.spreads <nasrlm.rlm.predictor.RLMPredictor.spreads>`).
+CALIBRATION_SAMPLES = 32
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """How :meth:`RLMPredictor.fit <nasrlm.rlm.predictor.RLMPredictor.fit>` samples rows it did not train
+    on, to calibrate its spread: the labels its prior reads (``prior_from`` decoded first and given,
+    ``prior_inputs`` as features) of those rows."""
+
+    prior_from: tuple[str, ...]
+    prior_inputs: dict[str, np.ndarray]
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        """The prior's inputs (empty: no prior)."""
+        return (*self.prior_from, *self.prior_inputs)
+
+    def decoded(self, objectives: tuple[str, ...]) -> list[str]:
+        return [o for o in objectives if o not in self.prior_from]
+
+    def sample(self, predictor: RLMPredictor, texts: Sequence[str], values: np.ndarray,
+               objectives: tuple[str, ...], rows: np.ndarray, *, seed: int) -> np.ndarray:
+        """(rows, samples, decoded objectives) as decoded; ``values`` hold the given columns."""
+        given = {f: values[rows, objectives.index(f)] for f in self.prior_from}
+        features = {f: np.asarray(v, dtype=np.float64)[rows] for f, v in self.prior_inputs.items()}
+        return predictor.sample([texts[i] for i in rows], self.decoded(objectives),
+                                num_samples=CALIBRATION_SAMPLES, given=given, features=features, seed=seed)
+
+    def fitted(self, draws: np.ndarray, truth: np.ndarray, objectives: tuple[str, ...]) -> dict[str, Spread]:
+        """A spread per decoded objective with two known truths (``truth``: rows of every objective)."""
+        spreads = {}
+        for j, name in enumerate(self.decoded(objectives)):
+            column = truth[:, objectives.index(name)]
+            if np.count_nonzero(~np.isnan(column)) >= 2:
+                spreads[name] = fit_spread(draws[..., j], column)
+        return spreads
+
+    def spreads(self, predictor: RLMPredictor, texts: Sequence[str], values: np.ndarray,
+                objectives: tuple[str, ...], rows: np.ndarray, *, seed: int) -> dict[str, Spread]:
+        draws = self.sample(predictor, texts, values, objectives, rows, seed=seed)
+        return self.fitted(draws, values[rows], objectives)
+
+
+def typical_width(draws: np.ndarray) -> np.ndarray:
+    """Per objective, the median over rows of the central-80 % width of ``draws`` (rows, samples,
+    objectives): how sure a model is of the rows it trained on. A model fitted on all the rows is surer
+    than the cross-fits on four fifths of them, and the stretch they fitted is corrected by the ratio."""
+    low, high = np.quantile(draws, [0.1, 0.9], axis=1)
+    return np.median(high - low, axis=0)
+
+
+def cross_fitted_spreads(predictor: RLMPredictor, texts: Sequence[str], values: np.ndarray,
+                         objectives: tuple[str, ...], config: TrainConfig, source: np.ndarray, folds: int,
+                         held_out: HeldOut, options: dict) -> tuple[dict[str, Spread], np.ndarray]:
+    """The spreads of :meth:`RLMPredictor.fit <nasrlm.rlm.predictor.RLMPredictor.fit>` from ``folds`` fits
+    of ``predictor``, each on the rows of the other folds, started from the weights and normalisers the
+    model has now (put back when done), and the folds' mean :func:`typical_width` of each decoded objective
+    on their own training rows. An augmented row goes with the row it was made from."""
+    originals = np.flatnonzero(source < 0)
+    fold = np.empty(len(texts), dtype=np.int64)
+    fold[originals] = np.random.default_rng(config.seed).permutation(len(originals)) % folds
+    fold[source >= 0] = fold[source[source >= 0]]
+    weights = {k: v.detach().clone() for k, v in predictor.model.state_dict().items()}
+    normalizers = dict(predictor.normalizers)
+    # with a prior, whose residual is not weighed with this few rows, the folds' errors are the prior's
+    # whatever the model learns, and the width ratio matches their spread to the final model's: the
+    # decoder alone is trained, at a fraction of the time
+    quiet = replace(config, progress=False, freeze_encoder=config.freeze_encoder or bool(held_out.inputs))
+    draws: list[np.ndarray] = []
+    rows: list[np.ndarray] = []
+    widths: list[np.ndarray] = []
+    try:
+        for k in range(folds):
+            kept = np.flatnonzero(fold != k)
+            position = np.full(len(texts), -1, dtype=np.int64)
+            position[kept] = np.arange(len(kept))
+            derived = np.where(source[kept] >= 0, position[np.maximum(source[kept], 0)], -1)
+            predictor.fit([texts[i] for i in kept], values[kept], objectives, quiet, **options,
+                          prior_from=held_out.prior_from,
+                          prior_inputs={f: np.asarray(v)[kept] for f, v in held_out.prior_inputs.items()},
+                          derived_from=derived if (source >= 0).any() else None, calibration_folds=0)
+            test = np.flatnonzero((fold == k) & (source < 0))
+            draws.append(held_out.sample(predictor, texts, values, objectives, test, seed=config.seed))
+            rows.append(test)
+            seen = kept[source[kept] < 0]
+            widths.append(typical_width(held_out.sample(predictor, texts, values, objectives, seen,
+                                                        seed=config.seed)))
+    finally:
+        predictor.model.load_state_dict(weights)
+        predictor.normalizers = normalizers
+    spreads = held_out.fitted(np.concatenate(draws), values[np.concatenate(rows)], objectives)
+    return spreads, np.mean(widths, axis=0)

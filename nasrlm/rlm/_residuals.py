@@ -1,0 +1,136 @@
+"""The prior under :class:`~nasrlm.rlm.predictor.RLMPredictor`'s model, which learns only its residuals:
+fitting it (:func:`prior_matrix`, :func:`fit_prior`), weighing the model's residual on validation rows
+(:func:`validated_weights`), and adding the prior back to decoded residuals (:func:`add_prior`).
+
+It samples through the predictor it is given; this module does not import the predictor's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from nasrlm.priors.feature_prior import FeaturePrior
+from nasrlm.priors.prior import FreeLabelPrior, ScoresPrior, residual_weight, stratified_normal
+
+if TYPE_CHECKING:
+    from nasrlm.rlm.predictor import RLMPredictor
+
+
+def prior_matrix(values: np.ndarray, objectives: tuple[str, ...], prior_from: tuple[str, ...],
+                  prior_inputs: dict[str, np.ndarray]) -> np.ndarray:
+    """The prior's inputs, (n, len(prior_from) + len(prior_inputs)), checked."""
+    absent = [f for f in prior_from if f not in objectives]
+    if absent:
+        raise ValueError(f"prior_from: {absent} are not among the objectives trained "
+                         f"({list(objectives)})")
+    trained = [f for f in prior_inputs if f in objectives]
+    if trained:
+        raise ValueError(f"prior_inputs: {trained} are objectives trained; name them in prior_from")
+    columns = [values[:, objectives.index(f)] for f in prior_from]
+    for name, column in prior_inputs.items():
+        column = np.asarray(column, dtype=np.float64).ravel()
+        if len(column) != len(values):
+            raise ValueError(f"prior_inputs[{name!r}] has {len(column)} values for {len(values)} rows")
+        columns.append(column)
+    x = np.column_stack(columns)
+    if not np.isfinite(x).all():
+        names = [*prior_from, *prior_inputs]
+        bad = [names[j] for j in np.flatnonzero(~np.isfinite(x).all(axis=0))]
+        raise ValueError(f"the prior's inputs {bad} must be known for every row")
+    return x
+
+
+def fit_prior(x: np.ndarray, values: np.ndarray, objectives: tuple[str, ...],
+               prior_from: tuple[str, ...], kind: str, reference: np.ndarray | None, original: np.ndarray,
+               line_inputs: Sequence[bool]) -> tuple[ScoresPrior, tuple[str, ...], np.ndarray]:
+    """The prior (fitted on the ``original`` rows), the objectives it predicts, and ``values`` with
+    those as residuals: for a feature prior, the training rows' out-of-sample residuals.
+    ``line_inputs``: the inputs a trend forest's line may follow (not the transfer forest's guess)."""
+    rest = [k for k in range(len(objectives)) if objectives[k] not in prior_from]
+    if not rest:
+        raise ValueError("prior_from names every objective: nothing is left to predict from them")
+    values = values.copy()
+    if kind == "line":
+        reference = x[original] if reference is None else np.asarray(reference, dtype=np.float64)
+        if reference.ndim != 2 or reference.shape[1] != x.shape[1] or not len(reference):
+            raise ValueError(f"prior_reference must be rows of the prior's {x.shape[1]} inputs, "
+                             f"got shape {reference.shape}")
+        prior = FreeLabelPrior.fit(x[original], values[original][:, rest], reference)
+        values[:, rest] = prior.residuals(x, values[:, rest])
+    else:
+        if reference is not None:
+            raise ValueError("prior_reference applies to the line prior (prior_kind='line') only")
+        prior, held_out = FeaturePrior.fit(x[original], values[original][:, rest], kind=kind,
+                                           line_inputs=np.asarray(line_inputs, dtype=bool))
+        residuals = prior.residuals(x, values[:, rest])
+        residuals[original] += prior.mean(x[original]) - held_out
+        values[:, rest] = residuals
+    return prior, tuple(objectives[k] for k in rest), values
+
+
+def validated_weights(predictor: RLMPredictor, texts: Sequence[str], x: np.ndarray, values: np.ndarray,
+                      objectives: tuple[str, ...], rows: Sequence[int]) -> dict[str, float]:
+    """Residual weight per prior objective from the model's median residual on held-out ``rows``
+    (``x``: the prior's inputs; ``values`` holds the residuals the model was trained on)."""
+    given = {f: values[rows, objectives.index(f)] for f in predictor.prior_inputs if f in objectives}
+    features = {f: x[rows, j] for j, f in enumerate(predictor.prior_inputs)}
+    predicted = predictor.sample([texts[i] for i in rows], predictor.prior_objectives, num_samples=16,
+                                 given=given, features=features,
+                                 residual_weight=dict.fromkeys(predictor.prior_objectives, 1.0))
+    median = predictor.prior.residuals(x[rows], np.median(predicted, axis=1))
+    return {name: residual_weight(median[:, j], values[rows, objectives.index(name)])
+            for j, name in enumerate(predictor.prior_objectives)}
+
+
+def residual_block(out: np.ndarray, prior_objectives: tuple[str, ...], objectives: tuple[str, ...]
+                   ) -> np.ndarray:
+    """(n, samples, len(prior_objectives)) residual samples; objectives not asked for stay 0."""
+    block = np.zeros((*out.shape[:2], len(prior_objectives)))
+    for j, name in enumerate(prior_objectives):
+        if name in objectives:
+            block[..., j] = out[..., objectives.index(name)]
+    return block
+
+
+def add_prior(predictor: RLMPredictor, out: np.ndarray, objectives: tuple[str, ...],
+              inputs: Mapping[str, np.ndarray], residual: Sequence[int], *,
+              residual_weight: dict[str, float] | None, residual_spread: dict[str, float] | None,
+              seed: int) -> None:
+    """The prior's part of :meth:`RLMPredictor.sample <nasrlm.rlm.predictor.RLMPredictor.sample>`, which
+    says what ``residual_weight`` and ``residual_spread`` do: the decoded residuals in ``out`` (texts,
+    samples, ``objectives``; columns ``residual`` of them) become values, in place. ``inputs``: the
+    prior's inputs, by name. Refuses options for objectives that are not residuals of this call, prior
+    or none."""
+    for option, named in (("residual_weight", residual_weight), ("residual_spread", residual_spread)):
+        unknown = [o for o in named or {} if o not in predictor.prior_objectives or o not in objectives]
+        if unknown:
+            raise ValueError(f"{option} for {unknown}: not residual objectives of this call "
+                             f"(residual objectives: {list(predictor.prior_objectives)})")
+    if not residual or predictor.prior is None:
+        return
+    x = np.stack([np.asarray(inputs[f], dtype=np.float64).reshape(len(out))
+                  for f in predictor.prior_inputs], axis=1)
+    block = residual_block(out, predictor.prior_objectives, objectives)
+    weights = {**predictor.residual_weights, **(residual_weight or {})}
+    for name, weight in weights.items():
+        if name not in objectives or weight == 1.0:
+            continue
+        j = predictor.prior_objectives.index(name)
+        median = np.median(block[..., j], axis=1, keepdims=True)
+        block[..., j] += (weight - 1.0) * median
+    if residual_spread:
+        rng = np.random.default_rng(seed)  # the median stays put: see stratified_normal
+        for name, spread in residual_spread.items():
+            j = predictor.prior_objectives.index(name)
+            spread = np.asarray(spread, dtype=np.float64).reshape(-1, 1)  # one for all, or per text
+            if len(spread) not in (1, len(out)):
+                raise ValueError(f"residual_spread for {name!r}: one number or one per text "
+                                 f"({len(out)}), got {len(spread)}")
+            median = np.median(block[..., j], axis=1, keepdims=True)
+            block[..., j] = median + spread * stratified_normal(len(out), out.shape[1], rng)
+    values = predictor.prior.values(x, block)
+    for k in residual:
+        out[..., k] = values[..., predictor.prior_objectives.index(objectives[k])]
