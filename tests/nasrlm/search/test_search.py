@@ -757,7 +757,7 @@ def test_one_fit_s_other_proposals_wait_in_the_study_for_any_worker(tmp_path) ->
 
 
 def test_running_trials_are_pending_never_proposed_and_believed_when_picking(monkeypatch) -> None:
-    import nasrlm.search._sampler as module
+    import nasrlm.search._rounds as module
 
     seen: list[int] = []
     real = module.greedy_ehvi
