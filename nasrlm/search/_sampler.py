@@ -23,34 +23,28 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import time
-import uuid
-from collections import deque
 from collections.abc import Callable, Sequence
 from contextlib import suppress
-from dataclasses import replace
-from functools import partial
 from typing import Any
 
 import numpy as np
 from optuna.distributions import BaseDistribution
 from optuna.samplers import BaseSampler, RandomSampler
-from optuna.study import Study, StudyDirection
-from optuna.trial import FixedTrial, FrozenTrial, TrialState
+from optuna.study import Study
+from optuna.trial import FrozenTrial
 
-from nasrlm.data import Objective
 from nasrlm.free_labels import DEFAULT_CACHE
 from nasrlm.label_cache import LabelCache
-from nasrlm.metrics import median_reference, pareto_mask
-from nasrlm.priors.feature_prior import PRIOR_KINDS
 from nasrlm.rlm.presets import SIZES
-from nasrlm.search._acquisition import greedy_ehvi
 from nasrlm.search._arch_cache import ArchCache, SpaceMismatchError
-from nasrlm.search._candidates import CandidateSettings, candidate_params, draw_params
-from nasrlm.search._lease import FitLease
-from nasrlm.search._liveness import beating
+from nasrlm.search._candidates import CandidateSettings
+from nasrlm.search._coordination import Workers, is_enqueued
+from nasrlm.search._options import SURROGATES, checked_settings, overridden, refine_ranges
+from nasrlm.search._rounds import MIN_CHECKED_PROPOSALS, ProposalRounds
+from nasrlm.search._space_params import SpaceParams
+from nasrlm.search._study import PREDICTED_USER_ATTR, completed, front_params
 from nasrlm.search._surrogate import FitSettings, PriorSurrogate, RLMSurrogate
-from search_spaces import SearchSpace, SubsetSpace
+from search_spaces import SearchSpace
 
 _logger = logging.getLogger("nasrlm.search")
 
@@ -62,39 +56,9 @@ __all__ = ["DEFAULT_MODEL", "MIN_CHECKED_PROPOSALS", "PREDICTED_USER_ATTR", "SUR
 DEFAULT_MODEL = SIZES["compact"]
 #: ``RLMSampler(refine=)``'s default: the completed-trial ranges in which the front is refined.
 DEFAULT_REFINE = ((50, 100), (150, None))
-#: Evaluated proposals of the model needed before its residual's weight is estimated from them.
-MIN_CHECKED_PROPOSALS = 5
-#: Trial user attribute holding the model's unweighted median prediction, by objective name, for a
-#: trial it proposed: what its residual is weighed by, and what people watching the study see.
-PREDICTED_USER_ATTR = "predicted"
-
-#: Random architectures whose parameters (``space.params_of``) tell a conditional space's full search
-#: space: a stage's deepest blocks among them, not only among the trials run.
-DISTRIBUTION_DRAWS = 64
-
-#: Seconds a fit lease outlives its holder: the holder pushes its deadline back while it fits, so
-#: workers waiting on a worker killed mid-fit stop waiting this long after (see :mod:`._lease`).
-LEASE_SECONDS = 60.0
-#: Seconds a claim made before asking for a trial holds the lease until the fit takes it over: the
-#: others wait no longer than this when the trial asked for turns out not to refit (a retry came first).
-CLAIM_SECONDS = 5.0
-#: Recent asks over which the workers of a study are counted (the most trials running at any of them):
-#: a trial left running by a killed worker stops counting once it is failed.
-WORKER_COUNT_WINDOW = 20
-
-#: ``RLMSampler(spread=)`` choices.
-SPREADS = ("auto", "prior", "trees", "model")
-#: ``RLMSampler(surrogate=)`` choices.
-SURROGATES = ("rlm", "prior")
-
-_ACTIVE = (TrialState.RUNNING, TrialState.WAITING)
-#: System attribute of an enqueued trial (``study.enqueue_trial``, a retry) holding its parameters.
-_FIXED = "fixed_params"
-#: A proposal's parameters and the model's unweighted median prediction for it (``None``: not needed).
-_Proposal = tuple[dict[str, Any], list[float] | None]
 
 
-class RLMSampler(BaseSampler):
+class RLMSampler(ProposalRounds, BaseSampler):
     """Multi-objective Bayesian-optimisation-style sampler with an RLM surrogate.
 
     Measurements behind the defaults: experiments/README.md, "Pareto search".
@@ -199,37 +163,13 @@ class RLMSampler(BaseSampler):
                  label_cache: str | os.PathLike[str] | None = None, device: str = "cpu",
                  seed: int | None = None,
                  independent_sampler: BaseSampler | None = None, progress: bool = False) -> None:
-        fit = _overridden(fit or FitSettings(), fit_steps=fit_steps, pretrain_archs=pretrain_archs)
-        candidates = _overridden(candidates or CandidateSettings(), num_candidates=num_candidates,
-                                 fresh_candidates=fresh_candidates)
-        if n_startup_trials < 2:
-            raise ValueError("n_startup_trials must be at least 2 (the model needs two examples)")
-        for name, value in (("proposals_per_fit", proposals_per_fit),
-                            ("num_candidates", candidates.num_candidates), ("num_samples", num_samples),
-                            ("fit_steps", fit.fit_steps)):
-            if value < 1:
-                raise ValueError(f"{name} must be positive, got {value}")
-        if candidates.fresh_candidates < 0:
-            raise ValueError(f"fresh_candidates must be 0 or more, got {candidates.fresh_candidates}")
-        if temperature <= 0:
-            raise ValueError(f"temperature must be positive, got {temperature}")
-        if prior is not None and prior not in PRIOR_KINDS:
-            raise ValueError(f"prior {prior!r}: expected None or one of {', '.join(PRIOR_KINDS)}")
-        if spread not in SPREADS:
-            raise ValueError(f"spread {spread!r}: expected one of {', '.join(SPREADS)}")
-        if spread in ("prior", "trees") and prior is None:
-            raise ValueError(f"spread={spread!r} needs a prior (prior=None given)")
-        if base is not None and model is not None:
-            raise ValueError("give model or base, not both: a base model has its own size")
-        if surrogate not in SURROGATES:
-            raise ValueError(f"surrogate {surrogate!r}: expected one of {', '.join(SURROGATES)}")
-        if surrogate == "prior" and prior in (None, "line"):
-            raise ValueError(f"surrogate='prior' needs a feature prior (trend-forest, forest, ridge, auto), "
-                             f"got prior={prior!r}")
-        if prior_alone_after is not None and prior_alone_after < 1:
-            raise ValueError(f"prior_alone_after must be positive or None, got {prior_alone_after}")
-        if surrogate == "prior" and (base is not None or spread == "model"):
-            raise ValueError("surrogate='prior' has no model: base and spread='model' do not apply")
+        fit = overridden(fit or FitSettings(), fit_steps=fit_steps, pretrain_archs=pretrain_archs)
+        candidates = overridden(candidates or CandidateSettings(), num_candidates=num_candidates,
+                                fresh_candidates=fresh_candidates)
+        checked_settings(n_startup_trials=n_startup_trials, proposals_per_fit=proposals_per_fit,
+                         num_samples=num_samples, temperature=temperature, spread=spread, prior=prior,
+                         surrogate=surrogate, prior_alone_after=prior_alone_after, base=base, model=model,
+                         fit=fit, candidates=candidates)
         self.space = space
         self.n_startup_trials = n_startup_trials
         self.proposals_per_fit = proposals_per_fit
@@ -239,7 +179,7 @@ class RLMSampler(BaseSampler):
         self.prior = prior
         self.surrogate = surrogate
         self.prior_alone_after = prior_alone_after
-        self.refine = _refine_ranges(refine)
+        self.refine = refine_ranges(refine)
         self.weigh_residual = weigh_residual
         self.fit_settings = fit
         self.candidate_settings = candidates
@@ -257,13 +197,10 @@ class RLMSampler(BaseSampler):
         # created with the first fit: it needs the objectives
         self._surrogate: RLMSurrogate | PriorSurrogate | None = None
         self._fits = 0
-        self._handed_out: dict[str, set[str]] = {}  # per study: proposals whose trials may not be stored yet
-        self._running: dict[str, deque[int]] = {}  # per study: trials running at each recent ask
-        self._name = uuid.uuid4().hex  # with the process id, this worker's name in a fit lease
+        self._workers = Workers(self.arch_id_of)  # the lease, the worker count, proposals handed out
+        self._params = SpaceParams(space, self._seed)  # the relative search space, random draws
         self._pool_params: list[dict[str, Any]] = []  # candidate parameters drawn once
-        self._space_draws = True  # until the space turns out to have no params_of
         self._warned: set[str] = set()  # architectures the space failed to build, said once
-        self._distributions: dict[str, BaseDistribution] | None = None  # see _space_distributions
         #: the residual weights the latest proposals were scored with (``None``: unweighted)
         self.last_residual_weights: dict[str, float] | None = None
         #: called after each refit with (completed trials used, seconds); the CLI's progress hook
@@ -283,61 +220,35 @@ class RLMSampler(BaseSampler):
         """Every parameter any completed trial used (a union, so conditional spaces keep theirs), and
         every one the space suggests for its own random architectures: a candidate that deepens a stage
         no trial has reached is then proposed whole, not completed at random by Optuna."""
-        space: dict[str, BaseDistribution] = {}
-        for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-            for name, distribution in t.distributions.items():
-                if not distribution.single():
-                    space.setdefault(name, distribution)
-        if space:  # after the first trial, so that a study of another space fails as before
-            for name, distribution in self._space_distributions().items():
-                space.setdefault(name, distribution)
-        return space
-
-    def _space_distributions(self) -> dict[str, BaseDistribution]:
-        """What ``space.suggest`` asks for over :data:`DISTRIBUTION_DRAWS` random architectures (empty
-        for a space without ``params_of``), recorded once."""
-        if self._distributions is None:
-            self._distributions = {}
-            rng = np.random.default_rng(self._seed)
-            try:
-                for _ in range(DISTRIBUTION_DRAWS):
-                    recorder = FixedTrial(self.space.params_of(self.space.sample(rng)))
-                    self.space.suggest(recorder)
-                    for name, distribution in recorder.distributions.items():
-                        if not distribution.single():
-                            self._distributions.setdefault(name, distribution)
-            except NotImplementedError:  # no params_of: the trials' parameters are all there is
-                pass
-        return self._distributions
+        return self._params.relative_search_space(study)
 
     def before_trial(self, study: Study, trial: FrozenTrial) -> None:
         """Count the workers at every trial, an enqueued one too (Optuna samples nothing for it)."""
         # a count missed while the database is away loses a heuristic; raising would lose the trial,
         # which Optuna has taken off the queue already
         with suppress(Exception):
-            self._count_workers(study)
+            self._workers.count_workers(study)
 
     def sample_relative(self, study: Study, trial: FrozenTrial,
                         search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
-        if not search_space or _FIXED in trial.system_attrs:  # enqueued (a retry): its parameters are set
+        if not search_space or is_enqueued(trial):  # enqueued (a retry): its parameters are set
             return {}
         with self._lock:
-            complete = _completed(study)
+            complete = completed(study)
             if len(complete) < self.n_startup_trials:
                 return {}
-            lease = self._lease(study)
-            if self._another_will_propose(study, lease):  # it is fitting (or fitted lately, see there)
+            lease = self._workers.lease(study)
+            # another is fitting (or fitted lately, see Workers.another_will_propose)
+            if self._workers.another_will_propose(study, lease, has_model=self._surrogate is not None):
                 return self._front_mutant(study, trial, complete, search_space)
             # the lease is freed once the proposals are enqueued: the workers waiting on it take them
-            with lease.holding(trial._trial_id, LEASE_SECONDS):
-                with beating(study, trial._trial_id):  # a refit outlasts the study's stale-trial limit
-                    self._fit(study, complete, search_space)
-                    # read after the fit: other workers started trials meanwhile
-                    evaluated, pending = self._evaluated_and_pending(study, skip=trial.number)
-                    wanted = self.proposals_per_fit * self._worker_count(study)
-                    count = max(1, wanted - self._queue_length(study))
-                    proposals = self._propose(study, complete, search_space, evaluated, pending, count)
-                return self._hand_out(study, trial, proposals)
+            with self._workers.refitting(study, trial, lease):
+                self._fit(study, complete, search_space)
+                # read after the fit: other workers started trials meanwhile
+                evaluated, pending = self._workers.evaluated_and_pending(study, skip=trial.number)
+                count = self._workers.wanted(study, self.proposals_per_fit)
+                proposals = self._propose(study, complete, search_space, evaluated, pending, count)
+            return self._workers.hand_out(study, trial, proposals)
 
     def awaiting_proposals(self, study: Study) -> bool:
         """Whether a worker about to ask ``study`` for a trial should wait a moment instead: no proposal
@@ -346,325 +257,22 @@ class RLMSampler(BaseSampler):
         it. When this worker's next trial is the one to refit, it claims the lease first
         (:meth:`FitLease.claim`): of workers that find the queue empty together, one refits and the
         others wait for its proposals."""
-        if self._queue_length(study):
-            return False
-        lease = self._lease(study)
-        if self._another_will_propose(study, lease):
-            return True
-        if self._worker_count(study) < 2 or len(_completed(study)) < self.n_startup_trials:
-            return False  # alone, or the next trial is a random start-up one
-        return not lease.claim(None, CLAIM_SECONDS)
-
-    def _another_will_propose(self, study: Study, lease: FitLease) -> bool:
-        """Whether another worker is refitting, or, this worker having no trained model and other
-        workers running, one that has a model finished a fit lately and will refit sooner than this one
-        could pre-train its own (alone, this worker resumes a study a finished worker fitted)."""
-        if lease.held_elsewhere():
-            return True
-        return (self._surrogate is None and self._worker_count(study) > 1
-                and lease.fitted_elsewhere_within(LEASE_SECONDS))
+        return self._workers.awaiting(study, has_model=self._surrogate is not None,
+                                      n_startup_trials=self.n_startup_trials)
 
     def _front_mutant(self, study: Study, trial: FrozenTrial, complete: Sequence[FrozenTrial],
                       search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
         """A random one-parameter mutant of the front found, none taken, for a trial that found no
         proposal while another worker refits: it evaluates that instead of refitting beside it."""
-        evaluated, pending = self._evaluated_and_pending(study, skip=trial.number)
-        candidates = self._candidates(search_space, _front(study, complete), evaluated | set(pending),
+        evaluated, pending = self._workers.evaluated_and_pending(study, skip=trial.number)
+        candidates = self._candidates(search_space, front_params(study, complete), evaluated | set(pending),
                                       refine=True)
         if not candidates:
             return {}  # every mutant is taken: the independent sampler draws it
         params = list(candidates.values())[int(self._rng.integers(len(candidates)))]
-        self._handed_out[study.study_name].add(self.arch_id_of(params))
+        self._workers.note_handed_out(study, params)
         return params
-
-    def _lease(self, study: Study) -> FitLease:
-        return FitLease(study, f"{self._name}:{os.getpid()}")  # a forked worker is a worker of its own
 
     def sample_independent(self, study: Study, trial: FrozenTrial, param_name: str,
                            param_distribution: BaseDistribution) -> Any:
         return self._independent.sample_independent(study, trial, param_name, param_distribution)
-
-    # --- trials and proposals ---------------------------------------------------------------------
-    def _count_workers(self, study: Study) -> None:
-        """Note how many trials of ``study`` run now (see :meth:`_worker_count`)."""
-        running = len(study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)))
-        self._running.setdefault(study.study_name, deque(maxlen=WORKER_COUNT_WINDOW)).append(running)
-
-    def _worker_count(self, study: Study) -> int:
-        """Workers of ``study``: the most trials seen running at once over the last
-        :data:`WORKER_COUNT_WINDOW` asks (each fit proposes for each)."""
-        return max([1, *self._running.get(study.study_name, ())])
-
-    def _queue_length(self, study: Study) -> int:
-        """Proposals waiting in ``study`` for a worker to take them."""
-        return len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
-
-    def _hand_out(self, study: Study, trial: FrozenTrial, proposals: Sequence[_Proposal]) -> dict[str, Any]:
-        """The first proposal's parameters for ``trial``; the others wait in the study for whichever
-        worker asks next. Each keeps the model's prediction as a user attribute."""
-        if not proposals:
-            return {}
-        (params, predicted), rest = proposals[0], proposals[1:]
-        self._handed_out[study.study_name].add(self.arch_id_of(params))
-        if predicted is not None:  # kept with the trial: a resumed search still weighs by it
-            study._storage.set_trial_user_attr(trial._trial_id, PREDICTED_USER_ATTR,
-                                               self._by_name(study, predicted))
-        self._enqueue(study, rest)
-        return params  # a candidate's parameters are the search space's already (see _candidates)
-
-    def _enqueue(self, study: Study, proposals: Sequence[_Proposal]) -> None:
-        """Leave ``proposals`` waiting in the study, each with the model's prediction."""
-        for params, predicted in proposals:
-            attrs = None if predicted is None else {PREDICTED_USER_ATTR: self._by_name(study, predicted)}
-            study.enqueue_trial(params, user_attrs=attrs)
-
-    @staticmethod
-    def _by_name(study: Study, predicted: Sequence[float]) -> dict[str, float]:
-        """A prediction as the trial's user attribute :data:`PREDICTED_USER_ATTR` keeps it."""
-        return dict(zip(_names(study), predicted, strict=True))
-
-    def _evaluated_and_pending(self, study: Study, skip: int | None = None) -> tuple[set[str], list[str]]:
-        """Ids of the completed trials, and of those still running or waiting (other workers, or handed
-        out by this sampler to a trial not stored yet), trial number ``skip`` aside: neither is ever
-        proposed again. A failed or pruned trial's architecture may be proposed again."""
-        evaluated: set[str] = set()
-        running: set[str] = set()
-        handed_out = self._handed_out.setdefault(study.study_name, set())
-        for t in study.get_trials(deepcopy=False):
-            params = t.params or t.system_attrs.get(_FIXED)  # an enqueued trial has fixed ones only
-            if t.number == skip or not params:
-                continue
-            try:
-                arch_id = self.arch_id_of(params)
-            except SpaceMismatchError:
-                if t.state == TrialState.COMPLETE:
-                    raise
-                continue  # a running trial that has not suggested every parameter yet, or a failed one
-            if t.state == TrialState.COMPLETE:
-                evaluated.add(arch_id)
-            elif t.state in _ACTIVE:
-                running.add(arch_id)
-            else:
-                handed_out.discard(arch_id)
-        handed_out -= evaluated
-        pending = dict.fromkeys([*sorted(running), *sorted(handed_out)])
-        return evaluated, [i for i in pending if i not in evaluated]
-
-    def _fit(self, study: Study, complete: Sequence[FrozenTrial],
-             search_space: dict[str, BaseDistribution]) -> None:
-        """Refit the surrogate on the completed trials (the first time, create it and the candidate pool)."""
-        start = time.perf_counter()
-        rows: dict[str, Sequence[float]] = {}
-        for t in complete:
-            rows.setdefault(self.arch_id_of(t.params), t.values)
-        buildable = set(self._buildable(list(rows)))  # a table may hold values of one the space cannot build
-        rows = {arch_id: values for arch_id, values in rows.items() if arch_id in buildable}
-        if self._surrogate is None:
-            self._pool_params = [self._draw(search_space, self._rng)
-                                 for _ in range(self.candidate_settings.num_candidates)]
-            self.log(f"first model fit, on {len(rows)} evaluations: describing {len(self._pool_params):,} "
-                     f"candidates and preparing the model (the slowest fit)")
-        # decided before a model is made: a study resumed past prior_alone_after trains none
-        prior_alone = self.surrogate == "prior" or (
-            self.prior_alone_after is not None and len(rows) >= self.prior_alone_after
-            and self.prior not in (None, "line"))
-        if prior_alone and not isinstance(self._surrogate, PriorSurrogate):
-            if self._surrogate is not None:
-                self.log(f"from {len(rows)} evaluations on, the prior alone predicts (prior_alone_after)")
-            self._surrogate = PriorSurrogate(self.cache, _objectives(study), prior=self.prior,
-                                             seed=self._seed)
-        elif self._surrogate is None:
-            self._surrogate = RLMSurrogate(
-                self.cache, _objectives(study), prior=self.prior, settings=self.fit_settings,
-                model_options=self.model_options, base=self.base, device=self.device, seed=self._seed,
-                progress=self.progress, log=self.log)
-            self._surrogate.start(self.candidate_pool)
-        self._surrogate.fit(list(rows), np.array(list(rows.values()), dtype=np.float64))
-        self._fits += 1
-        if self.on_fit is not None:
-            self.on_fit(len(rows), time.perf_counter() - start)
-
-    def _propose(self, study: Study, complete: Sequence[FrozenTrial],
-                 search_space: dict[str, BaseDistribution], evaluated: set[str],
-                 pending: Sequence[str], count: int) -> list[_Proposal]:
-        """The next ``count`` proposals, each with the model's unweighted median prediction (``None``:
-        not needed)."""
-        maximize = [d == StudyDirection.MAXIMIZE for d in study.directions]
-        observed = np.array([t.values for t in complete], dtype=np.float64)
-        front = _front(study, complete)
-        refine = any(start <= len(complete) and (stop is None or len(complete) < stop)
-                     for start, stop in self.refine)
-        candidates = self._candidates(search_space, front, evaluated | set(pending), refine=refine)
-        if refine and not candidates:  # every mutant of the front is taken: look further
-            candidates = self._candidates(search_space, front, evaluated | set(pending))
-        if not candidates:
-            return []
-        ids = list(candidates)
-        weights = self.last_residual_weights = self.residual_weights(complete)
-        seed = self._round_seed
-        self.log(f"scoring {len(ids):,} candidates ({self.num_samples} decoded samples each)")
-        samples = self.predict_samples(ids, seed=seed, residual_weight=weights)
-        # measured from a typical architecture of the space, the median of the random start-up trials
-        # (the convention hypervolume is reported with): a nadir would chase the front's far ends, and
-        # the median of *all* trials tightens as the search improves until little can beat it
-        reference = median_reference(observed[: self.n_startup_trials])
-        if pending:  # believed at the model's median, as the proposals are
-            believed = np.median(self.predict_samples(pending, seed=seed, residual_weight=weights), axis=1)
-            observed = np.vstack([observed, believed])
-        picked = greedy_ehvi(samples, observed, reference, maximize, count, self._rng)
-        chosen = [candidates[ids[k]] for k in picked]
-        predictor = self._surrogate.predictor
-        if not (self.weigh_residual and predictor is not None and predictor.prior is not None):
-            return [(params, None) for params in chosen]
-        raw = np.median(self.predict_samples([ids[k] for k in picked], seed=seed), axis=1)  # unweighted
-        return [(params, [float(v) for v in row]) for params, row in zip(chosen, raw, strict=True)]
-
-    def _candidates(self, search_space: dict[str, BaseDistribution], front: Sequence[dict[str, Any]],
-                    taken: set[str], *, refine: bool = False) -> dict[str, dict[str, Any]]:
-        """Candidates by arch id, each architecture once and none of ``taken`` (``refine``: the front's
-        mutants alone, see :class:`CandidateSettings`)."""
-        out: dict[str, dict[str, Any]] = {}
-        for params in candidate_params(search_space, self.candidate_settings, pool=self._pool_params,
-                                       front=front, rng=self._rng, draw=partial(self._draw, search_space),
-                                       refine=refine):
-            params = {k: v for k, v in params.items() if k in search_space}  # exactly what is proposed
-            try:
-                arch_id = self.arch_id_of(params)
-            except SpaceMismatchError:  # needs a parameter the search space lacks: it could not be proposed
-                continue
-            if arch_id not in taken:
-                out.setdefault(arch_id, params)
-        return {arch_id: out[arch_id] for arch_id in self._buildable(list(out))}
-
-    def _buildable(self, arch_ids: list[str]) -> list[str]:
-        """Those of ``arch_ids`` the space builds; each it cannot is one warning line, once."""
-        kept = self.cache.buildable(arch_ids)
-        for arch_id in set(arch_ids) - set(kept) - self._warned:
-            self._warned.add(arch_id)
-            self.log(f"warning: the model leaves it out: {self.cache.failed[arch_id]}")
-        return kept
-
-    def _draw(self, search_space: dict[str, BaseDistribution], rng: np.random.Generator) -> dict[str, Any]:
-        """One random candidate: a uniform draw of every parameter, or on a table subset the parameters of
-        one of its rows, drawn uniformly (random parameters would crowd where they snap). Only there:
-        on NB201 the subset's way searched worse (experiments/README.md, "Pareto search")."""
-        params = draw_params(search_space, rng)
-        if self._space_draws and isinstance(self.space, SubsetSpace):
-            try:
-                return {**params, **self.space.params_of(self.space.sample(rng))}
-            except NotImplementedError:
-                self._space_draws = False
-        return params
-
-    # --- the model --------------------------------------------------------------------------------
-    @property
-    def fits(self) -> int:
-        """How many times this sampler has fitted its surrogate (each fit proposes ``proposals_per_fit``
-        for each worker)."""
-        return self._fits
-
-    @property
-    def _round_seed(self) -> int:
-        return self._seed + self.fits
-
-    @property
-    def candidate_pool(self) -> list[str]:
-        """Ids of the random candidates scored every round (drawn once; empty before the first fit)."""
-        return self._buildable(list(dict.fromkeys(self.arch_id_of(p) for p in self._pool_params)))
-
-    @property
-    def predictor(self) -> Any:
-        """The latest trained :class:`~nasrlm.rlm.predictor.RLMPredictor` (``None`` before the first fit, and
-        with ``surrogate="prior"``)."""
-        return self._surrogate.predictor if self._surrogate is not None else None
-
-    def arch_id_of(self, params: dict[str, Any]) -> str:
-        """The canonical id of the architecture ``space.suggest`` builds from ``params``."""
-        return self.cache.arch_id_of(params)
-
-    def free_labels_of(self, arch_ids: Sequence[str]) -> np.ndarray:
-        """Free labels (parameters, MACs) of ``arch_ids``, computed once per architecture."""
-        return self.cache.free_labels_of(arch_ids)
-
-    def residual_weights(self, complete: Sequence[FrozenTrial]) -> dict[str, float] | None:
-        """Per objective, how much of the model's predicted residual to keep (``None``: all of it).
-
-        Over the evaluated trials the model proposed (their prediction is the trial's user
-        attribute :data:`PREDICTED_USER_ATTR`, so it survives a resumed study), the least-squares slope
-        (through 0) of the residual that came true on the residual it predicted, both in the current
-        prior's normal scores, clipped to [0, 1]. Proposals are picked for their optimistic
-        predictions, so the slope also corrects that winner's curse. Until
-        :data:`MIN_CHECKED_PROPOSALS` are in, 1.
-        """
-        if not self.weigh_residual or self._surrogate is None or self._surrogate.predictor is None:
-            return None  # nothing fitted yet, or no model (the prior alone): no residual to weigh
-        names = [o.name for o in self._surrogate.objectives]
-        rows: dict[str, tuple[Sequence[float], Sequence[float]]] = {}
-        for t in complete:
-            predicted = t.user_attrs.get(PREDICTED_USER_ATTR)
-            if isinstance(predicted, dict) and set(predicted) == set(names):
-                rows.setdefault(self.arch_id_of(t.params), (t.values, [predicted[n] for n in names]))
-        if len(rows) < MIN_CHECKED_PROPOSALS:
-            return None
-        actual, predicted = (np.array([r[k] for r in rows.values()], dtype=np.float64) for k in (0, 1))
-        return self._surrogate.residual_weights(list(rows), actual, predicted)
-
-    def predict_samples(self, arch_ids: Sequence[str], *, num_samples: int | None = None, seed: int = 0,
-                        residual_weight: dict[str, float] | None = None) -> np.ndarray:
-        """Decoded samples (len(arch_ids), num_samples, objectives) from the latest model.
-
-        ``residual_weight``: see :meth:`RLMPredictor.sample` and :meth:`residual_weights`.
-        """
-        if self._surrogate is None:
-            raise RuntimeError("the sampler has not trained a model yet")
-        return self._surrogate.sample(arch_ids, num_samples=num_samples or self.num_samples, seed=seed,
-                                      temperature=self.temperature, residual_weight=residual_weight,
-                                      spread=self.spread_for(len(self._surrogate.objectives)))
-
-    def spread_for(self, num_objectives: int) -> str:
-        """The spread the samples get in a study of ``num_objectives`` (``spread="auto"`` decided)."""
-        if self.spread != "auto":
-            return self.spread
-        return "trees" if num_objectives >= 3 else "prior"
-
-
-def _overridden(settings: Any, **fields: Any) -> Any:
-    """``settings`` (a frozen dataclass) with the ``fields`` that were given (not ``None``) changed."""
-    return replace(settings, **{name: value for name, value in fields.items() if value is not None})
-
-
-def _refine_ranges(refine: Sequence[Sequence[int | None]] | None) -> tuple[tuple[int, int | None], ...]:
-    """``RLMSampler(refine=)`` checked and as tuples (a JSON list of pairs from the command line too)."""
-    ranges = []
-    for pair in refine or ():
-        start, stop = pair if isinstance(pair, Sequence) and len(pair) == 2 else (None, None)
-        if not (isinstance(start, int) and start >= 1
-                and (stop is None or isinstance(stop, int) and stop > start)):
-            raise ValueError(f"refine: each range is a pair (start, stop) with 1 <= start < stop, or stop "
-                             f"None, got {pair!r}")
-        ranges.append((start, stop))
-    return tuple(ranges)
-
-
-def _completed(study: Study) -> list[FrozenTrial]:
-    """The study's completed trials with values."""
-    trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-    return [t for t in trials if t.values is not None]
-
-
-def _front(study: Study, complete: Sequence[FrozenTrial]) -> list[dict[str, Any]]:
-    """Parameters of the Pareto-optimal trials among ``complete``."""
-    maximize = [d == StudyDirection.MAXIMIZE for d in study.directions]
-    observed = np.array([t.values for t in complete], dtype=np.float64)
-    return [t.params for t, keep in zip(complete, pareto_mask(observed, maximize), strict=True) if keep]
-
-
-def _names(study: Study) -> list[str]:
-    """The study's objective names (``objective_k`` where it has none)."""
-    return study.metric_names or [f"objective_{k}" for k in range(len(study.directions))]
-
-
-def _objectives(study: Study) -> list[Objective]:
-    return [Objective(name, "", "trial value", "optuna study", d == StudyDirection.MAXIMIZE)
-            for name, d in zip(_names(study), study.directions, strict=True)]
-

@@ -32,8 +32,8 @@ from nasrlm.search import (
     search_job,
     write_report,
 )
+from nasrlm.search._coordination import WORKER_COUNT_WINDOW
 from nasrlm.search._lease import FitLease
-from nasrlm.search._sampler import WORKER_COUNT_WINDOW
 from search_spaces import NasBench201, SubsetSpace, get_space
 from search_spaces.nasbench201 import EDGES, OPS, NB201Arch
 
@@ -237,7 +237,7 @@ def test_random_candidates_on_a_table_subset_cover_its_rows_evenly() -> None:
     trial = optuna.create_study().ask()
     subset.suggest(trial)
     rng = np.random.default_rng(0)
-    counts = Counter(sampler.arch_id_of(sampler._draw(trial.distributions, rng)) for _ in range(1000))
+    counts = Counter(sampler.arch_id_of(sampler._params.draw(trial.distributions, rng)) for _ in range(1000))
     assert set(counts) == set(ids)
     assert np.std([counts[i] for i in ids]) < 7
 
@@ -757,7 +757,7 @@ def test_one_fit_s_other_proposals_wait_in_the_study_for_any_worker(tmp_path) ->
 
 
 def test_running_trials_are_pending_never_proposed_and_believed_when_picking(monkeypatch) -> None:
-    import nasrlm.search._sampler as module
+    import nasrlm.search._rounds as module
 
     seen: list[int] = []
     real = module.greedy_ehvi
@@ -835,7 +835,7 @@ def test_a_worker_without_a_model_waits_for_one_that_fitted_lately_and_never_ref
     sampler = tiny_sampler(seed=3)
     study = make_study(sampler)
     study.optimize(toy_objective, n_trials=4)
-    sampler._running[study.study_name] = deque([2])  # as if another worker had been seen running
+    sampler._workers._running[study.study_name] = deque([2])  # as if another worker had been seen running
     other = FitLease(study, "a worker with a trained model")
     other.take(None, seconds=60)
     other.release()  # it finished a fit a moment ago, and will refit when it takes a proposal
@@ -852,11 +852,11 @@ def test_workers_are_counted_over_recent_trials_so_one_left_running_by_a_killed_
     study = make_study(sampler)
     left = study.ask()  # a trial of a worker killed before it told anything
     mine = study.ask()  # this worker's: two running
-    assert sampler._worker_count(study) == 2
+    assert sampler._workers.worker_count(study) == 2
     study.tell(left, state=optuna.trial.TrialState.FAIL)  # found dead and failed
     study.tell(mine, state=optuna.trial.TrialState.FAIL)
     study.optimize(toy_objective, n_trials=WORKER_COUNT_WINDOW)  # an enqueued retry would count too
-    assert sampler._worker_count(study) == 1
+    assert sampler._workers.worker_count(study) == 1
 
 
 def test_run_search_waits_while_the_sampler_awaits_proposals() -> None:

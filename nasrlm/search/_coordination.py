@@ -1,0 +1,173 @@
+"""The RLMSampler's bookkeeping for workers sharing a study: who refits, how many workers there are, and
+the proposals waiting in the study for them.
+
+One :class:`Workers` per sampler keeps what this worker has seen: the proposals it handed out (their
+trials may not be stored yet), and how many trials ran at each recent ask (the worker count). The fit
+lease itself lives in the study (:mod:`~nasrlm.search._lease`), and so do the waiting proposals:
+enqueued trials (``study.enqueue_trial``) that any worker's next trial takes. The few calls this needs
+into Optuna's private parts (a trial's storage id, an enqueued trial's system attribute, the storage
+itself) are at the end of this module, in one place.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from optuna.study import Study
+from optuna.trial import FrozenTrial, TrialState
+
+from nasrlm.search._arch_cache import SpaceMismatchError
+from nasrlm.search._lease import FitLease
+from nasrlm.search._liveness import beating
+from nasrlm.search._study import PREDICTED_USER_ATTR, by_name, completed
+
+#: Seconds a fit lease outlives its holder: the holder pushes its deadline back while it fits, so
+#: workers waiting on a worker killed mid-fit stop waiting this long after (see :mod:`._lease`).
+LEASE_SECONDS = 60.0
+#: Seconds a claim made before asking for a trial holds the lease until the fit takes it over: the
+#: others wait no longer than this when the trial asked for turns out not to refit (a retry came first).
+CLAIM_SECONDS = 5.0
+#: Recent asks over which the workers of a study are counted (the most trials running at any of them):
+#: a trial left running by a killed worker stops counting once it is failed.
+WORKER_COUNT_WINDOW = 20
+
+_ACTIVE = (TrialState.RUNNING, TrialState.WAITING)
+#: A proposal's parameters and the model's unweighted median prediction for it (``None``: not needed).
+Proposal = tuple[dict[str, Any], list[float] | None]
+
+
+class Workers:
+    """What one sampler knows of the workers of its studies; ``arch_id_of`` names a proposal's
+    architecture."""
+
+    def __init__(self, arch_id_of: Callable[[dict[str, Any]], str]) -> None:
+        self._arch_id_of = arch_id_of
+        self._handed_out: dict[str, set[str]] = {}  # per study: proposals whose trials may not be stored yet
+        self._running: dict[str, deque[int]] = {}  # per study: trials running at each recent ask
+        self._name = uuid.uuid4().hex  # with the process id, this worker's name in a fit lease
+
+    def lease(self, study: Study) -> FitLease:
+        return FitLease(study, f"{self._name}:{os.getpid()}")  # a forked worker is a worker of its own
+
+    def another_will_propose(self, study: Study, lease: FitLease, *, has_model: bool) -> bool:
+        """Whether another worker is refitting, or, this worker having no trained model and other
+        workers running, one that has a model finished a fit lately and will refit sooner than this one
+        could pre-train its own (alone, this worker resumes a study a finished worker fitted)."""
+        if lease.held_elsewhere():
+            return True
+        return (not has_model and self.worker_count(study) > 1
+                and lease.fitted_elsewhere_within(LEASE_SECONDS))
+
+    def awaiting(self, study: Study, *, has_model: bool, n_startup_trials: int) -> bool:
+        """:meth:`RLMSampler.awaiting_proposals <nasrlm.search.RLMSampler.awaiting_proposals>`."""
+        if self.queue_length(study):
+            return False
+        lease = self.lease(study)
+        if self.another_will_propose(study, lease, has_model=has_model):
+            return True
+        if self.worker_count(study) < 2 or len(completed(study)) < n_startup_trials:
+            return False  # alone, or the next trial is a random start-up one
+        return not lease.claim(None, CLAIM_SECONDS)
+
+    @contextmanager
+    def refitting(self, study: Study, trial: FrozenTrial, lease: FitLease) -> Iterator[None]:
+        """Hold ``lease`` while the block refits for ``trial``, and keep the trial beating meanwhile (a
+        refit outlasts the study's stale-trial limit)."""
+        with lease.holding(_trial_id(trial), LEASE_SECONDS), beating(study, _trial_id(trial)):
+            yield
+
+    def count_workers(self, study: Study) -> None:
+        """Note how many trials of ``study`` run now (see :meth:`worker_count`)."""
+        running = len(study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)))
+        self._running.setdefault(study.study_name, deque(maxlen=WORKER_COUNT_WINDOW)).append(running)
+
+    def worker_count(self, study: Study) -> int:
+        """Workers of ``study``: the most trials seen running at once over the last
+        :data:`WORKER_COUNT_WINDOW` asks (each fit proposes for each)."""
+        return max([1, *self._running.get(study.study_name, ())])
+
+    def queue_length(self, study: Study) -> int:
+        """Proposals waiting in ``study`` for a worker to take them."""
+        return len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
+
+    def wanted(self, study: Study, proposals_per_fit: int) -> int:
+        """Proposals one fit makes: ``proposals_per_fit`` for each worker, less those waiting (at least 1)."""
+        return max(1, proposals_per_fit * self.worker_count(study) - self.queue_length(study))
+
+    def evaluated_and_pending(self, study: Study, skip: int | None = None) -> tuple[set[str], list[str]]:
+        """Ids of the completed trials, and of those still running or waiting (other workers, or handed
+        out by this sampler to a trial not stored yet), trial number ``skip`` aside: neither is ever
+        proposed again. A failed or pruned trial's architecture may be proposed again."""
+        evaluated: set[str] = set()
+        running: set[str] = set()
+        handed_out = self._handed_out.setdefault(study.study_name, set())
+        for t in study.get_trials(deepcopy=False):
+            params = t.params or _fixed_params(t)  # an enqueued trial has fixed ones only
+            if t.number == skip or not params:
+                continue
+            try:
+                arch_id = self._arch_id_of(params)
+            except SpaceMismatchError:
+                if t.state == TrialState.COMPLETE:
+                    raise
+                continue  # a running trial that has not suggested every parameter yet, or a failed one
+            if t.state == TrialState.COMPLETE:
+                evaluated.add(arch_id)
+            elif t.state in _ACTIVE:
+                running.add(arch_id)
+            else:
+                handed_out.discard(arch_id)
+        handed_out -= evaluated
+        pending = dict.fromkeys([*sorted(running), *sorted(handed_out)])
+        return evaluated, [i for i in pending if i not in evaluated]
+
+    def note_handed_out(self, study: Study, params: dict[str, Any]) -> None:
+        """Count ``params`` as pending until its trial is stored (see :meth:`evaluated_and_pending`)."""
+        self._handed_out[study.study_name].add(self._arch_id_of(params))
+
+    def hand_out(self, study: Study, trial: FrozenTrial, proposals: Sequence[Proposal]) -> dict[str, Any]:
+        """The first proposal's parameters for ``trial``; the others wait in the study for whichever
+        worker asks next. Each keeps the model's prediction as a user attribute."""
+        if not proposals:
+            return {}
+        (params, predicted), rest = proposals[0], proposals[1:]
+        self.note_handed_out(study, params)
+        if predicted is not None:  # kept with the trial: a resumed search still weighs by it
+            _set_user_attr(study, trial, PREDICTED_USER_ATTR, by_name(study, predicted))
+        self._enqueue(study, rest)
+        return params  # a candidate's parameters are the search space's already (see _candidates)
+
+    @staticmethod
+    def _enqueue(study: Study, proposals: Sequence[Proposal]) -> None:
+        """Leave ``proposals`` waiting in the study, each with the model's prediction."""
+        for params, predicted in proposals:
+            attrs = None if predicted is None else {PREDICTED_USER_ATTR: by_name(study, predicted)}
+            study.enqueue_trial(params, user_attrs=attrs)
+
+
+# --- Optuna's private parts -------------------------------------------------------------------------
+#: System attribute of an enqueued trial (``study.enqueue_trial``, a retry) holding its parameters.
+_FIXED = "fixed_params"
+
+
+def is_enqueued(trial: FrozenTrial) -> bool:
+    """Whether ``trial`` was enqueued (a proposal waiting, or a retry): its parameters are set."""
+    return _FIXED in trial.system_attrs
+
+
+def _fixed_params(trial: FrozenTrial) -> dict[str, Any] | None:
+    return trial.system_attrs.get(_FIXED)
+
+
+def _trial_id(trial: FrozenTrial) -> int:
+    return trial._trial_id
+
+
+def _set_user_attr(study: Study, trial: FrozenTrial, key: str, value: Any) -> None:
+    """Set a user attribute of a trial Optuna is sampling (a ``FrozenTrial`` has no setter that stores)."""
+    study._storage.set_trial_user_attr(trial._trial_id, key, value)

@@ -1,0 +1,231 @@
+"""The RLMSampler's proposal rounds, and what its latest model predicts: what ``_ParzenEstimator`` and
+``_sample`` are to Optuna's ``TPESampler``, here a base class of :class:`~nasrlm.search.RLMSampler`.
+
+One round refits the surrogate on the completed trials (:meth:`ProposalRounds._fit`), draws and scores
+the candidates, and picks those with the largest expected hypervolume improvement
+(:meth:`ProposalRounds._propose`); the sampler decides when a round runs and hands its proposals out
+(:mod:`~nasrlm.search._coordination`). The settings it reads are the sampler's public attributes, set
+by ``RLMSampler.__init__`` (declared below), so a setting changed on a sampler applies to its next round.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import Any
+
+import numpy as np
+from optuna.distributions import BaseDistribution
+from optuna.study import Study, StudyDirection
+from optuna.trial import FrozenTrial
+
+from nasrlm.metrics import median_reference
+from nasrlm.search._acquisition import greedy_ehvi
+from nasrlm.search._arch_cache import ArchCache, SpaceMismatchError
+from nasrlm.search._candidates import CandidateSettings, candidate_params
+from nasrlm.search._coordination import Proposal
+from nasrlm.search._space_params import SpaceParams
+from nasrlm.search._study import PREDICTED_USER_ATTR, front_params, objectives
+from nasrlm.search._surrogate import FitSettings, PriorSurrogate, RLMSurrogate
+
+#: Evaluated proposals of the model needed before its residual's weight is estimated from them.
+MIN_CHECKED_PROPOSALS = 5
+
+
+class ProposalRounds:
+    """Proposal rounds and model queries of :class:`~nasrlm.search.RLMSampler` (its settings: there)."""
+
+    # set by RLMSampler.__init__
+    n_startup_trials: int
+    num_samples: int
+    temperature: float
+    spread: str
+    prior: str | None
+    surrogate: str
+    prior_alone_after: int | None
+    refine: tuple[tuple[int, int | None], ...]
+    weigh_residual: bool
+    fit_settings: FitSettings
+    candidate_settings: CandidateSettings
+    model_options: dict[str, Any]
+    base: str | None
+    device: str
+    progress: bool
+    cache: ArchCache
+    last_residual_weights: dict[str, float] | None
+    on_fit: Callable[[int, float], None] | None
+    log: Callable[[str], None]
+    _seed: int
+    _rng: np.random.Generator
+    _params: SpaceParams
+    _surrogate: RLMSurrogate | PriorSurrogate | None
+    _fits: int
+    _pool_params: list[dict[str, Any]]
+    _warned: set[str]
+
+    # --- one round ---------------------------------------------------------------------------------
+    def _fit(self, study: Study, complete: Sequence[FrozenTrial],
+             search_space: dict[str, BaseDistribution]) -> None:
+        """Refit the surrogate on the completed trials (the first time, create it and the candidate pool)."""
+        start = time.perf_counter()
+        rows: dict[str, Sequence[float]] = {}
+        for t in complete:
+            rows.setdefault(self.arch_id_of(t.params), t.values)
+        buildable = set(self._buildable(list(rows)))  # a table may hold values of one the space cannot build
+        rows = {arch_id: values for arch_id, values in rows.items() if arch_id in buildable}
+        if self._surrogate is None:
+            self._pool_params = [self._params.draw(search_space, self._rng)
+                                 for _ in range(self.candidate_settings.num_candidates)]
+            self.log(f"first model fit, on {len(rows)} evaluations: describing {len(self._pool_params):,} "
+                     f"candidates and preparing the model (the slowest fit)")
+        # decided before a model is made: a study resumed past prior_alone_after trains none
+        prior_alone = self.surrogate == "prior" or (
+            self.prior_alone_after is not None and len(rows) >= self.prior_alone_after
+            and self.prior not in (None, "line"))
+        if prior_alone and not isinstance(self._surrogate, PriorSurrogate):
+            if self._surrogate is not None:
+                self.log(f"from {len(rows)} evaluations on, the prior alone predicts (prior_alone_after)")
+            self._surrogate = PriorSurrogate(self.cache, objectives(study), prior=self.prior,
+                                             seed=self._seed)
+        elif self._surrogate is None:
+            self._surrogate = RLMSurrogate(
+                self.cache, objectives(study), prior=self.prior, settings=self.fit_settings,
+                model_options=self.model_options, base=self.base, device=self.device, seed=self._seed,
+                progress=self.progress, log=self.log)
+            self._surrogate.start(self.candidate_pool)
+        self._surrogate.fit(list(rows), np.array(list(rows.values()), dtype=np.float64))
+        self._fits += 1
+        if self.on_fit is not None:
+            self.on_fit(len(rows), time.perf_counter() - start)
+
+    def _propose(self, study: Study, complete: Sequence[FrozenTrial],
+                 search_space: dict[str, BaseDistribution], evaluated: set[str],
+                 pending: Sequence[str], count: int) -> list[Proposal]:
+        """The next ``count`` proposals, each with the model's unweighted median prediction (``None``:
+        not needed)."""
+        maximize = [d == StudyDirection.MAXIMIZE for d in study.directions]
+        observed = np.array([t.values for t in complete], dtype=np.float64)
+        front = front_params(study, complete)
+        refine = any(start <= len(complete) and (stop is None or len(complete) < stop)
+                     for start, stop in self.refine)
+        candidates = self._candidates(search_space, front, evaluated | set(pending), refine=refine)
+        if refine and not candidates:  # every mutant of the front is taken: look further
+            candidates = self._candidates(search_space, front, evaluated | set(pending))
+        if not candidates:
+            return []
+        ids = list(candidates)
+        weights = self.last_residual_weights = self.residual_weights(complete)
+        seed = self._round_seed
+        self.log(f"scoring {len(ids):,} candidates ({self.num_samples} decoded samples each)")
+        samples = self.predict_samples(ids, seed=seed, residual_weight=weights)
+        # measured from a typical architecture of the space, the median of the random start-up trials
+        # (the convention hypervolume is reported with): a nadir would chase the front's far ends, and
+        # the median of *all* trials tightens as the search improves until little can beat it
+        reference = median_reference(observed[: self.n_startup_trials])
+        if pending:  # believed at the model's median, as the proposals are
+            believed = np.median(self.predict_samples(pending, seed=seed, residual_weight=weights), axis=1)
+            observed = np.vstack([observed, believed])
+        picked = greedy_ehvi(samples, observed, reference, maximize, count, self._rng)
+        chosen = [candidates[ids[k]] for k in picked]
+        predictor = self._surrogate.predictor
+        if not (self.weigh_residual and predictor is not None and predictor.prior is not None):
+            return [(params, None) for params in chosen]
+        raw = np.median(self.predict_samples([ids[k] for k in picked], seed=seed), axis=1)  # unweighted
+        return [(params, [float(v) for v in row]) for params, row in zip(chosen, raw, strict=True)]
+
+    def _candidates(self, search_space: dict[str, BaseDistribution], front: Sequence[dict[str, Any]],
+                    taken: set[str], *, refine: bool = False) -> dict[str, dict[str, Any]]:
+        """Candidates by arch id, each architecture once and none of ``taken`` (``refine``: the front's
+        mutants alone, see :class:`CandidateSettings`)."""
+        out: dict[str, dict[str, Any]] = {}
+        draw = partial(self._params.draw, search_space)
+        for params in candidate_params(search_space, self.candidate_settings, pool=self._pool_params,
+                                       front=front, rng=self._rng, draw=draw, refine=refine):
+            params = {k: v for k, v in params.items() if k in search_space}  # exactly what is proposed
+            try:
+                arch_id = self.arch_id_of(params)
+            except SpaceMismatchError:  # needs a parameter the search space lacks: it could not be proposed
+                continue
+            if arch_id not in taken:
+                out.setdefault(arch_id, params)
+        return {arch_id: out[arch_id] for arch_id in self._buildable(list(out))}
+
+    def _buildable(self, arch_ids: list[str]) -> list[str]:
+        """Those of ``arch_ids`` the space builds; each it cannot is one warning line, once."""
+        kept = self.cache.buildable(arch_ids)
+        for arch_id in set(arch_ids) - set(kept) - self._warned:
+            self._warned.add(arch_id)
+            self.log(f"warning: the model leaves it out: {self.cache.failed[arch_id]}")
+        return kept
+
+    # --- the model --------------------------------------------------------------------------------
+    @property
+    def fits(self) -> int:
+        """How many times this sampler has fitted its surrogate (each fit proposes ``proposals_per_fit``
+        for each worker)."""
+        return self._fits
+
+    @property
+    def _round_seed(self) -> int:
+        return self._seed + self.fits
+
+    @property
+    def candidate_pool(self) -> list[str]:
+        """Ids of the random candidates scored every round (drawn once; empty before the first fit)."""
+        return self._buildable(list(dict.fromkeys(self.arch_id_of(p) for p in self._pool_params)))
+
+    @property
+    def predictor(self) -> Any:
+        """The latest trained :class:`~nasrlm.rlm.predictor.RLMPredictor` (``None`` before the first fit, and
+        with ``surrogate="prior"``)."""
+        return self._surrogate.predictor if self._surrogate is not None else None
+
+    def arch_id_of(self, params: dict[str, Any]) -> str:
+        """The canonical id of the architecture ``space.suggest`` builds from ``params``."""
+        return self.cache.arch_id_of(params)
+
+    def free_labels_of(self, arch_ids: Sequence[str]) -> np.ndarray:
+        """Free labels (parameters, MACs) of ``arch_ids``, computed once per architecture."""
+        return self.cache.free_labels_of(arch_ids)
+
+    def residual_weights(self, complete: Sequence[FrozenTrial]) -> dict[str, float] | None:
+        """Per objective, how much of the model's predicted residual to keep (``None``: all of it).
+
+        Over the evaluated trials the model proposed (their prediction is the trial's user
+        attribute :data:`PREDICTED_USER_ATTR`, so it survives a resumed study), the least-squares slope
+        (through 0) of the residual that came true on the residual it predicted, both in the current
+        prior's normal scores, clipped to [0, 1]. Proposals are picked for their optimistic
+        predictions, so the slope also corrects that winner's curse. Until
+        :data:`MIN_CHECKED_PROPOSALS` are in, 1.
+        """
+        if not self.weigh_residual or self._surrogate is None or self._surrogate.predictor is None:
+            return None  # nothing fitted yet, or no model (the prior alone): no residual to weigh
+        names = [o.name for o in self._surrogate.objectives]
+        rows: dict[str, tuple[Sequence[float], Sequence[float]]] = {}
+        for t in complete:
+            predicted = t.user_attrs.get(PREDICTED_USER_ATTR)
+            if isinstance(predicted, dict) and set(predicted) == set(names):
+                rows.setdefault(self.arch_id_of(t.params), (t.values, [predicted[n] for n in names]))
+        if len(rows) < MIN_CHECKED_PROPOSALS:
+            return None
+        actual, predicted = (np.array([r[k] for r in rows.values()], dtype=np.float64) for k in (0, 1))
+        return self._surrogate.residual_weights(list(rows), actual, predicted)
+
+    def predict_samples(self, arch_ids: Sequence[str], *, num_samples: int | None = None, seed: int = 0,
+                        residual_weight: dict[str, float] | None = None) -> np.ndarray:
+        """Decoded samples (len(arch_ids), num_samples, objectives) from the latest model.
+
+        ``residual_weight``: see :meth:`RLMPredictor.sample` and :meth:`residual_weights`.
+        """
+        if self._surrogate is None:
+            raise RuntimeError("the sampler has not trained a model yet")
+        return self._surrogate.sample(arch_ids, num_samples=num_samples or self.num_samples, seed=seed,
+                                      temperature=self.temperature, residual_weight=residual_weight,
+                                      spread=self.spread_for(len(self._surrogate.objectives)))
+
+    def spread_for(self, num_objectives: int) -> str:
+        """The spread the samples get in a study of ``num_objectives`` (``spread="auto"`` decided)."""
+        if self.spread != "auto":
+            return self.spread
+        return "trees" if num_objectives >= 3 else "prior"
