@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import norm
 
+from nasrlm.priors.prior import stratified_normal
+
 #: The central mass whose coverage is checked, and the band of coverages that counts as calibrated.
 CENTRAL_MASS = 0.8
 CALIBRATED_BAND = (0.70, 0.90)
@@ -49,9 +51,6 @@ def is_calibrated(coverage: float) -> bool:
 
 #: Folds of the cross-fitting that calibrates a fit with too few validation rows (``RLMPredictor.fit``).
 CALIBRATION_FOLDS = 5
-#: Normal quantile of the upper end of the central :data:`CENTRAL_MASS`: a row's decoded spread is read as
-#: the standard deviation ``(q90 - q10) / (2 * Z_CENTRAL)``, which ignores a rare wild digit.
-Z_CENTRAL = float(norm.ppf(0.5 + CENTRAL_MASS / 2))
 
 
 @dataclass(frozen=True)
@@ -72,12 +71,12 @@ class Spread:
         """``samples`` (rows, samples) widened; each row's median is exactly the decoded one."""
         samples = np.asarray(samples, dtype=np.float64)
         median = np.median(samples, axis=1, keepdims=True)
-        rows, count = samples.shape
-        z = rng.permuted(np.tile(norm.ppf((np.arange(count) + 0.5) / count), (rows, 1)), axis=1)
+        z = stratified_normal(*samples.shape, rng)
         widened = median + self.scale * (samples - median) + self.floor * z
         widened -= np.median(widened, axis=1, keepdims=True) - median
         # the middle order statistics set to the median exactly: float rounding would otherwise break ties
         # between architectures the model predicts alike, and a ranking would move
+        count = samples.shape[1]
         middle = np.argsort(widened, axis=1)[:, [(count - 1) // 2, count // 2]]
         np.put_along_axis(widened, middle, median, axis=1)
         return widened
@@ -117,9 +116,10 @@ def fit_spread(samples: np.ndarray, truth: np.ndarray, mass: float = CENTRAL_MAS
         raise ValueError(f"a spread is fitted on at least two rows with a known truth, got {known.sum()}")
     samples, truth = samples[known], truth[known]
     tail = (1 - mass) / 2
+    z = float(norm.ppf(1 - tail))
     low, median, high = np.quantile(samples, [tail, 0.5, 1 - tail], axis=1)
     error = truth - median
-    own = (high - low) / (2 * Z_CENTRAL)  # each row's decoded standard deviation
+    own = (high - low) / (2 * z)  # each row's decoded standard deviation, blind to a rare wild digit
     typical = float(np.sqrt(np.mean(error**2))) or 1.0
     best, shape = np.inf, (1.0, 0.0)
     for share in np.linspace(0.0, 1.0, 21):  # the floor's share of a typical row's spread
@@ -132,7 +132,6 @@ def fit_spread(samples: np.ndarray, truth: np.ndarray, mass: float = CENTRAL_MAS
             if nll < best:
                 best, shape = nll, (scale, floor)
     scale, floor = shape
-    z = float(norm.ppf(1 - tail))
     needed = np.abs(error) / (z * np.sqrt(floor**2 + (scale * own) ** 2))  # the size each row asks for
     # the finite-sample rule of split conformal prediction: covers ``mass`` of new rows, not just these
     level = min(1.0, np.ceil((len(needed) + 1) * mass) / len(needed))

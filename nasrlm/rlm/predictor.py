@@ -22,12 +22,7 @@ from nasrlm.priors.feature_prior import PRIOR_KINDS
 from nasrlm.priors.prior import ScoresPrior
 from nasrlm.priors.transfer import ACCURACY_RANK, TAG_SEPARATOR, TRANSFER_LABEL, AccuracyTransfer
 from nasrlm.rlm._base import for_space
-from nasrlm.rlm._held_out import (  # noqa: F401  (CALIBRATION_SAMPLES: importable from here as before)
-    CALIBRATION_SAMPLES,
-    HeldOut,
-    cross_fitted_spreads,
-    typical_width,
-)
+from nasrlm.rlm._held_out import HeldOut, cross_fitted_spreads, typical_width
 from nasrlm.rlm._residuals import add_prior, fit_prior, prior_matrix, validated_weights
 from nasrlm.rlm.calibration import CALIBRATION_FOLDS, Spread
 from nasrlm.rlm.checkpoints import (  # noqa: F401  (PRIOR_FILE: importable from here as before)
