@@ -30,7 +30,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
 from scipy import stats
 from tqdm.auto import tqdm
 
@@ -40,7 +39,7 @@ from nasrlm.free_labels import ALL_FREE_OBJECTIVES, FREE_OBJECTIVES, cached_coun
 from nasrlm.priors.transfer import ACCURACY_RANK, TAG_SEPARATOR, AccuracyTransfer, is_accuracy
 from nasrlm.rlm.normalize import Normalizer
 from nasrlm.rlm.predictor import RLMPredictor
-from nasrlm.rlm.training import pad_batch
+from nasrlm.rlm.training import Stepper, pad_batch
 from search_spaces import available_spaces, get_space
 
 #: The file, inside a base model's directory, that says how it was pre-trained.
@@ -337,10 +336,9 @@ def pretrain(predictor: RLMPredictor, tasks: Sequence[Task], config: PretrainCon
                   for t in tasks]
     weights = np.array([_task_weight(t) for t in tasks])
     weights /= weights.sum()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate,
-                                  weight_decay=config.weight_decay)
+    stepper = Stepper(model, weight_decay=config.weight_decay, clip_norm=config.clip_norm)
     if output is not None and (output / OPTIMIZER_FILE).is_file() and state.step:
-        _load_optimizer(optimizer, output / OPTIMIZER_FILE)
+        stepper.load(output / OPTIMIZER_FILE)
     rng = np.random.default_rng(config.seed + state.step)
     torch.manual_seed(config.seed + state.step)
     budget = 60 * config.minutes
@@ -374,13 +372,9 @@ def pretrain(predictor: RLMPredictor, tasks: Sequence[Task], config: PretrainCon
             batch_targets = targets[k][rows][:, columns]
             share = progress(state.step, time.perf_counter() - started)
             warm = min(1.0, (state.step + 1) / config.warmup_steps)
-            for group in optimizer.param_groups:
-                group["lr"] = config.learning_rate * warm * 0.5 * (1 + math.cos(math.pi * share))
+            learning_rate = config.learning_rate * warm * 0.5 * (1 + math.cos(math.pi * share))
             loss = model(ids.to(device), mask.to(device), names, batch_targets.to(device))
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), config.clip_norm)
-            optimizer.step()
+            stepper.step(loss, learning_rate)
             state.step += 1
             running, count = running + loss.item(), count + 1
             state.seconds = time.perf_counter() - started
@@ -391,7 +385,7 @@ def pretrain(predictor: RLMPredictor, tasks: Sequence[Task], config: PretrainCon
             if output is not None and time.perf_counter() - last_save > 60 * config.checkpoint_minutes:
                 state.loss.append(running / count)
                 running, count = 0.0, 0
-                _checkpoint(predictor, optimizer, state, output)
+                _checkpoint(predictor, stepper, state, output)
                 last_save = time.perf_counter()
     except KeyboardInterrupt:  # ctrl-C: keep every step done so far, then stop as asked
         bar.close()
@@ -400,7 +394,7 @@ def pretrain(predictor: RLMPredictor, tasks: Sequence[Task], config: PretrainCon
         if count:
             state.loss.append(running / count)
         model.eval()
-        _checkpoint(predictor, optimizer, state, output)
+        _checkpoint(predictor, stepper, state, output)
         raise KeyboardInterrupt(f"interrupted at step {state.step:,}: saved in {output}") from None
     bar.close()
     if count:
@@ -408,7 +402,7 @@ def pretrain(predictor: RLMPredictor, tasks: Sequence[Task], config: PretrainCon
     state.finished = True
     model.eval()
     if output is not None:
-        _checkpoint(predictor, optimizer, state, output)
+        _checkpoint(predictor, stepper, state, output)
     return state
 
 
@@ -420,33 +414,7 @@ def _task_weight(task: Task) -> float:
     return float(np.sqrt(len(task.texts))) * (1.0 if labelled else 0.25)
 
 
-def _checkpoint(predictor: RLMPredictor, optimizer: torch.optim.Optimizer, state: PretrainState,
-                output: Path) -> None:
+def _checkpoint(predictor: RLMPredictor, stepper: Stepper, state: PretrainState, output: Path) -> None:
     predictor.save(output)
-    tensors, steps = {}, {}
-    for index, values in optimizer.state_dict()["state"].items():
-        for key, value in values.items():
-            if torch.is_tensor(value) and value.dim() > 0:
-                tensors[f"{index}.{key}"] = value.detach().cpu().contiguous()
-            else:
-                steps[f"{index}.{key}"] = str(float(value))
-    save_file(tensors, output / OPTIMIZER_FILE, metadata=steps)
+    stepper.save(output / OPTIMIZER_FILE)
     state.save(output)
-
-
-def _load_optimizer(optimizer: torch.optim.Optimizer, path: Path) -> None:
-    from safetensors import safe_open
-
-    tensors = load_file(path)
-    with safe_open(path, "pt") as f:
-        scalars = f.metadata() or {}
-    state: dict[int, dict] = {}
-    for key, value in tensors.items():
-        index, name = key.split(".", 1)
-        state.setdefault(int(index), {})[name] = value
-    for key, value in scalars.items():
-        index, name = key.split(".", 1)
-        state.setdefault(int(index), {})[name] = torch.tensor(float(value))
-    saved = optimizer.state_dict()
-    saved["state"] = state
-    optimizer.load_state_dict(saved)

@@ -2,7 +2,9 @@
 
 AdamW, linear warm-up then cosine decay, gradient clipping, a held-out validation split that picks
 the best epoch, and a time budget. Same data, config and seed → same weights (single process; torch
-CPU kernels are deterministic for these ops).
+CPU kernels are deterministic for these ops). The optimiser step itself (:class:`Stepper`) is the one
+pre-training takes too (:func:`nasrlm.rlm.pretraining.pretrain`), which draws its batches and sets its
+learning rate in its own way.
 """
 
 from __future__ import annotations
@@ -12,9 +14,12 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import torch
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
 from tqdm.auto import tqdm
 
 from nasrlm.rlm.model import RegressionLM
@@ -94,6 +99,57 @@ def validation_size(originals: int, fraction: float) -> int:
     return min(originals - 1, max(1, round(fraction * originals)))
 
 
+class Stepper:
+    """AdamW over the parameters of ``model`` that require a gradient, one step per batch: the learning rate
+    of the step, then zero the gradients, backpropagate, clip the gradient norm, step. What :func:`train`
+    and pre-training share; each sets the learning rate of every step itself."""
+
+    def __init__(self, model: torch.nn.Module, *, weight_decay: float, clip_norm: float) -> None:
+        self.model = model
+        self.clip_norm = clip_norm
+        self.optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad],
+                                           weight_decay=weight_decay)
+
+    def step(self, loss: torch.Tensor, learning_rate: float) -> None:
+        """One optimiser step on the gradient of ``loss`` (a batch's mean loss)."""
+        for group in self.optimizer.param_groups:
+            group["lr"] = learning_rate
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        # the norm of every gradient the model holds: a frozen parameter's too, where an earlier training
+        # left one (zero_grad clears only the gradients of the parameters optimised here)
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip_norm)
+        self.optimizer.step()
+
+    def save(self, path: Path) -> None:
+        """The optimiser's state as a safetensors file (no pickles): its tensors, and its scalars (each
+        parameter's step count) as metadata, keyed ``"{parameter index}.{name}"``."""
+        tensors, scalars = {}, {}
+        for index, values in self.optimizer.state_dict()["state"].items():
+            for key, value in values.items():
+                if torch.is_tensor(value) and value.dim() > 0:
+                    tensors[f"{index}.{key}"] = value.detach().cpu().contiguous()
+                else:
+                    scalars[f"{index}.{key}"] = str(float(value))
+        save_file(tensors, path, metadata=scalars)
+
+    def load(self, path: Path) -> None:
+        """The optimiser's state as :meth:`save` wrote it, for the same parameters in the same order."""
+        tensors = load_file(path)
+        with safe_open(path, "pt") as f:
+            scalars = f.metadata() or {}
+        state: dict[int, dict] = {}
+        for key, value in tensors.items():
+            index, name = key.split(".", 1)
+            state.setdefault(int(index), {})[name] = value
+        for key, value in scalars.items():
+            index, name = key.split(".", 1)
+            state.setdefault(int(index), {})[name] = torch.tensor(float(value))
+        saved = self.optimizer.state_dict()
+        saved["state"] = state
+        self.optimizer.load_state_dict(saved)
+
+
 class EncoderStates:
     """The encoder's states of rows of ``inputs``, each computed once (in eval mode: no dropout) and reused:
     what a fine-tune that leaves the encoder as it is feeds :meth:`RegressionLM.decoder_loss`."""
@@ -159,15 +215,12 @@ def train(model: RegressionLM, inputs: Sequence[Sequence[int]], targets: np.ndar
               if config.freeze_encoder and n.startswith(FROZEN_WITH_THE_ENCODER) and p.requires_grad]
     for p in frozen:
         p.requires_grad_(False)
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=config.learning_rate,
-                                  weight_decay=config.weight_decay)
+    stepper = Stepper(model, weight_decay=config.weight_decay, clip_norm=config.clip_norm)
 
     def schedule(step: int) -> float:  # linear warm-up, then cosine decay to zero
         if step < warmup:
             return (step + 1) / warmup
         return 0.5 * (1 + math.cos(math.pi * min(1.0, (step - warmup) / max(1, total_steps - warmup))))
-
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
 
     states = EncoderStates(model, inputs)  # with a frozen encoder: each row encoded once
 
@@ -184,13 +237,9 @@ def train(model: RegressionLM, inputs: Sequence[Sequence[int]], targets: np.ndar
     for epoch in bar:
         model.train()
         running = 0.0
-        for index in _batches(rng.permutation(train_idx), config.batch_size):
+        for k, index in enumerate(_batches(rng.permutation(train_idx), config.batch_size)):
             loss = loss_on(index)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), config.clip_norm)
-            optimizer.step()
-            scheduler.step()
+            stepper.step(loss, config.learning_rate * schedule(epoch * steps_per_epoch + k))
             running += loss.item() * len(index)
         report.train_loss.append(running / len(train_idx))
         if n_val == 0:  # nothing held out: the latest epoch is the one kept
