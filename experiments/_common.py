@@ -48,8 +48,8 @@ def smoke_base(folder: Path, texts: list[str], *, accuracy_rank: bool = False) -
     from nasrlm.rlm.tokenizers import OnnxTokenizer
 
     tags = [*ALL_FREE_OBJECTIVES, *([ACCURACY_RANK] if accuracy_rank else [])]
-    predictor = RLMPredictor.create(OnnxTokenizer.train(texts, seed=0), tags, d_model=16, num_heads=2,
-                                    d_ff=32, encoder_layers=1, decoder_layers=1)
+    predictor = RLMPredictor.from_scratch(tags, size="tiny", tokenizer=OnnxTokenizer.train(texts, seed=0),
+                                          d_model=16, d_ff=32)
     if accuracy_rank:
         predictor.normalizers[ACCURACY_RANK.name] = Normalizer.fit(np.linspace(0, 1, 11))
     return predictor.save(folder / "base")

@@ -19,14 +19,13 @@ import torch
 from nasrlm.data import Objective
 from nasrlm.rlm.normalize import Normalizer
 from nasrlm.rlm.predictor import RLMPredictor
-from nasrlm.rlm.presets import SIZES
 from nasrlm.rlm.tokenizers import OnnxTokenizer
 from search_spaces import NasBench201
 
-VARIANTS = {
-    "compact (the RLMSampler's)": SIZES["compact"],
-    "small (`nasrlm pretrain`'s default)": SIZES["small"],
-    "lean (`small`, 1 decoder layer, d_ff 256; `nasrlm train`'s default)": SIZES["lean"],
+VARIANTS = {  # the sizes of nasrlm.rlm.presets.SIZES compared
+    "compact (the RLMSampler's)": "compact",
+    "small (`nasrlm pretrain`'s default)": "small",
+    "lean (`small`, 1 decoder layer, d_ff 256; `nasrlm train`'s default)": "lean",
 }
 NAMES = ("acc", "pixel3", "eyeriss", "gold_6226", "1080ti_1")
 
@@ -46,8 +45,8 @@ def main() -> None:
     tokenizer = OnnxTokenizer.train_on_spaces(spaces, seed=0)
     objectives = [Objective(n, "", n, "random", False) for n in NAMES]
     print(f"| model | batch | archs/s ({samples} samples × {len(NAMES)} objectives) |\n|---|---|---|")
-    for name, options in VARIANTS.items():
-        predictor = RLMPredictor.create(tokenizer, objectives, **options)
+    for name, size in VARIANTS.items():
+        predictor = RLMPredictor.from_scratch(objectives, size=size, tokenizer=tokenizer)
         predictor.normalizers = {n: Normalizer.fit(np.arange(1.0, 100.0)) for n in NAMES}
         predictor.decode_order = NAMES
         for batch in batches:

@@ -207,9 +207,8 @@ def main() -> None:
         if {"rlm+pre", "rlm+prior"} & set(methods):
             pre_ids = space.sample_ids(args.pretrain, seed=1000 + seed)
             start = time.perf_counter()
-            predictor = RLMPredictor.create(tokenizer, [*FREE_OBJECTIVES, *table.objectives],
-                                            **SIZES[args.size])
-            torch.manual_seed(seed)
+            predictor = RLMPredictor.from_scratch(table.objectives, size=args.size, seed=seed,
+                                                  tokenizer=tokenizer)
             predictor.fit(texts(pre_ids), free_of(pre_ids), FREE,
                           TrainConfig(max_epochs=args.epochs, seed=seed, max_minutes=args.max_minutes,
                                       learning_rate=args.lr))
@@ -234,8 +233,8 @@ def main() -> None:
                 if method in ("rlm", "rlm+pre", "rlm+prior"):
                     torch.manual_seed(seed)
                     if method == "rlm":
-                        predictor = RLMPredictor.create(tokenizer, [*FREE_OBJECTIVES, *table.objectives],
-                                                        **SIZES[args.size])
+                        predictor = RLMPredictor.from_scratch(table.objectives, size=args.size, seed=seed,
+                                                              tokenizer=tokenizer)
                     else:  # the pre-training time counts towards this method's
                         predictor, start = RLMPredictor.load(pretrained), start - pretrain_s
                     given = None

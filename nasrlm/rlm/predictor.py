@@ -115,27 +115,27 @@ class RLMPredictor:
         self.spaces: tuple[str, ...] = ()
 
     @classmethod
-    def create(cls, tokenizer: OnnxTokenizer, objectives: Sequence[Objective],
-               **model_options) -> RLMPredictor:
-        """A fresh, randomly initialised predictor with a tag for each of ``objectives``."""
-        config = RLMConfig(text_vocab_size=tokenizer.vocab_size, text_pad_id=tokenizer.pad_id,
-                           objectives=tuple(o.name for o in objectives), **model_options)
-        return cls(tokenizer, RegressionLM(config), objectives)
-
-    @classmethod
-    def from_scratch(cls, objectives: Sequence[Objective], *, size: str = TRAIN_SIZE, seed: int = 0,
+    def from_scratch(cls, objectives: Sequence[Objective], *, size: str | None = TRAIN_SIZE, seed: int = 0,
                      tokenizer: OnnxTokenizer | None = None, **model_options) -> RLMPredictor:
-        """A fresh predictor for ``objectives``, with a tag for every free label decoded before them.
+        """A fresh, randomly initialised predictor for ``objectives``, with a tag for every free label
+        decoded before them: the one way a model is built from nothing (a pre-trained one comes from
+        :meth:`from_base` or :meth:`load`).
 
         The tokenizer is the default one learned on samples of every registered space (or the one
-        given); ``size`` names a preset of :data:`nasrlm.rlm.presets.SIZES`, ``model_options`` override it.
-        Initial weights depend only on ``seed``.
+        given); ``size`` names a preset of :data:`nasrlm.rlm.presets.SIZES` (``None``: none, so
+        :class:`~nasrlm.rlm.model.RLMConfig`'s own defaults), ``model_options`` override it. The tags are
+        the free labels ``objectives`` does not name, then ``objectives`` in their order. Initial weights
+        depend only on ``seed``.
         """
         tokenizer = tokenizer or OnnxTokenizer.train_on_spaces(seed=seed)
         names = {o.name for o in objectives}
         free = [o for o in FREE_OBJECTIVES if o.name not in names]  # a published params_m is the same tag
+        objectives = [*free, *objectives]
+        options = {**size_options(size), **model_options} if size is not None else model_options
+        config = RLMConfig(text_vocab_size=tokenizer.vocab_size, text_pad_id=tokenizer.pad_id,
+                           objectives=tuple(o.name for o in objectives), **options)
         torch.manual_seed(seed)
-        return cls.create(tokenizer, [*free, *objectives], **{**size_options(size), **model_options})
+        return cls(tokenizer, RegressionLM(config), objectives)
 
     @classmethod
     def from_base(cls, path: str | Path | None, objectives: Sequence[Objective], *, space: str

@@ -19,7 +19,6 @@ from typing import Any
 import numpy as np
 
 from nasrlm.data import Objective
-from nasrlm.free_labels import FREE_OBJECTIVES
 from nasrlm.priors.feature_prior import KINDS, FeaturePrior
 from nasrlm.priors.prior import residual_weight
 from nasrlm.search._arch_cache import FREE_NAMES, ArchCache
@@ -114,8 +113,6 @@ class RLMSurrogate:
         The pool is the population the proposals come from: the ``"line"`` prior takes its normal
         scores over it, and pre-training reads its architectures first (their texts are needed anyway).
         """
-        import torch
-
         from nasrlm.rlm.predictor import RLMPredictor
         from nasrlm.rlm.tokenizers import OnnxTokenizer
         from nasrlm.rlm.training import TrainConfig
@@ -129,9 +126,8 @@ class RLMSurrogate:
             return
         self.log(f"learning the ONNX tokenizer on {len(pool):,} architectures")
         tokenizer = OnnxTokenizer.train(self.cache.texts_of(pool), seed=self.seed)
-        torch.manual_seed(self.seed)  # the initial weights
-        self._predictor = RLMPredictor.create(tokenizer, [*FREE_OBJECTIVES, *self.objectives],
-                                              **self.model_options).to(self.device)
+        self._predictor = RLMPredictor.from_scratch(self.objectives, size=None, seed=self.seed,
+                                                    tokenizer=tokenizer, **self.model_options).to(self.device)
         s = self.settings
         if not s.pretrain_archs:
             return

@@ -158,8 +158,7 @@ def test_training_learns_is_deterministic_and_survives_a_checkpoint(corpus, tmp_
     config = TrainConfig(max_epochs=25, batch_size=16, learning_rate=3e-3, patience=25, progress=False)
 
     def fitted() -> RLMPredictor:
-        torch.manual_seed(0)
-        predictor = RLMPredictor.create(tokenizer, OBJECTIVES, **TINY)
+        predictor = RLMPredictor.from_scratch(OBJECTIVES, size=None, tokenizer=tokenizer, **TINY)
         partial = values.copy()
         partial[::3, 1] = np.nan  # missing labels still train
         report = predictor.fit(texts, partial, ("acc", "lat"), config)
@@ -184,8 +183,8 @@ def test_training_learns_is_deterministic_and_survives_a_checkpoint(corpus, tmp_
 
 def test_a_frozen_encoder_stays_as_it_was_while_the_decoder_learns(corpus) -> None:
     tokenizer, texts, values = corpus
-    torch.manual_seed(0)
-    predictor = RLMPredictor.create(tokenizer, OBJECTIVES, **{**TINY, "dropout": 0.1})
+    predictor = RLMPredictor.from_scratch(OBJECTIVES, size=None, tokenizer=tokenizer,
+                                          **{**TINY, "dropout": 0.1})
     before = {n: p.detach().clone() for n, p in predictor.model.named_parameters()}
     config = TrainConfig(max_epochs=8, batch_size=16, learning_rate=3e-3, validation_fraction=0.0,
                          freeze_encoder=True, progress=False)
@@ -199,8 +198,7 @@ def test_a_frozen_encoder_stays_as_it_was_while_the_decoder_learns(corpus) -> No
 
 def test_half_precision_weights_load_back_as_float32(corpus, tmp_path) -> None:
     tokenizer, texts, _ = corpus
-    torch.manual_seed(0)
-    predictor = RLMPredictor.create(tokenizer, OBJECTIVES, **TINY)
+    predictor = RLMPredictor.from_scratch(OBJECTIVES, size=None, tokenizer=tokenizer, **TINY)
     full, half = predictor.save(tmp_path / "full"), predictor.save(tmp_path / "half", half=True)
     size = {p: (p / "model.safetensors").stat().st_size for p in (full, half)}
     assert size[half] < 0.55 * size[full]
@@ -213,8 +211,7 @@ def test_half_precision_weights_load_back_as_float32(corpus, tmp_path) -> None:
 
 def test_a_save_is_never_half_written_and_keeps_other_files(corpus, tmp_path, monkeypatch) -> None:
     tokenizer, texts, _ = corpus
-    torch.manual_seed(0)
-    predictor = RLMPredictor.create(tokenizer, OBJECTIVES, **TINY)
+    predictor = RLMPredictor.from_scratch(OBJECTIVES, size=None, tokenizer=tokenizer, **TINY)
     path = predictor.save(tmp_path / "model")
     modes = {f.name: f.stat().st_mode & 0o777 for f in path.iterdir()}
     assert set(modes) == {"config.json", "model.safetensors", "tokenizer.model"}
@@ -264,8 +261,7 @@ def test_free_label_prior_ranks_by_the_free_label_before_any_learning_and_is_sav
     tokenizer, texts, values = corpus
     convs = np.sqrt(values[:, 1] - 1)  # the toy "free label": known for every architecture
     free = Objective("convs", "count", "conv ops in the cell", "test", True)
-    torch.manual_seed(0)
-    predictor = RLMPredictor.create(tokenizer, (free, *OBJECTIVES), **TINY)
+    predictor = RLMPredictor.from_scratch((free, *OBJECTIVES), size=None, tokenizer=tokenizer, **TINY)
     labelled = np.column_stack([convs, values[:, 1]])
     one_step = TrainConfig(max_epochs=1, batch_size=48, validation_fraction=0.0, progress=False)
     predictor.fit(texts, labelled, ("convs", "lat"), one_step, prior_from=("convs",))
@@ -315,8 +311,7 @@ def test_derived_rows_train_but_are_never_validated(corpus) -> None:
     partial[48:, 1] = np.nan  # equivalents carry accuracy only
     derived_from = np.concatenate([np.full(48, -1), copies])
     config = TrainConfig(max_epochs=2, batch_size=16, validation_fraction=0.25, progress=False)
-    torch.manual_seed(0)
-    predictor = RLMPredictor.create(tokenizer, OBJECTIVES, **TINY)
+    predictor = RLMPredictor.from_scratch(OBJECTIVES, size=None, tokenizer=tokenizer, **TINY)
     report = predictor.fit(texts + [texts[i] for i in copies], partial, ("acc", "lat"), config,
                            derived_from=derived_from)
     assert len(report.validation_rows) == 12 and max(report.validation_rows) < 48
@@ -333,8 +328,7 @@ def test_the_residual_is_weighed_on_the_validation_rows_and_saved(corpus, tmp_pa
     tokenizer, texts, values = corpus
     convs = np.sqrt(values[:, 1] - 1)
     free = Objective("convs", "count", "conv ops in the cell", "test", True)
-    torch.manual_seed(0)
-    predictor = RLMPredictor.create(tokenizer, (free, *OBJECTIVES), **TINY)
+    predictor = RLMPredictor.from_scratch((free, *OBJECTIVES), size=None, tokenizer=tokenizer, **TINY)
     labelled = np.column_stack([convs, values])
     config = TrainConfig(max_epochs=2, batch_size=16, validation_fraction=0.25, progress=False)
     report = predictor.fit(texts, labelled, ("convs", "acc", "lat"), config, prior_from=("convs",))
@@ -356,7 +350,7 @@ def test_free_label_prior_takes_its_normal_scores_over_the_reference_population(
     tokenizer, texts, values = corpus
     convs = np.sqrt(values[:, 1] - 1)
     free = Objective("convs", "count", "conv ops in the cell", "test", True)
-    predictor = RLMPredictor.create(tokenizer, (free, *OBJECTIVES), **TINY)
+    predictor = RLMPredictor.from_scratch((free, *OBJECTIVES), size=None, tokenizer=tokenizer, **TINY)
     labelled = np.column_stack([convs, values[:, 1]])
     one_step = TrainConfig(max_epochs=1, batch_size=48, validation_fraction=0.0, progress=False)
     population = np.arange(0.0, 10.0, 0.5)[:, None]  # e.g. a search's candidates, not its trials
@@ -372,8 +366,7 @@ def test_a_feature_prior_reads_inputs_the_decoder_never_sees_and_is_saved(corpus
     tokenizer, texts, values = corpus
     convs = np.sqrt(values[:, 1] - 1)
     noise = np.random.default_rng(0).random(len(texts))
-    torch.manual_seed(0)
-    predictor = RLMPredictor.create(tokenizer, OBJECTIVES, **TINY)
+    predictor = RLMPredictor.from_scratch(OBJECTIVES, size=None, tokenizer=tokenizer, **TINY)
     one_step = TrainConfig(max_epochs=1, batch_size=48, validation_fraction=0.0, progress=False)
     predictor.fit(texts, values[:, 1:], ("lat",), one_step, prior_inputs={"convs": convs, "noise": noise},
                   prior_kind="forest")
@@ -405,8 +398,7 @@ def test_a_fit_without_validation_rows_calibrates_its_spread_by_cross_fitting(co
                          progress=False)
 
     def fitted(folds: int) -> RLMPredictor:
-        torch.manual_seed(0)
-        predictor = RLMPredictor.create(tokenizer, OBJECTIVES, **TINY)
+        predictor = RLMPredictor.from_scratch(OBJECTIVES, size=None, tokenizer=tokenizer, **TINY)
         predictor.fit(texts, values, ("acc", "lat"), config, calibration_folds=folds)
         return predictor
 
@@ -435,8 +427,7 @@ def test_enough_validation_rows_calibrate_the_spread_without_cross_fitting(corpu
     tokenizer, texts, values = corpus
     convs = np.sqrt(values[:, 1] - 1)
     free = Objective("convs", "count", "conv ops in the cell", "test", True)
-    torch.manual_seed(0)
-    predictor = RLMPredictor.create(tokenizer, (free, *OBJECTIVES), **TINY)
+    predictor = RLMPredictor.from_scratch((free, *OBJECTIVES), size=None, tokenizer=tokenizer, **TINY)
     config = TrainConfig(max_epochs=2, batch_size=16, validation_fraction=0.25, progress=False)
     predictor.fit(texts, np.column_stack([convs, values]), ("convs", "acc", "lat"), config,
                   prior_from=("convs",))

@@ -704,7 +704,8 @@ def test_every_refit_starts_from_a_base_model(tmp_path) -> None:
     ids = SPACE.sample_ids(30, seed=1)
     tokenizer = OnnxTokenizer.train([SPACE.to_text(SPACE.parse(i)) for i in ids], vocab_size=1000)
     known = Objective("nb201:acc", "%", "toy accuracy", "test", True)
-    base = RLMPredictor.create(tokenizer, [*ALL_FREE_OBJECTIVES[:2], known], **TINY)
+    base = RLMPredictor.from_scratch([*ALL_FREE_OBJECTIVES[:2], known], size=None, tokenizer=tokenizer,
+                                     **TINY)
     base.save(tmp_path / "base")
     with pytest.raises(ValueError, match="not both"):
         RLMSampler(SPACE, base=str(tmp_path / "base"), model=TINY)
