@@ -1,10 +1,12 @@
-"""The layout of the model stack: the language model is built inside ``nasrlm/rlm/`` only, every module of
-``nasrlm/`` imports (no module names a path that moved away), the old module paths are gone, and the
-model stack imports nothing of the search, the command line or Optuna."""
+"""The layout of the model stack: the language model is built inside ``nasrlm/rlm/`` only, a predictor from
+nothing through ``RLMPredictor.from_scratch`` only, every module of ``nasrlm/`` imports (no module names a
+path that moved away), the old module paths are gone, and the model stack imports nothing of the search,
+the command line or Optuna."""
 
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 import textwrap
@@ -24,6 +26,24 @@ def test_only_nasrlm_rlm_builds_the_language_model() -> None:
              if NASRLM / "rlm" not in path.parents
              for k, line in enumerate(path.read_text().splitlines(), 1) if "RegressionLM(" in line]
     assert not found, f"RegressionLM( outside nasrlm/rlm/: {', '.join(found)} (use RLMPredictor)"
+
+
+def test_a_predictor_is_built_from_nothing_through_from_scratch_only() -> None:
+    # one way to a fresh model (the free-label tags, the size presets, the seed of the initial weights): no
+    # builder beside it, and no call of one outside nasrlm/rlm/ in the code, the benchmarks, the tests
+    # (this file names the pattern) or the documentation
+    from nasrlm.rlm.predictor import RLMPredictor
+
+    assert not [name for name in vars(RLMPredictor) if name.lstrip("_") == "create"]
+    builder = re.compile(r"RLMPredictor\s*\.\s*_?create\b|\bRLMPredictor\(")
+    files = [REPO / "README.md", REPO / "DEVELOPERS.md",
+             *(path for folder in ("nasrlm", "experiments", "tests", "docs", "examples")
+               for path in sorted((REPO / folder).rglob("*")) if path.suffix in (".py", ".md"))]
+    found = [f"{path.relative_to(REPO)}:{k}" for path in files
+             if NASRLM / "rlm" not in path.parents and path != Path(__file__).resolve()
+             for k, line in enumerate(path.read_text().splitlines(), 1) if builder.search(line)]
+    assert not found, (f"a predictor built outside nasrlm/rlm/: {', '.join(found)} "
+                       "(use RLMPredictor.from_scratch, from_base or load)")
 
 
 def test_every_module_of_nasrlm_imports() -> None:
