@@ -93,6 +93,10 @@ def cross_fitted_spreads(predictor: RLMPredictor, texts: Sequence[str], values: 
     widths: list[np.ndarray] = []
     try:
         for k in range(folds):
+            # each fold from the weights and normalisers the model had: the last fold's weights have
+            # learned this fold's rows
+            predictor.model.load_state_dict(weights)
+            predictor.normalizers = dict(normalizers)
             kept = np.flatnonzero(fold != k)
             position = np.full(len(texts), -1, dtype=np.int64)
             position[kept] = np.arange(len(kept))

@@ -107,6 +107,7 @@ class Stepper:
     def __init__(self, model: torch.nn.Module, *, weight_decay: float, clip_norm: float) -> None:
         self.model = model
         self.clip_norm = clip_norm
+        model.zero_grad(set_to_none=True)  # an earlier training's gradients, a frozen parameter's too
         self.optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad],
                                            weight_decay=weight_decay)
 
@@ -116,9 +117,7 @@ class Stepper:
             group["lr"] = learning_rate
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        # the norm of every gradient the model holds: a frozen parameter's too, where an earlier training
-        # left one (zero_grad clears only the gradients of the parameters optimised here)
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip_norm)
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip_norm)  # frozen ones hold none
         self.optimizer.step()
 
     def save(self, path: Path) -> None:

@@ -15,7 +15,7 @@ from nasrlm.rlm.model import RegressionLM, RLMConfig
 from nasrlm.rlm.normalize import HIGH, LOW, Normalizer
 from nasrlm.rlm.predictor import RLMPredictor
 from nasrlm.rlm.tokenizers import DigitTokenizer, OnnxTokenizer
-from nasrlm.rlm.training import TrainConfig, pad_batch
+from nasrlm.rlm.training import Stepper, TrainConfig, pad_batch
 from search_spaces import NasBench201
 
 TINY = {"d_model": 32, "num_heads": 2, "d_ff": 64, "encoder_layers": 1, "decoder_layers": 1,
@@ -417,6 +417,24 @@ def test_a_fit_without_validation_rows_calibrates_its_spread_by_cross_fitting(co
     np.testing.assert_array_equal(loaded.sample(texts[:8], num_samples=16, seed=1), widened)
 
 
+def test_every_cross_fit_starts_from_the_weights_the_model_had(corpus, monkeypatch) -> None:
+    tokenizer, texts, values = corpus
+    config = TrainConfig(max_epochs=2, batch_size=16, learning_rate=3e-3, validation_fraction=0.0,
+                         progress=False)
+    predictor = RLMPredictor.from_scratch(OBJECTIVES, size=None, tokenizer=tokenizer, **TINY)
+    start = {k: v.clone() for k, v in predictor.model.state_dict().items()}
+    fit, seen = RLMPredictor.fit, []
+
+    def recording(self, *args, **kwargs):
+        if kwargs.get("calibration_folds") == 0:  # a cross-fit: the weights it starts from
+            seen.append(all(torch.equal(v, start[k]) for k, v in self.model.state_dict().items()))
+        return fit(self, *args, **kwargs)
+
+    monkeypatch.setattr(RLMPredictor, "fit", recording)
+    predictor.fit(texts, values, ("acc", "lat"), config, calibration_folds=3)
+    assert seen == [True, True, True]  # not the last fold's, which learned this fold's rows
+
+
 def test_enough_validation_rows_calibrate_the_spread_without_cross_fitting(corpus, monkeypatch) -> None:
     monkeypatch.setattr(nasrlm.rlm.predictor, "MIN_VALIDATION_ROWS", 12)  # the corpus is small
 
@@ -432,3 +450,17 @@ def test_enough_validation_rows_calibrate_the_spread_without_cross_fitting(corpu
     predictor.fit(texts, np.column_stack([convs, values]), ("convs", "acc", "lat"), config,
                   prior_from=("convs",))
     assert set(predictor.spreads) == {"acc", "lat"}  # what it decodes, not the labels it is given
+
+
+def test_a_stepper_clips_the_gradients_of_its_own_training_only() -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Linear(3, 1))
+    for p in model.parameters():  # an earlier training's gradients, then the first layer frozen
+        p.grad = torch.full_like(p, 100.0)
+    model[0].requires_grad_(False)
+    stepper = Stepper(model, weight_decay=0.0, clip_norm=1.0)
+    before = model[1].weight.detach().clone()
+    loss = model(torch.ones(4, 3)).pow(2).mean()
+    stepper.step(loss, learning_rate=0.0)  # no move: the clipped gradient is left to read
+    assert model[0].weight.grad is None and torch.equal(model[1].weight, before)
+    total = torch.sqrt(sum(p.grad.pow(2).sum() for p in model[1].parameters()))
+    assert total <= 1.0 + 1e-6
