@@ -31,7 +31,8 @@ OWN_TAG_SUFFIX = "#objective"
 
 @dataclass(frozen=True)
 class FitSettings:
-    """How the surrogate learns: pre-training once, then a short refit per proposal round."""
+    """How the surrogate learns: pre-training once, then a short refit per proposal round (a bad value
+    raises ``ValueError`` naming the field)."""
 
     #: optimiser steps per refit
     fit_steps: int = 150
@@ -49,6 +50,21 @@ class FitSettings:
     #: share of the decoder's range kept at each end for objective values beyond those observed, or no
     #: candidate could ever be predicted to extend the front
     headroom: float = 0.1
+
+    def __post_init__(self) -> None:
+        for name in ("fit_steps", "batch_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        for name in ("learning_rate", "pretrain_learning_rate"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        for name in ("pretrain_archs", "pretrain_epochs"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be 0 or more, got {getattr(self, name)}")
+        if not 0 <= self.warmup_fraction <= 1:
+            raise ValueError(f"warmup_fraction must be in [0, 1], got {self.warmup_fraction}")
+        if not 0 <= self.headroom < 0.5:
+            raise ValueError(f"headroom must be in [0, 0.5), got {self.headroom}")
 
 
 def scaled_by_trees(errors: np.ndarray, disagreement: np.ndarray) -> np.ndarray:
