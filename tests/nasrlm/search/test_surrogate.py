@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nasrlm.search import FitSettings
+from nasrlm.search import DEFAULT_MODEL, FitSettings
 
 
 @pytest.mark.parametrize(("fields", "says"), [
@@ -16,8 +16,16 @@ from nasrlm.search import FitSettings
     ({"pretrain_epochs": -1}, "pretrain_epochs must be 0 or more"),
     ({"warmup_fraction": 1.5}, "warmup_fraction must be in"),
     ({"headroom": 0.5}, "headroom must be in"),
+    ({"model": None}, "model must be a mapping"),
 ])
 def test_a_bad_value_is_refused_naming_the_field(fields, says) -> None:
     with pytest.raises(ValueError, match=says):
         FitSettings(**fields)
 
+
+def test_the_model_is_the_compact_size_by_default_and_a_copy_of_what_is_given() -> None:
+    assert FitSettings().model == DEFAULT_MODEL and FitSettings().model is not DEFAULT_MODEL
+    given = {"d_model": 32}
+    settings = FitSettings(model=given)
+    given["d_model"] = 16
+    assert settings.model == {"d_model": 32}
