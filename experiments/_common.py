@@ -10,7 +10,8 @@ import numpy as np
 from nasrlm.free_labels import texts_and_free_labels
 from search_spaces import SearchSpace
 
-#: ``--smoke``'s RLMSampler keywords: a model and candidate pool small enough to refit in a second.
+#: ``--smoke``'s RLMSampler options by name (``sampler_keywords``): a model and candidate pool small enough
+#: to refit in a second.
 SMOKE_RLM = {"n_startup_trials": 4, "proposals_per_fit": 4, "num_candidates": 60, "fresh_candidates": 10,
              "num_samples": 4, "pretrain_archs": 0, "fit_steps": 5,
              "model": {"d_model": 16, "num_heads": 2, "d_ff": 32, "encoder_layers": 1, "decoder_layers": 1,

@@ -35,6 +35,7 @@ from nasrlm.search import (
     reference_point,
     restricted_to_table,
     run_search,
+    sampler_keywords,
     score,
 )
 from search_spaces import get_space
@@ -89,7 +90,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cpu", help="where the model trains and decodes: cpu or cuda")
     parser.add_argument("--threads", type=int, default=1, help="torch's CPU threads")
-    parser.add_argument("--rlm-options", default="{}", help="RLMSampler keywords as JSON")
+    parser.add_argument("--rlm-options", default="{}", help="RLMSampler options by name as JSON")
     parser.add_argument("--out", help="also write the row as JSON here")
     parser.add_argument("--smoke", action="store_true", help="12 evaluations of a tiny model")
     args = parser.parse_args()
@@ -105,7 +106,7 @@ def main() -> None:
     evaluator = ArchEvaluator.for_names(space, args.objectives.split(","), data_dir=args.data_dir)
     space, evaluator = restricted_to_table(space, evaluator)
     truth = Truth(*evaluator.truth())
-    sampler = RLMSampler(space, seed=args.seed, device=args.device, **options)
+    sampler = RLMSampler(space, seed=args.seed, device=args.device, **sampler_keywords(options))
     clock = PhaseClock()
     instrument(sampler, clock)
     start = time.perf_counter()

@@ -27,7 +27,15 @@ import torch
 from _common import SMOKE_RLM
 from scipy.stats import kendalltau
 
-from nasrlm.search import ArchEvaluator, RLMSampler, Truth, reference_point, run_search, score
+from nasrlm.search import (
+    ArchEvaluator,
+    RLMSampler,
+    Truth,
+    reference_point,
+    run_search,
+    sampler_keywords,
+    score,
+)
 from search_spaces import get_space
 
 
@@ -40,7 +48,7 @@ def main() -> None:
     p.add_argument("--held-out", type=int, default=500)
     p.add_argument("--samples", type=int, default=16)
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--options", default="{}", help='RLMSampler keyword arguments as JSON: {"fit_steps": 50}')
+    p.add_argument("--options", default="{}", help='RLMSampler options by name as JSON: {"fit_steps": 50}')
     p.add_argument("--smoke", action="store_true",
                    help="12 evaluations, 50 held-out cells, a tiny RLMSampler: checks the script runs")
     a = p.parse_args()
@@ -55,7 +63,7 @@ def main() -> None:
     truth = Truth(*evaluator.truth())
     rows = np.random.default_rng(10_000 + a.seed).choice(len(truth.ids), a.held_out, replace=False)
     held_ids, held_truth = [truth.ids[i] for i in rows], truth.values[rows]
-    sampler = RLMSampler(space, seed=a.seed, **json.loads(a.options))
+    sampler = RLMSampler(space, seed=a.seed, **sampler_keywords(json.loads(a.options)))
     free_tau = None
     rounds = []
 

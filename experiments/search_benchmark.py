@@ -54,7 +54,7 @@ def main() -> None:
     parser.add_argument("--plot", help="draw the curves here, e.g. experiments/search_hv.png (default: "
                         "no plot, so that a run never overwrites the committed one)")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--rlm-options", default="{}", help='RLMSampler keywords as JSON: {"temperature": 2}')
+    parser.add_argument("--rlm-options", default="{}", help='RLMSampler options as JSON: {"temperature": 2}')
     parser.add_argument("--save-curves", help="write every HV-ratio curve (per sampler and seed) here")
     parser.add_argument("--load-curves", nargs="*", default=[],
                         help="JSON files of --save-curves (same objectives) whose curves join the plot")

@@ -123,7 +123,7 @@ def main() -> None:
     parser.add_argument("--data-dir", required=True)
     parser.add_argument("--objectives", default="acc,pixel3")
     parser.add_argument("--sampler", default="rlm")
-    parser.add_argument("--rlm-options", default="{}", help='RLMSampler keywords (JSON)')
+    parser.add_argument("--rlm-options", default="{}", help='RLMSampler options by name (JSON)')
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--seeds", default="0")
     parser.add_argument("--budget", type=int, default=100)

@@ -1,5 +1,6 @@
-"""``nasrlm search --rlm-option``: ``KEY=VALUE`` pairs, re-checked against :class:`RLMSampler`'s and
-:class:`~nasrlm.rlm.model.RLMConfig`'s type hints before any work starts."""
+"""``nasrlm search --rlm-option``: ``KEY=VALUE`` pairs, re-checked against the type hints of
+:class:`RLMSampler`'s flat options (:func:`~nasrlm.search.sampler_keywords`) and of
+:class:`~nasrlm.rlm.model.RLMConfig` before any work starts."""
 
 from __future__ import annotations
 
@@ -27,18 +28,15 @@ def _rlm_options(pairs: Sequence[str]) -> dict[str, Any]:
 
 
 def _check_rlm_options(options: dict[str, Any], space: search_spaces.SearchSpace) -> None:
-    """``--rlm-option`` values checked against :class:`RLMSampler`'s signature before any work: a name
+    """``--rlm-option`` values checked against :class:`RLMSampler`'s flat options before any work: a name
     it lacks, a value of the wrong type (``num_candidates=abc``), a model setting ``RLMConfig`` lacks
     (which would otherwise fail at the first model fit), a bad base or device."""
-    import typing
+    from nasrlm.search._options import OPTIONS, option_hints
 
-    from nasrlm.search import RLMSampler
-    from nasrlm.search._job import RLM_OPTIONS
-
-    hints = typing.get_type_hints(RLMSampler.__init__)
+    hints = option_hints()
     for key, value in options.items():
-        if key not in RLM_OPTIONS:
-            raise CliError(f"--rlm-option: unknown rlm option {key!r}; choose from {', '.join(RLM_OPTIONS)}")
+        if key not in OPTIONS:
+            raise CliError(f"--rlm-option: unknown rlm option {key!r}; choose from {', '.join(OPTIONS)}")
         if not _fits(value, hints[key]):
             raise CliError(f"--rlm-option {key}={json.dumps(value)}: expected {_kind(hints[key])}")
     if options.get("model") is not None:
@@ -111,11 +109,11 @@ def _kind(hint: Any) -> str:
 
 
 def _check_sampler(name: str, space: search_spaces.SearchSpace, seed: int, options: dict[str, Any]) -> None:
-    """Build the sampler once, as the search will: what its constructor refuses (``temperature=0``,
-    ``model`` with ``base``) is refused before any file is written."""
+    """Build the sampler once, as the search will: what it or its settings objects refuse
+    (``temperature=0``, ``model`` with ``base``) is refused before any file is written."""
     from nasrlm.search import make_sampler
 
     try:
         make_sampler(name, space, seed, options=options)
-    except ValueError as error:  # RLMSampler checks its settings with ValueError
+    except ValueError as error:  # RLMSampler and its settings objects check with ValueError
         raise CliError(f"--rlm-option: {error}") from None

@@ -4,6 +4,8 @@
 ``write_report`` are what ``nasrlm search`` and ``nasrlm demo`` are made of. The sampler's parts are
 public for experiments that take it apart: its surrogate (``RLMSurrogate``), its candidates
 (``candidate_params``), its pick (``greedy_ehvi``) and what it caches of each architecture (``ArchCache``).
+Its recipe is three settings objects (``ProposalSettings``, ``FitSettings``, ``CandidateSettings``);
+``sampler_keywords`` makes them from flat options by name, as ``--rlm-option KEY=VALUE`` gives them.
 """
 
 from nasrlm.measure import is_profile
@@ -13,6 +15,8 @@ from nasrlm.search._candidates import CandidateSettings, candidate_params, draw_
 from nasrlm.search._evaluate import ArchEvaluator, MissingValueError
 from nasrlm.search._job import SAMPLERS, JobOutput, make_sampler, restricted_to_table, search_job, summary
 from nasrlm.search._liveness import WorkerSettings
+from nasrlm.search._options import sampler_keywords
+from nasrlm.search._proposals import ProposalSettings
 from nasrlm.search._report import (
     PredictedFront,
     Scores,
@@ -31,12 +35,11 @@ from nasrlm.search._run import (
     run_search,
 )
 from nasrlm.search._sampler import (
-    DEFAULT_MODEL,
     PREDICTED_USER_ATTR,
     RLMSampler,
     SpaceMismatchError,
 )
-from nasrlm.search._surrogate import FitSettings, PriorSurrogate, RLMSurrogate
+from nasrlm.search._surrogate import DEFAULT_MODEL, FitSettings, PriorSurrogate, RLMSurrogate
 from nasrlm.search._training import TRAINED, NetworkTrainer, Training
 
 __all__ = [
@@ -60,6 +63,7 @@ __all__ = [
     "CandidateSettings",
     "FitSettings",
     "PriorSurrogate",
+    "ProposalSettings",
     "RLMSurrogate",
     "candidate_params",
     "draw_params",
@@ -76,6 +80,7 @@ __all__ = [
     "predicted_front",
     "reference_point",
     "run_search",
+    "sampler_keywords",
     "score",
     "write_report",
 ]

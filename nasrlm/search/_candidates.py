@@ -20,7 +20,8 @@ Params = dict[str, Any]
 
 @dataclass(frozen=True)
 class CandidateSettings:
-    """How many candidates each proposal round scores, and of which kind."""
+    """How many candidates each proposal round scores, and of which kind (a bad number raises
+    ``ValueError`` naming the field)."""
 
     #: random draws made once and scored every round (the pool); when the parameter grid is at most
     #: this large, every point of the grid is scored instead
@@ -31,6 +32,13 @@ class CandidateSettings:
     mutate_every_value_up_to: int = 16
     #: ... a parameter with more (or a continuous one) to this many random draws
     random_mutations: int = 4
+
+    def __post_init__(self) -> None:
+        if self.num_candidates < 1:
+            raise ValueError(f"num_candidates must be positive, got {self.num_candidates}")
+        for name in ("fresh_candidates", "mutate_every_value_up_to", "random_mutations"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be 0 or more, got {getattr(self, name)}")
 
 
 def candidate_params(search_space: dict[str, BaseDistribution], settings: CandidateSettings, *,

@@ -6,7 +6,6 @@ baselines on the same evaluator, asks the RLM for its predicted front, and write
 
 from __future__ import annotations
 
-import inspect
 import multiprocessing
 import os
 import shutil
@@ -21,6 +20,7 @@ from tqdm.auto import tqdm
 
 from nasrlm.measure import LatencyStore, is_profile
 from nasrlm.search._evaluate import ArchEvaluator
+from nasrlm.search._options import sampler_keywords
 from nasrlm.search._report import PredictedFront, Truth, predicted_front, reference_point, score, write_report
 from nasrlm.search._run import SearchResult, SearchStopped, run_search
 from nasrlm.search._sampler import RLMSampler
@@ -42,24 +42,17 @@ SAMPLERS: dict[str, SamplerFactory] = {
 }
 
 
-#: RLMSampler settings a user may change by name (``nasrlm search --rlm-option KEY=VALUE``).
-RLM_OPTIONS = tuple(n for n in inspect.signature(RLMSampler).parameters
-                    if n not in ("space", "seed", "progress", "independent_sampler", "fit", "candidates"))
-
-
 def make_sampler(name: str, space: SearchSpace, seed: int, *, progress: bool = False,
                  options: dict[str, Any] | None = None) -> optuna.samplers.BaseSampler:
-    """The sampler ``name``; ``options`` are keyword arguments of :class:`RLMSampler` (``rlm`` only)."""
+    """The sampler ``name``; ``options`` are :class:`RLMSampler`'s flat options by name (``rlm`` only; see
+    :func:`~nasrlm.search.sampler_keywords`)."""
     if name not in SAMPLERS:
         raise ValueError(f"unknown sampler {name!r}; choose from {', '.join(SAMPLERS)}")
     if not options:
         return SAMPLERS[name](space, seed, progress)
     if name != "rlm":
         raise ValueError(f"sampler options apply to the rlm sampler, not {name!r}")
-    unknown = sorted(set(options) - set(RLM_OPTIONS))
-    if unknown:
-        raise ValueError(f"unknown rlm option {unknown[0]!r}; choose from {', '.join(RLM_OPTIONS)}")
-    return RLMSampler(space, seed=seed, progress=progress, **options)
+    return RLMSampler(space, seed=seed, progress=progress, **sampler_keywords(options))
 
 
 @dataclass
@@ -85,7 +78,7 @@ def search_job(space: SearchSpace, objectives: Sequence[str], *, budget: int, ou
     by training each network as ``training`` says; the best network so far is kept in
     ``<out_dir>/best_network/`` (the main worker's; every worker trains with the same recipe and seed, so
     ``nasrlm fit`` rebuilds any of the front). ``sampler_options``
-    are keyword arguments of :class:`RLMSampler` for the main sampler (see :func:`make_sampler`).
+    are flat options of :class:`RLMSampler` for the main sampler (see :func:`make_sampler`).
 
     ``workers`` > 1 starts that many processes in all on one study (worker ``k`` seeded ``seed + k``,
     each with ``threads`` torch threads, default the cores shared out among them), in ``storage`` or

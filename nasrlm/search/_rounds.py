@@ -5,7 +5,8 @@ One round refits the surrogate on the completed trials (:meth:`ProposalRounds._f
 the candidates, and picks those with the largest expected hypervolume improvement
 (:meth:`ProposalRounds._propose`); the sampler decides when a round runs and hands its proposals out
 (:mod:`~nasrlm.search._coordination`). The settings it reads are the sampler's public attributes, set
-by ``RLMSampler.__init__`` (declared below), so a setting changed on a sampler applies to its next round.
+by ``RLMSampler.__init__`` (declared below): settings objects replaced on a sampler
+(``dataclasses.replace``) apply from its next round.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from nasrlm.search._acquisition import greedy_ehvi
 from nasrlm.search._arch_cache import ArchCache, SpaceMismatchError
 from nasrlm.search._candidates import CandidateSettings, candidate_params
 from nasrlm.search._coordination import Proposal
+from nasrlm.search._proposals import ProposalSettings
 from nasrlm.search._space_params import SpaceParams
 from nasrlm.search._study import PREDICTED_USER_ATTR, front_params, objectives
 from nasrlm.search._surrogate import FitSettings, PriorSurrogate, RLMSurrogate
@@ -38,17 +40,9 @@ class ProposalRounds:
 
     # set by RLMSampler.__init__
     n_startup_trials: int
-    num_samples: int
-    temperature: float
-    spread: str
-    prior: str | None
-    surrogate: str
-    prior_alone_after: int | None
-    refine: tuple[tuple[int, int | None], ...]
-    weigh_residual: bool
+    proposal_settings: ProposalSettings
     fit_settings: FitSettings
     candidate_settings: CandidateSettings
-    model_options: dict[str, Any]
     base: str | None
     device: str
     progress: bool
@@ -80,19 +74,18 @@ class ProposalRounds:
             self.log(f"first model fit, on {len(rows)} evaluations: describing {len(self._pool_params):,} "
                      f"candidates and preparing the model (the slowest fit)")
         # decided before a model is made: a study resumed past prior_alone_after trains none
-        prior_alone = self.surrogate == "prior" or (
-            self.prior_alone_after is not None and len(rows) >= self.prior_alone_after
-            and self.prior not in (None, "line"))
+        p = self.proposal_settings
+        prior_alone = p.surrogate == "prior" or (
+            p.prior_alone_after is not None and len(rows) >= p.prior_alone_after
+            and p.prior not in (None, "line"))
         if prior_alone and not isinstance(self._surrogate, PriorSurrogate):
             if self._surrogate is not None:
                 self.log(f"from {len(rows)} evaluations on, the prior alone predicts (prior_alone_after)")
-            self._surrogate = PriorSurrogate(self.cache, objectives(study), prior=self.prior,
-                                             seed=self._seed)
+            self._surrogate = PriorSurrogate(self.cache, objectives(study), prior=p.prior, seed=self._seed)
         elif self._surrogate is None:
             self._surrogate = RLMSurrogate(
-                self.cache, objectives(study), prior=self.prior, settings=self.fit_settings,
-                model_options=self.model_options, base=self.base, device=self.device, seed=self._seed,
-                progress=self.progress, log=self.log)
+                self.cache, objectives(study), prior=p.prior, settings=self.fit_settings, base=self.base,
+                device=self.device, seed=self._seed, progress=self.progress, log=self.log)
             self._surrogate.start(self.candidate_pool)
         self._surrogate.fit(list(rows), np.array(list(rows.values()), dtype=np.float64))
         self._fits += 1
@@ -104,11 +97,12 @@ class ProposalRounds:
                  pending: Sequence[str], count: int) -> list[Proposal]:
         """The next ``count`` proposals, each with the model's unweighted median prediction (``None``:
         not needed)."""
+        p = self.proposal_settings
         maximize = [d == StudyDirection.MAXIMIZE for d in study.directions]
         observed = np.array([t.values for t in complete], dtype=np.float64)
         front = front_params(study, complete)
         refine = any(start <= len(complete) and (stop is None or len(complete) < stop)
-                     for start, stop in self.refine)
+                     for start, stop in p.refine)
         candidates = self._candidates(search_space, front, evaluated | set(pending), refine=refine)
         if refine and not candidates:  # every mutant of the front is taken: look further
             candidates = self._candidates(search_space, front, evaluated | set(pending))
@@ -117,7 +111,7 @@ class ProposalRounds:
         ids = list(candidates)
         weights = self.last_residual_weights = self.residual_weights(complete)
         seed = self._round_seed
-        self.log(f"scoring {len(ids):,} candidates ({self.num_samples} decoded samples each)")
+        self.log(f"scoring {len(ids):,} candidates ({p.num_samples} decoded samples each)")
         samples = self.predict_samples(ids, seed=seed, residual_weight=weights)
         # measured from a typical architecture of the space, the median of the random start-up trials
         # (the convention hypervolume is reported with): a nadir would chase the front's far ends, and
@@ -129,7 +123,7 @@ class ProposalRounds:
         picked = greedy_ehvi(samples, observed, reference, maximize, count, self._rng)
         chosen = [candidates[ids[k]] for k in picked]
         predictor = self._surrogate.predictor
-        if not (self.weigh_residual and predictor is not None and predictor.prior is not None):
+        if not (p.weigh_residual and predictor is not None and predictor.prior is not None):
             return [(params, None) for params in chosen]
         raw = np.median(self.predict_samples([ids[k] for k in picked], seed=seed), axis=1)  # unweighted
         return [(params, [float(v) for v in row]) for params, row in zip(chosen, raw, strict=True)]
@@ -199,7 +193,7 @@ class ProposalRounds:
         predictions, so the slope also corrects that winner's curse. Until
         :data:`MIN_CHECKED_PROPOSALS` are in, 1.
         """
-        if not self.weigh_residual or self._surrogate is None or self._surrogate.predictor is None:
+        if not self.proposal_settings.weigh_residual or self.predictor is None:
             return None  # nothing fitted yet, or no model (the prior alone): no residual to weigh
         names = [o.name for o in self._surrogate.objectives]
         rows: dict[str, tuple[Sequence[float], Sequence[float]]] = {}
@@ -220,12 +214,7 @@ class ProposalRounds:
         """
         if self._surrogate is None:
             raise RuntimeError("the sampler has not trained a model yet")
-        return self._surrogate.sample(arch_ids, num_samples=num_samples or self.num_samples, seed=seed,
-                                      temperature=self.temperature, residual_weight=residual_weight,
-                                      spread=self.spread_for(len(self._surrogate.objectives)))
-
-    def spread_for(self, num_objectives: int) -> str:
-        """The spread the samples get in a study of ``num_objectives`` (``spread="auto"`` decided)."""
-        if self.spread != "auto":
-            return self.spread
-        return "trees" if num_objectives >= 3 else "prior"
+        p = self.proposal_settings
+        return self._surrogate.sample(arch_ids, num_samples=num_samples or p.num_samples, seed=seed,
+                                      temperature=p.temperature, residual_weight=residual_weight,
+                                      spread=p.spread_for(len(self._surrogate.objectives)))

@@ -35,105 +35,52 @@ from optuna.trial import FrozenTrial
 
 from nasrlm.free_labels import DEFAULT_CACHE
 from nasrlm.label_cache import LabelCache
-from nasrlm.rlm.presets import SIZES
 from nasrlm.search._arch_cache import ArchCache, SpaceMismatchError
 from nasrlm.search._candidates import CandidateSettings
 from nasrlm.search._coordination import Workers, is_enqueued
-from nasrlm.search._options import SURROGATES, checked_settings, overridden, refine_ranges
+from nasrlm.search._proposals import ProposalSettings
 from nasrlm.search._rounds import MIN_CHECKED_PROPOSALS, ProposalRounds
 from nasrlm.search._space_params import SpaceParams
 from nasrlm.search._study import PREDICTED_USER_ATTR, completed, front_params
-from nasrlm.search._surrogate import FitSettings, PriorSurrogate, RLMSurrogate
+from nasrlm.search._surrogate import DEFAULT_MODEL, FitSettings, PriorSurrogate, RLMSurrogate
 from search_spaces import SearchSpace
 
 _logger = logging.getLogger("nasrlm.search")
 
-__all__ = ["DEFAULT_MODEL", "MIN_CHECKED_PROPOSALS", "PREDICTED_USER_ATTR", "SURROGATES", "RLMSampler",
-           "SpaceMismatchError"]
-
-#: Network for the sampler's model: small enough to refit in seconds on two cores (the ``compact`` size;
-#: why no dropout: experiments/README.md, "Pareto search").
-DEFAULT_MODEL = SIZES["compact"]
-#: ``RLMSampler(refine=)``'s default: the completed-trial ranges in which the front is refined.
-DEFAULT_REFINE = ((50, 100), (150, None))
+__all__ = ["MIN_CHECKED_PROPOSALS", "PREDICTED_USER_ATTR", "RLMSampler", "SpaceMismatchError"]
 
 
 class RLMSampler(ProposalRounds, BaseSampler):
     """Multi-objective Bayesian-optimisation-style sampler with an RLM surrogate.
 
-    Measurements behind the defaults: experiments/README.md, "Pareto search".
+    The keywords set per study what is searched, where the model runs and how reproducibly; the recipe
+    of the search is three settings objects, each field documented there and checked as it is made
+    (defaults measured: experiments/README.md, "Pareto search"). By name, as on the command line:
+    :func:`~nasrlm.search.sampler_keywords`.
 
     Args:
         space: the search space the objective draws from with ``space.suggest(trial)``.
         n_startup_trials: completed trials drawn at random (by ``independent_sampler``) before the
             model is first trained.
-        proposals_per_fit: candidates proposed from one trained model for each worker of the study
-            (greedily, each one's predicted median added to the front before picking the next); more
-            means fewer, cheaper refits.
-        num_candidates: random candidates drawn once and scored every round (the pool; its free labels
-            also pre-train the model), beside mutations of the current front. When the space's
-            parameter grid is at most this large, every architecture is scored instead.
-        fresh_candidates: random candidates drawn anew each round on top of the pool: a fixed pool
-            caps what the search can find.
-        refine: ranges ``(start, stop)`` of completed trials, ``start`` included and ``stop`` not
-            (``None``: to the end), in which a round scores only the mutants of the front found (while
-            any is new): the search refines its front instead of looking further. The default refines
-            from 50 to 100 and from 150 on; refining from 50 to the end found less at 300
-            (experiments/README.md, "Pareto search"). ``None`` or ``()``: never.
-        num_samples: decoded samples per candidate for the expected improvement.
-        temperature: softmax temperature of those samples (above 1 widens them).
-        spread: how far each candidate's samples scatter around its median: ``"prior"``, normally,
-            as far as the prior erred (in normal scores) on the trials it was not fitted on (out of
-            bag): an uncertainty measured on architectures it did not see, which a model refitted on
-            a few dozen trials, overconfident, does not have; ``"trees"``, that error scaled per
-            candidate by how much the prior forest's trees disagree on it (relative to their mean
-            disagreement over the candidates scored), so that candidates unlike the trials scatter
-            wider; ``"model"``, as the model decodes them;
-            ``"auto"`` (the default): with a prior, ``"trees"`` for three objectives or more and
-            ``"prior"`` for fewer (what searched best on each, ``experiments/README.md``), else
-            ``"model"``.
-        prior: the prior the model learns the residual of (``RLMPredictor.fit``'s ``prior_kind``):
-            ``"line"``, a straight line (in normal scores) through the free label that best explains
-            the trials (:mod:`nasrlm.priors.prior`); ``"forest"``, ``"trend-forest"``, ``"ridge"`` or
-            ``"auto"``, a model of the free and graph labels (:mod:`nasrlm.priors.feature_prior`; each
-            candidate's graph labels are then computed too); ``None``: the model learns each
-            objective whole. ``"trend-forest"`` extrapolates past the trials, so it can expect a
-            candidate to extend the front, which a plain forest never does.
-        surrogate: what predicts the candidates: ``"rlm"``, the regression language model learning the
-            prior's residual (:class:`~nasrlm.search.RLMSurrogate`); ``"prior"``, the prior alone
-            (:class:`~nasrlm.search.PriorSurrogate`: no model is trained or decoded, so ``model``,
-            ``base``, ``weigh_residual`` and the fit settings do not apply), the ablation that tells what
-            the model adds, at a fraction of its cost.
-        prior_alone_after: with a feature prior and ``surrogate="rlm"``, once this many trials are
-            complete the model is no longer refitted and the prior alone predicts, as with
-            ``surrogate="prior"``: the model's residual helps most over the first hundred trials, the
-            prior alone searched as well beyond them at a fraction of the cost (experiments/README.md,
-            "Pareto search"). ``None``: the model throughout.
-        weigh_residual: with the prior, scale the model's predicted residual (its median; the spread
-            stays) by how well the model predicted its own evaluated proposals, in [0, 1] (see
-            :meth:`residual_weights`).
-        pretrain_archs: architectures whose free labels (parameters, MACs) pre-train the model
-            before it sees any trial: the candidate pool first, topped up with random ones; 0 skips it.
-        fit_steps: optimiser steps per refit.
-        fit: the rest of how the model trains (batch, learning rates, headroom); ``fit_steps`` and
-            ``pretrain_archs``, when given, override its fields of the same name (their defaults:
-            :class:`FitSettings`'s).
-        candidates: the rest of how candidates are drawn (how front members are mutated);
-            ``num_candidates`` and ``fresh_candidates``, when given, override its fields of the same
-            name (their defaults: :class:`CandidateSettings`'s).
-        model: overrides of :class:`~nasrlm.rlm.model.RLMConfig` (default :data:`DEFAULT_MODEL`).
         base: a pre-trained base model directory (``nasrlm pretrain``): every refit starts from it
             (:meth:`RLMPredictor.from_base <nasrlm.rlm.predictor.RLMPredictor.from_base>`), with its size,
-            tokenizer and tags, instead of a model learned from scratch; ``model`` and
-            ``pretrain_archs`` then do not apply. Use a base that never saw the study's objectives on
-            this space (``nasrlm pretrain --exclude``) when you measure how well the search does.
+            tokenizer and tags, instead of a model learned from scratch; ``fit.model`` (which must then
+            keep its default) and the pre-training do not apply. Use a base that never saw the study's
+            objectives on this space (``nasrlm pretrain --exclude``) when you measure how well the search
+            does.
+        seed: makes the whole search reproducible (same seed, same trials).
+        device: where the model trains and samples: ``"cpu"`` or ``"cuda"``.
         label_cache: the file of a :class:`~nasrlm.label_cache.LabelCache` keeping each architecture's
             text and labels once described (``None``: the default cache, shared by every command and
             worker on this machine; ``NASRLM_CACHE=off`` turns it off).
-        device: where the model trains and samples: ``"cpu"`` or ``"cuda"``.
-        seed: makes the whole search reproducible (same seed, same trials).
         independent_sampler: draws the start-up trials and any parameter outside the relative space.
         progress: show progress bars while the model trains and scores candidates.
+        proposals: what predicts the candidates and how many are proposed per fit
+            (:class:`~nasrlm.search.ProposalSettings`: the prior, the surrogate, the samples' spread,
+            the refine ranges, ...).
+        fit: how the model trains, and its size (:class:`~nasrlm.search.FitSettings`).
+        candidates: how many candidates each round scores, and how the front is mutated
+            (:class:`~nasrlm.search.CandidateSettings`).
 
     One fit proposes ``proposals_per_fit`` architectures for each worker of the study (less those still
     waiting): the first is the trial that asked, the others wait in the study (``study.enqueue_trial``)
@@ -151,39 +98,24 @@ class RLMSampler(ProposalRounds, BaseSampler):
     saved time: experiments/README.md, "Many workers".)
     """
 
-    def __init__(self, space: SearchSpace, *, n_startup_trials: int = 10, proposals_per_fit: int = 5,
-                 num_candidates: int | None = None, fresh_candidates: int | None = None,
-                 refine: Sequence[tuple[int, int | None]] | None = DEFAULT_REFINE,
-                 num_samples: int = 16, temperature: float = 1.0, spread: str = "auto",
-                 prior: str | None = "trend-forest", surrogate: str = "rlm",
-                 prior_alone_after: int | None = 100, weigh_residual: bool = True,
-                 pretrain_archs: int | None = None, fit_steps: int | None = None,
-                 fit: FitSettings | None = None, candidates: CandidateSettings | None = None,
-                 model: dict[str, Any] | None = None, base: str | None = None,
-                 label_cache: str | os.PathLike[str] | None = None, device: str = "cpu",
-                 seed: int | None = None,
-                 independent_sampler: BaseSampler | None = None, progress: bool = False) -> None:
-        fit = overridden(fit or FitSettings(), fit_steps=fit_steps, pretrain_archs=pretrain_archs)
-        candidates = overridden(candidates or CandidateSettings(), num_candidates=num_candidates,
-                                fresh_candidates=fresh_candidates)
-        checked_settings(n_startup_trials=n_startup_trials, proposals_per_fit=proposals_per_fit,
-                         num_samples=num_samples, temperature=temperature, spread=spread, prior=prior,
-                         surrogate=surrogate, prior_alone_after=prior_alone_after, base=base, model=model,
-                         fit=fit, candidates=candidates)
+    def __init__(self, space: SearchSpace, *, n_startup_trials: int = 10, base: str | None = None,
+                 seed: int | None = None, device: str = "cpu",
+                 label_cache: str | os.PathLike[str] | None = None,
+                 independent_sampler: BaseSampler | None = None, progress: bool = False,
+                 proposals: ProposalSettings | None = None, fit: FitSettings | None = None,
+                 candidates: CandidateSettings | None = None) -> None:
+        proposals, fit = proposals or ProposalSettings(), fit or FitSettings()
+        if n_startup_trials < 2:
+            raise ValueError("n_startup_trials must be at least 2 (the model needs two examples)")
+        if base is not None and fit.model != DEFAULT_MODEL:
+            raise ValueError("give model (FitSettings) or base, not both: a base model has its own size")
+        if base is not None and proposals.surrogate == "prior":
+            raise ValueError("surrogate='prior' has no model: base does not apply")
         self.space = space
         self.n_startup_trials = n_startup_trials
-        self.proposals_per_fit = proposals_per_fit
-        self.num_samples = num_samples
-        self.temperature = temperature
-        self.spread = spread if spread != "auto" or prior is not None else "model"  # else: per study
-        self.prior = prior
-        self.surrogate = surrogate
-        self.prior_alone_after = prior_alone_after
-        self.refine = refine_ranges(refine)
-        self.weigh_residual = weigh_residual
+        self.proposal_settings = proposals
         self.fit_settings = fit
-        self.candidate_settings = candidates
-        self.model_options = dict(DEFAULT_MODEL if model is None else model)
+        self.candidate_settings = candidates or CandidateSettings()
         self.base = base
         self.device = device
         self.progress = progress
@@ -191,7 +123,7 @@ class RLMSampler(ProposalRounds, BaseSampler):
         self._rng = np.random.default_rng(self._seed)
         self._independent = independent_sampler or RandomSampler(seed=self._seed)
         self._lock = threading.RLock()
-        graph = prior not in (None, "line")
+        graph = proposals.prior not in (None, "line")
         cache = LabelCache(label_cache) if label_cache is not None else DEFAULT_CACHE
         self.cache = ArchCache(space, graph=graph, progress=progress, cache=cache)
         # created with the first fit: it needs the objectives
@@ -246,7 +178,7 @@ class RLMSampler(ProposalRounds, BaseSampler):
                 self._fit(study, complete, search_space)
                 # read after the fit: other workers started trials meanwhile
                 evaluated, pending = self._workers.evaluated_and_pending(study, skip=trial.number)
-                count = self._workers.wanted(study, self.proposals_per_fit)
+                count = self._workers.wanted(study, self.proposal_settings.proposals_per_fit)
                 proposals = self._propose(study, complete, search_space, evaluated, pending, count)
             return self._workers.hand_out(study, trial, proposals)
 

@@ -5,15 +5,15 @@ the candidates' objectives. It starts either from a base model (``nasrlm pretrai
 every refit, or from a model learned here: a tokenizer trained on the candidate pool's texts and a
 pre-training pass on their free labels (parameters, MACs), which cost nothing to compute. Or, as a
 :class:`PriorSurrogate`, the prior alone that the model learns the residual of: what the sampler uses
-once the model stops paying for itself (``RLMSampler(prior_alone_after=)``).
+once the model stops paying for itself (``ProposalSettings(prior_alone_after=)``).
 """
 
 from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -21,16 +21,25 @@ import numpy as np
 from nasrlm.data import Objective
 from nasrlm.priors.feature_prior import KINDS, FeaturePrior
 from nasrlm.priors.prior import residual_weight
+from nasrlm.rlm.presets import SIZES
 from nasrlm.search._arch_cache import FREE_NAMES, ArchCache
 
 #: Appended to the model's tag of a study objective named like a free label (``params_m``), which the
 #: decoder is given already: the two stay apart.
 OWN_TAG_SUFFIX = "#objective"
+#: Network for the sampler's model: small enough to refit in seconds on two cores (the ``compact`` size;
+#: why no dropout: experiments/README.md, "Pareto search").
+DEFAULT_MODEL = SIZES["compact"]
 
 
 @dataclass(frozen=True)
 class FitSettings:
-    """How the surrogate learns: pre-training once, then a short refit per proposal round."""
+    """How the surrogate learns: pre-training once, then a short refit per proposal round.
+
+    A bad value raises ``ValueError`` naming the field. With ``surrogate="prior"`` no model is trained
+    and none of it applies; from a base model (``RLMSampler(base=)``), ``model`` and the pre-training
+    fields do not apply (a base has its own size and was pre-trained already).
+    """
 
     #: optimiser steps per refit
     fit_steps: int = 150
@@ -48,6 +57,27 @@ class FitSettings:
     #: share of the decoder's range kept at each end for objective values beyond those observed, or no
     #: candidate could ever be predicted to extend the front
     headroom: float = 0.1
+    #: :class:`~nasrlm.rlm.model.RLMConfig` overrides of a model learned from scratch (default
+    #: :data:`DEFAULT_MODEL`; kept as a copy)
+    model: dict[str, Any] = field(default_factory=lambda: dict(DEFAULT_MODEL))
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.model, Mapping):
+            raise ValueError(f"model must be a mapping of RLMConfig settings, got {self.model!r}")
+        object.__setattr__(self, "model", dict(self.model))  # a copy: the caller's may change
+        for name in ("fit_steps", "batch_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        for name in ("learning_rate", "pretrain_learning_rate"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        for name in ("pretrain_archs", "pretrain_epochs"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be 0 or more, got {getattr(self, name)}")
+        if not 0 <= self.warmup_fraction <= 1:
+            raise ValueError(f"warmup_fraction must be in [0, 1], got {self.warmup_fraction}")
+        if not 0 <= self.headroom < 0.5:
+            raise ValueError(f"headroom must be in [0, 0.5), got {self.headroom}")
 
 
 def scaled_by_trees(errors: np.ndarray, disagreement: np.ndarray) -> np.ndarray:
@@ -68,9 +98,8 @@ class RLMSurrogate:
     Args:
         cache: texts and labels of the space's architectures (shared with the sampler).
         objectives: the study's objectives, in its order.
-        prior: the prior the model learns the residual of (see :class:`~nasrlm.search.RLMSampler`).
-        settings: how it trains.
-        model_options: :class:`~nasrlm.rlm.model.RLMConfig` overrides for a model learned from scratch.
+        prior: the prior the model learns the residual of (see :class:`~nasrlm.search.ProposalSettings`).
+        settings: how it trains, and the size of a model learned from scratch (``settings.model``).
         base: a base model directory to start every refit from instead.
         device: ``"cpu"`` or ``"cuda"``.
         seed: seeds the tokenizer, the initial weights and every refit (with the round number).
@@ -79,7 +108,7 @@ class RLMSurrogate:
     """
 
     def __init__(self, cache: ArchCache, objectives: Sequence[Objective], *, prior: str | None,
-                 settings: FitSettings, model_options: dict[str, Any], base: str | None = None,
+                 settings: FitSettings, base: str | None = None,
                  device: str = "cpu", seed: int = 0, progress: bool = False,
                  log: Callable[[str], None] = lambda line: None) -> None:
         self.cache = cache
@@ -90,7 +119,7 @@ class RLMSurrogate:
         self.objective_names = tuple(o.name for o in self.objectives)
         self.prior = prior
         self.settings = settings
-        self.model_options = model_options
+        self.model_options = dict(settings.model)
         self.base = base
         self.device = device
         self.seed = seed
@@ -229,7 +258,7 @@ class PriorSurrogate:
     What :class:`RLMSurrogate` predicts once the model's residual is weighed down to nothing, at a
     fraction of its cost: nothing is trained or decoded, so a round takes a forest fit (about a second
     on a few hundred trials) instead of a refit and the decoding of every candidate. The ablation that
-    tells what the RLM's residual adds to a search (``RLMSampler(surrogate="prior")``;
+    tells what the RLM's residual adds to a search (``ProposalSettings(surrogate="prior")``;
     experiments/README.md, "Pareto search").
 
     Args:

@@ -125,12 +125,13 @@ def test_plugin_option_after_the_command(capsys: pytest.CaptureFixture[str], iso
 def test_worked_example_end_to_end(capsys: pytest.CaptureFixture[str], isolated: None, tmp_path: Path,
                                    monkeypatch: pytest.MonkeyPatch) -> None:
     from nasrlm.rlm.tokenizers import OnnxTokenizer
-    from nasrlm.search import SAMPLERS, RLMSampler
+    from nasrlm.search import SAMPLERS, RLMSampler, sampler_keywords
 
     tiny = {"d_model": 32, "num_heads": 2, "d_ff": 64, "encoder_layers": 1, "decoder_layers": 1}
+    options = {"n_startup_trials": 4, "proposals_per_fit": 4, "num_candidates": 24, "fresh_candidates": 8,
+               "num_samples": 4, "pretrain_archs": 8, "fit_steps": 8, "model": tiny}
     monkeypatch.setitem(SAMPLERS, "rlm", lambda space, seed, progress: RLMSampler(
-        space, seed=seed, n_startup_trials=4, proposals_per_fit=4, num_candidates=24, fresh_candidates=8,
-        num_samples=4, pretrain_archs=8, fit_steps=8, model=tiny))  # with --budget 8: one fit, four proposals
+        space, seed=seed, **sampler_keywords(options)))  # with --budget 8: one fit, four proposals
     train_on_spaces = OnnxTokenizer.train_on_spaces.__func__
     monkeypatch.setattr(OnnxTokenizer, "train_on_spaces", classmethod(
         lambda cls, spaces=None, samples_per_space=100, **kw: train_on_spaces(cls, ["tinymb"], 24, **kw)))

@@ -98,3 +98,14 @@ def test_a_parent_that_uses_every_parameter_draws_nothing() -> None:
     rng = np.random.default_rng(0)
     mutants({"a": "x", "b": 1}, SMALL, parameter_grid(SMALL), CandidateSettings(), rng)
     assert rng.random() == np.random.default_rng(0).random()  # the stream of later draws is unchanged
+
+
+@pytest.mark.parametrize(("fields", "says"), [
+    ({"num_candidates": 0}, "num_candidates must be positive"),
+    ({"fresh_candidates": -1}, "fresh_candidates must be 0 or more"),
+    ({"mutate_every_value_up_to": -1}, "mutate_every_value_up_to must be 0 or more"),
+    ({"random_mutations": -1}, "random_mutations must be 0 or more"),
+])
+def test_a_bad_setting_is_refused_naming_the_field(fields, says) -> None:
+    with pytest.raises(ValueError, match=says):
+        CandidateSettings(**fields)

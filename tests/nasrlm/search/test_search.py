@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import re
 from collections import Counter, deque
+from dataclasses import replace
 
 import numpy as np
 import optuna
@@ -16,12 +17,16 @@ from nasrlm.label_cache import LabelCache
 from nasrlm.measure import LatencyStore
 from nasrlm.metrics import pareto_mask
 from nasrlm.search import (
+    DEFAULT_MODEL,
     DUPLICATE_ATTR,
     PREDICTED_USER_ATTR,
     SAMPLERS,
     ArchEvaluator,
+    CandidateSettings,
+    FitSettings,
     MissingValueError,
     PriorSurrogate,
+    ProposalSettings,
     RLMSampler,
     SearchStopped,
     SpaceMismatchError,
@@ -29,22 +34,25 @@ from nasrlm.search import (
     WorkerSettings,
     make_sampler,
     run_search,
+    sampler_keywords,
     search_job,
     write_report,
 )
 from nasrlm.search._coordination import WORKER_COUNT_WINDOW
 from nasrlm.search._lease import FitLease
-from search_spaces import NasBench201, SubsetSpace, get_space
+from search_spaces import NasBench201, SearchSpace, SubsetSpace, get_space
 from search_spaces.nasbench201 import EDGES, OPS, NB201Arch
 
 SPACE = NasBench201()
 TINY = {"d_model": 16, "num_heads": 2, "d_ff": 32, "encoder_layers": 1, "decoder_layers": 1, "dropout": 0.0}
+#: A sampler that refits in a second, by name (``sampler_keywords``)
+TINY_OPTIONS = {"n_startup_trials": 4, "proposals_per_fit": 3, "num_candidates": 40, "fresh_candidates": 10,
+                "num_samples": 4, "pretrain_archs": 0, "fit_steps": 3, "model": TINY}
 
 
-def tiny_sampler(seed: int = 0, **options) -> RLMSampler:
-    settings = {"n_startup_trials": 4, "proposals_per_fit": 3, "num_candidates": 40, "fresh_candidates": 10,
-                "num_samples": 4, "pretrain_archs": 0, "fit_steps": 3, "model": TINY, "seed": seed, **options}
-    return RLMSampler(SPACE, **settings)
+def tiny_sampler(seed: int = 0, space: SearchSpace = SPACE, **options) -> RLMSampler:
+    """:data:`TINY_OPTIONS` with ``options`` (flat, as ``--rlm-option`` gives them) changed."""
+    return RLMSampler(space, seed=seed, **sampler_keywords({**TINY_OPTIONS, **options}))
 
 
 def toy_values(arch_id: str) -> tuple[float, float]:
@@ -179,7 +187,7 @@ def test_the_residual_is_weighted_by_how_well_the_model_predicted_its_own_propos
         for t, values in zip(proposed, prior.values(free, predicted), strict=True):  # copies: finished trials
             t.user_attrs = {**t.user_attrs, PREDICTED_USER_ATTR: {"acc": values[0], "lat": values[1]}}
         assert sampler.residual_weights(proposed) == pytest.approx({"acc": expected, "lat": expected})
-    sampler.weigh_residual = False
+    sampler.proposal_settings = replace(sampler.proposal_settings, weigh_residual=False)
     assert sampler.residual_weights(proposed) is None
 
 
@@ -273,9 +281,7 @@ class _CountingRandom(optuna.samplers.RandomSampler):
 def test_a_conditional_space_whose_trials_never_used_some_parameters_is_searched() -> None:
     space = _ConditionalCells()
     independent = _CountingRandom()
-    sampler = RLMSampler(space, n_startup_trials=4, proposals_per_fit=3, num_candidates=40,
-                         fresh_candidates=10, num_samples=4, pretrain_archs=0, fit_steps=3, model=TINY,
-                         seed=0, independent_sampler=independent)
+    sampler = RLMSampler(space, seed=0, independent_sampler=independent, **sampler_keywords(TINY_OPTIONS))
     study = make_study(sampler)
     for edges in (1, 2, 1, 2):  # start-up trials that never reach edges 3-6: nothing to draw them from
         study.enqueue_trial({"edges": edges})
@@ -303,32 +309,13 @@ def test_an_objective_that_ignores_the_space_gets_a_clear_error() -> None:
         study.optimize(elsewhere, n_trials=6)
 
 
-def test_rejects_meaningless_settings() -> None:
+def test_rejects_meaningless_settings_of_the_sampler_itself_and_across_its_settings() -> None:
     with pytest.raises(ValueError, match="n_startup_trials"):
         RLMSampler(SPACE, n_startup_trials=1)
-    with pytest.raises(ValueError, match="num_samples"):
-        RLMSampler(SPACE, num_samples=0)
-    with pytest.raises(ValueError, match="temperature"):
-        RLMSampler(SPACE, temperature=0.0)
-    with pytest.raises(ValueError, match="fresh_candidates"):
-        RLMSampler(SPACE, fresh_candidates=-1)
-    with pytest.raises(ValueError, match="spread 'wide'"):
-        RLMSampler(SPACE, spread="wide")
-    with pytest.raises(ValueError, match="needs a prior"):
-        RLMSampler(SPACE, spread="prior", prior=None)
-    with pytest.raises(ValueError, match="surrogate 'gp'"):
-        RLMSampler(SPACE, surrogate="gp")
-    with pytest.raises(ValueError, match="needs a feature prior"):
-        RLMSampler(SPACE, surrogate="prior", prior="line")
-    with pytest.raises(ValueError, match="has no model"):
-        RLMSampler(SPACE, surrogate="prior", spread="model")
-
-
-def test_auto_spread_is_trees_from_three_objectives_on_and_the_model_s_own_without_a_prior() -> None:
-    auto = RLMSampler(SPACE, prior="trend-forest")
-    assert [auto.spread_for(n) for n in (1, 2, 3, 5)] == ["prior", "prior", "trees", "trees"]
-    assert RLMSampler(SPACE, prior=None).spread_for(4) == "model"
-    assert RLMSampler(SPACE, prior="forest", spread="prior").spread_for(5) == "prior"
+    with pytest.raises(ValueError, match="has no model: base"):
+        RLMSampler(SPACE, base="BASE", proposals=ProposalSettings(surrogate="prior"))
+    with pytest.raises(ValueError, match="not both"):
+        RLMSampler(SPACE, base="BASE", fit=FitSettings(model=TINY))
 
 
 def test_with_the_prior_spread_the_samples_scatter_as_far_as_the_prior_erred() -> None:
@@ -347,18 +334,28 @@ def test_with_the_prior_spread_the_samples_scatter_as_far_as_the_prior_erred() -
     assert spread == pytest.approx([errors["acc"], errors["lat"]], rel=0.3)
 
 
-def test_settings_objects_keep_their_values_unless_a_keyword_overrides_them() -> None:
-    from nasrlm.search import CandidateSettings, FitSettings
+def test_the_sampler_keeps_the_settings_objects_it_is_given() -> None:
+    proposals, fit = ProposalSettings(temperature=2.0), FitSettings(fit_steps=40, batch_size=8)
+    candidates = CandidateSettings(num_candidates=300, random_mutations=2)
+    sampler = RLMSampler(SPACE, proposals=proposals, fit=fit, candidates=candidates)
+    assert (sampler.proposal_settings, sampler.fit_settings, sampler.candidate_settings) == (
+        proposals, fit, candidates)
 
-    sampler = RLMSampler(SPACE, fit=FitSettings(fit_steps=40, batch_size=8),
-                         candidates=CandidateSettings(num_candidates=300, random_mutations=2))
-    assert sampler.fit_settings == FitSettings(fit_steps=40, batch_size=8)
-    assert sampler.candidate_settings == CandidateSettings(num_candidates=300, random_mutations=2)
-    sampler = RLMSampler(SPACE, fit=FitSettings(fit_steps=40), fit_steps=7, fresh_candidates=0)
-    assert sampler.fit_settings.fit_steps == 7 and sampler.candidate_settings.fresh_candidates == 0
-    assert RLMSampler(SPACE).fit_settings == FitSettings()
-    with pytest.raises(ValueError, match="fit_steps"):
-        RLMSampler(SPACE, fit=FitSettings(fit_steps=0))
+
+def test_the_sampler_built_from_defaults_has_the_defaults_it_had_as_keywords() -> None:
+    sampler = RLMSampler(SPACE)
+    assert (sampler.proposal_settings, sampler.fit_settings, sampler.candidate_settings) == (
+        ProposalSettings(), FitSettings(), CandidateSettings())
+    p, f, c = sampler.proposal_settings, sampler.fit_settings, sampler.candidate_settings
+    assert sampler.n_startup_trials == 10 and sampler.base is None and sampler.device == "cpu"
+    assert (p.proposals_per_fit, p.refine, p.num_samples, p.temperature, p.spread, p.prior, p.surrogate,
+            p.prior_alone_after, p.weigh_residual) == (5, ((50, 100), (150, None)), 16, 1.0, "auto",
+                                                       "trend-forest", "rlm", 100, True)
+    assert (f.fit_steps, f.pretrain_archs, f.model) == (150, 2000, DEFAULT_MODEL)
+    assert DEFAULT_MODEL == {"d_model": 64, "num_heads": 4, "d_ff": 128, "encoder_layers": 2,
+                             "decoder_layers": 1, "dropout": 0.0}
+    assert (c.num_candidates, c.fresh_candidates) == (2000, 500)
+    assert make_sampler("rlm", SPACE, 0, options={}).proposal_settings == p
 
 
 def test_every_cli_sampler_has_a_factory() -> None:
@@ -369,8 +366,9 @@ def test_every_cli_sampler_has_a_factory() -> None:
 
 
 def test_rlm_options_reach_the_sampler_and_bad_ones_say_what_is_valid() -> None:
-    sampler = make_sampler("rlm", SPACE, 0, options={"temperature": 2.0, "prior": "line"})
-    assert sampler.temperature == 2.0 and sampler.prior == "line"
+    sampler = make_sampler("rlm", SPACE, 0, options={"temperature": 2.0, "prior": "line", "fit_steps": 7})
+    assert sampler.proposal_settings == ProposalSettings(temperature=2.0, prior="line")
+    assert sampler.fit_settings == FitSettings(fit_steps=7)
     with pytest.raises(ValueError, match="unknown rlm option 'temprature'; choose from .*temperature"):
         make_sampler("rlm", SPACE, 0, options={"temprature": 2.0})
     with pytest.raises(ValueError, match="apply to the rlm sampler, not 'tpe'"):
@@ -480,9 +478,7 @@ class _NoNoneEdges(NasBench201):
 
 def test_the_model_pretrains_on_the_architectures_the_space_builds_and_skips_the_others() -> None:
     space = _NoNoneEdges()
-    sampler = RLMSampler(space, n_startup_trials=4, proposals_per_fit=3, num_candidates=20,
-                         fresh_candidates=5, num_samples=4, pretrain_archs=60, fit_steps=2, model=TINY,
-                         seed=0)
+    sampler = tiny_sampler(space=space, num_candidates=20, fresh_candidates=5, pretrain_archs=60, fit_steps=2)
     study = make_study(sampler)
 
     def objective(trial: optuna.Trial) -> tuple[float, float]:  # values from a table: nothing built here
@@ -687,13 +683,13 @@ def test_search_job_with_a_bad_objective_leaves_no_run_directory(tmp_path) -> No
 def test_the_docs_list_every_rlm_option() -> None:
     from pathlib import Path
 
-    from nasrlm.search._job import RLM_OPTIONS
+    from nasrlm.search._options import OPTIONS
 
     root = Path(__file__).resolve().parents[3]
     readme = (root / "README.md").read_text()
     assert "docs/sampler.md" in readme  # the README links the page that lists them
     page = (root / "docs" / "sampler.md").read_text()
-    assert [o for o in RLM_OPTIONS if f"`{o}`" not in page] == []
+    assert [o for o in OPTIONS if f"`{o}`" not in page] == []
 
 
 def test_every_refit_starts_from_a_base_model(tmp_path) -> None:
@@ -708,8 +704,8 @@ def test_every_refit_starts_from_a_base_model(tmp_path) -> None:
                                      **TINY)
     base.save(tmp_path / "base")
     with pytest.raises(ValueError, match="not both"):
-        RLMSampler(SPACE, base=str(tmp_path / "base"), model=TINY)
-    sampler = tiny_sampler(base=str(tmp_path / "base"), model=None)
+        tiny_sampler(base=str(tmp_path / "base"))  # TINY_OPTIONS has a model
+    sampler = tiny_sampler(base=str(tmp_path / "base"), model=DEFAULT_MODEL)
     make_study(sampler).optimize(toy_objective, n_trials=8)
     tags = sampler.predictor.model.config.objectives
     assert "acc" in tags and "lat" in tags and "nb201:acc" not in tags  # known tag renamed, new one added
@@ -785,23 +781,13 @@ def test_running_trials_are_pending_never_proposed_and_believed_when_picking(mon
 
 def test_inside_a_refine_range_the_sampler_proposes_mutants_of_the_front_alone() -> None:
     sampler = tiny_sampler(seed=4, refine=[[8, 11]], proposals_per_fit=1)  # as JSON gives it
-    assert sampler.refine == ((8, 11),)
+    assert sampler.proposal_settings.refine == ((8, 11),)
     study = make_study(sampler)
     study.optimize(toy_objective, n_trials=14)
     trials = completed(study)
     changes = [changes_from_front(t.params, trials[: t.number]) for t in trials[8:]]
     assert changes[:3] == [1, 1, 1]  # each proposed from the front of the trials before it
     assert max(changes[3:]) > 1  # past the range, the candidates are the whole space again
-
-
-@pytest.mark.parametrize("refine", [[(0, None)], [(5, 5)], [(5,)], [("5", None)], [5]])
-def test_a_refine_range_that_is_not_one_is_refused(refine) -> None:
-    with pytest.raises(ValueError, match="refine: each range is a pair"):
-        RLMSampler(SPACE, refine=refine)
-
-
-def test_refine_none_never_refines() -> None:
-    assert RLMSampler(SPACE, refine=None).refine == ()
 
 
 def test_a_refit_holds_the_fit_lease_and_frees_it_with_its_proposals_enqueued(monkeypatch) -> None:
@@ -987,9 +973,7 @@ class NoneEdgesBreak(NasBench201):
 def test_the_rlm_sampler_leaves_out_candidates_the_space_cannot_build(monkeypatch) -> None:
     space = NoneEdgesBreak()
     lines: list[str] = []
-    sampler = RLMSampler(space, **{**dict(n_startup_trials=4, proposals_per_fit=3, num_candidates=40,
-                                         fresh_candidates=10, num_samples=4, pretrain_archs=0, fit_steps=3,
-                                         model=TINY, seed=0), "label_cache": None})
+    sampler = tiny_sampler(space=space, label_cache=None)
     sampler.log = lines.append
 
     def objective(trial: optuna.Trial) -> tuple[float, float]:
@@ -1028,8 +1012,6 @@ def test_after_prior_alone_after_trials_the_model_is_no_longer_refitted() -> Non
     assert fits == [4, 7, 10] and sampler.fits == 3
     assert isinstance(sampler._surrogate, PriorSurrogate) and sampler.predictor is None
     assert len({t.user_attrs["arch_id"] for t in completed(study)}) == 11
-    with pytest.raises(ValueError, match="prior_alone_after must be positive"):
-        RLMSampler(SPACE, prior_alone_after=0)
 
 
 def test_without_a_feature_prior_the_model_predicts_throughout() -> None:

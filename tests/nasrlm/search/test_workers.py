@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from nasrlm.data import BenchmarkTable, Objective
-from nasrlm.search import ArchEvaluator, RLMSampler, WorkerSettings, run_search
+from nasrlm.search import ArchEvaluator, RLMSampler, WorkerSettings, run_search, sampler_keywords
 from nasrlm.search._liveness import CREATE_RACES, OUTAGES
 from search_spaces import NasBench201
 
@@ -49,10 +49,11 @@ def work(url: str, budget: int, seed: int, seconds: float | None, sampler: str =
     torch.set_num_threads(1)  # forked from a process whose torch thread pool may be busy: stay off it
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     chosen = (optuna.samplers.RandomSampler(seed=seed) if sampler == "random" else
-              RLMSampler(SPACE, n_startup_trials=4, proposals_per_fit=3, num_candidates=40,
-                         fresh_candidates=10, num_samples=4, pretrain_archs=0, fit_steps=3, seed=seed,
-                         model={"d_model": 16, "num_heads": 2, "d_ff": 32, "encoder_layers": 1,
-                                "decoder_layers": 1, "dropout": 0.0}))
+              RLMSampler(SPACE, seed=seed, **sampler_keywords(
+                  {"n_startup_trials": 4, "proposals_per_fit": 3, "num_candidates": 40,
+                   "fresh_candidates": 10, "num_samples": 4, "pretrain_archs": 0, "fit_steps": 3,
+                   "model": {"d_model": 16, "num_heads": 2, "d_ff": 32, "encoder_layers": 1,
+                             "decoder_layers": 1, "dropout": 0.0}})))
     run_search(SPACE, SlowEvaluator(seconds), chosen, budget=budget, storage=url, study_name="shared",
                progress=False, workers=QUICK)
 
