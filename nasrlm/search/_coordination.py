@@ -128,7 +128,7 @@ class Workers:
 
     def note_handed_out(self, study: Study, params: dict[str, Any]) -> None:
         """Count ``params`` as pending until its trial is stored (see :meth:`evaluated_and_pending`)."""
-        self._handed_out[study.study_name].add(self._arch_id_of(params))
+        self._handed_out.setdefault(study.study_name, set()).add(self._arch_id_of(params))
 
     def hand_out(self, study: Study, trial: FrozenTrial, proposals: Sequence[Proposal]) -> dict[str, Any]:
         """The first proposal's parameters for ``trial``; the others wait in the study for whichever

@@ -17,7 +17,7 @@ from nasrlm.search._surrogate import FitSettings
 
 #: ``RLMSampler`` keywords a flat option names as they are (the others take Python objects or come from
 #: elsewhere: the seed, progress bars, the independent sampler, the settings objects).
-SAMPLER_OPTIONS = ("n_startup_trials", "base", "device", "label_cache")
+SAMPLER_OPTIONS = ("n_startup_trials", "startup", "base", "device", "label_cache")
 #: The settings objects, by the ``RLMSampler`` keyword that takes each.
 SETTINGS: dict[str, type] = {"proposals": ProposalSettings, "fit": FitSettings,
                              "candidates": CandidateSettings}

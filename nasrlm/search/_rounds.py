@@ -69,8 +69,7 @@ class ProposalRounds:
         buildable = set(self._buildable(list(rows)))  # a table may hold values of one the space cannot build
         rows = {arch_id: values for arch_id, values in rows.items() if arch_id in buildable}
         if self._surrogate is None:
-            self._pool_params = [self._params.draw(search_space, self._rng)
-                                 for _ in range(self.candidate_settings.num_candidates)]
+            self._draw_pool(search_space)
             self.log(f"first model fit, on {len(rows)} evaluations: describing {len(self._pool_params):,} "
                      f"candidates and preparing the model (the slowest fit)")
         # decided before a model is made: a study resumed past prior_alone_after trains none
@@ -127,6 +126,12 @@ class ProposalRounds:
             return [(params, None) for params in chosen]
         raw = np.median(self.predict_samples([ids[k] for k in picked], seed=seed), axis=1)  # unweighted
         return [(params, [float(v) for v in row]) for params, row in zip(chosen, raw, strict=True)]
+
+    def _draw_pool(self, search_space: dict[str, BaseDistribution]) -> None:
+        """The candidate pool's parameters, drawn once (by the first fit, or a start-up chosen from it)."""
+        if not self._pool_params:
+            self._pool_params = [self._params.draw(search_space, self._rng)
+                                 for _ in range(self.candidate_settings.num_candidates)]
 
     def _candidates(self, search_space: dict[str, BaseDistribution], front: Sequence[dict[str, Any]],
                     taken: set[str], *, refine: bool = False) -> dict[str, dict[str, Any]]:

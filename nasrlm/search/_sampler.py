@@ -41,7 +41,8 @@ from nasrlm.search._coordination import Workers, is_enqueued
 from nasrlm.search._proposals import ProposalSettings
 from nasrlm.search._rounds import MIN_CHECKED_PROPOSALS, ProposalRounds
 from nasrlm.search._space_params import SpaceParams
-from nasrlm.search._study import PREDICTED_USER_ATTR, completed, front_params
+from nasrlm.search._startup import STARTUPS, startup_picks, startup_transfer
+from nasrlm.search._study import PREDICTED_USER_ATTR, completed, front_params, objectives
 from nasrlm.search._surrogate import DEFAULT_MODEL, FitSettings, PriorSurrogate, RLMSurrogate
 from search_spaces import SearchSpace
 
@@ -60,8 +61,12 @@ class RLMSampler(ProposalRounds, BaseSampler):
 
     Args:
         space: the search space the objective draws from with ``space.suggest(trial)``.
-        n_startup_trials: completed trials drawn at random (by ``independent_sampler``) before the
-            model is first trained.
+        n_startup_trials: completed trials before the model is first trained.
+        startup: how they are chosen: ``"random"``, drawn by ``independent_sampler``; ``"transfer"``,
+            the first at random, the others one per stratum of the candidate pool's MACs, in each the
+            candidate that ``base``'s (default: the shipped base's) transfer forest of *another* space's
+            accuracy ranks best (:mod:`~nasrlm.search._startup`), all enqueued at the second trial; at
+            random still where the study has no accuracy objective or the base no forest of another space.
         base: a pre-trained base model directory (``nasrlm pretrain``): every refit starts from it
             (:meth:`RLMPredictor.from_base <nasrlm.rlm.predictor.RLMPredictor.from_base>`), with its size,
             tokenizer and tags, instead of a model learned from scratch; ``fit.model`` (which must then
@@ -98,7 +103,8 @@ class RLMSampler(ProposalRounds, BaseSampler):
     saved time: experiments/README.md, "Many workers".)
     """
 
-    def __init__(self, space: SearchSpace, *, n_startup_trials: int = 10, base: str | None = None,
+    def __init__(self, space: SearchSpace, *, n_startup_trials: int = 10, startup: str = "random",
+                 base: str | None = None,
                  seed: int | None = None, device: str = "cpu",
                  label_cache: str | os.PathLike[str] | None = None,
                  independent_sampler: BaseSampler | None = None, progress: bool = False,
@@ -107,12 +113,15 @@ class RLMSampler(ProposalRounds, BaseSampler):
         proposals, fit = proposals or ProposalSettings(), fit or FitSettings()
         if n_startup_trials < 2:
             raise ValueError("n_startup_trials must be at least 2 (the model needs two examples)")
+        if startup not in STARTUPS:
+            raise ValueError(f"startup {startup!r}: expected one of {', '.join(STARTUPS)}")
         if base is not None and fit.model != DEFAULT_MODEL:
             raise ValueError("give model (FitSettings) or base, not both: a base model has its own size")
         if base is not None and proposals.surrogate == "prior":
             raise ValueError("surrogate='prior' has no model: base does not apply")
         self.space = space
         self.n_startup_trials = n_startup_trials
+        self.startup = startup
         self.proposal_settings = proposals
         self.fit_settings = fit
         self.candidate_settings = candidates or CandidateSettings()
@@ -123,7 +132,7 @@ class RLMSampler(ProposalRounds, BaseSampler):
         self._rng = np.random.default_rng(self._seed)
         self._independent = independent_sampler or RandomSampler(seed=self._seed)
         self._lock = threading.RLock()
-        graph = proposals.prior not in (None, "line")
+        graph = proposals.prior not in (None, "line") or startup == "transfer"  # the forest reads them
         cache = LabelCache(label_cache) if label_cache is not None else DEFAULT_CACHE
         self.cache = ArchCache(space, graph=graph, progress=progress, cache=cache)
         # created with the first fit: it needs the objectives
@@ -132,6 +141,7 @@ class RLMSampler(ProposalRounds, BaseSampler):
         self._workers = Workers(self.arch_id_of)  # the lease, the worker count, proposals handed out
         self._params = SpaceParams(space, self._seed)  # the relative search space, random draws
         self._pool_params: list[dict[str, Any]] = []  # candidate parameters drawn once
+        self._startup_asked = False  # whether it has been asked for a start-up trial it can choose
         self._warned: set[str] = set()  # architectures the space failed to build, said once
         #: the residual weights the latest proposals were scored with (``None``: unweighted)
         self.last_residual_weights: dict[str, float] | None = None
@@ -168,7 +178,7 @@ class RLMSampler(ProposalRounds, BaseSampler):
         with self._lock:
             complete = completed(study)
             if len(complete) < self.n_startup_trials:
-                return {}
+                return self._startup_trial(study, trial, search_space)
             lease = self._workers.lease(study)
             # another is fitting (or fitted lately, see Workers.another_will_propose)
             if self._workers.another_will_propose(study, lease, has_model=self._surrogate is not None):
@@ -191,6 +201,32 @@ class RLMSampler(ProposalRounds, BaseSampler):
         others wait for its proposals."""
         return self._workers.awaiting(study, has_model=self._surrogate is not None,
                                       n_startup_trials=self.n_startup_trials)
+
+    def _startup_trial(self, study: Study, trial: FrozenTrial,
+                       search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
+        """``{}`` (the independent sampler draws it), or with ``startup="transfer"``, once, the first of the
+        start-up trials still to run that the transfer forest picks (the others enqueued). Not at the
+        study's first trial, which has no search space yet (see :class:`SpaceParams`): from its second."""
+        if self.startup == "random" or self._startup_asked:
+            return {}
+        self._startup_asked = True
+        others = study.get_trials(deepcopy=False)
+        count = self.n_startup_trials - sum(t.number != trial.number for t in others)
+        transfer = startup_transfer(self.base, self.space.name, objectives(study)) if count > 0 else None
+        if transfer is None:
+            if count > 0:
+                self.log("start-up trials at random: no accuracy objective, or no transfer forest of another "
+                         "space in the base")
+            return {}
+        self._draw_pool(search_space)
+        pool = self.candidate_pool  # the buildable ones, described
+        params = {self.arch_id_of(p): p for p in self._pool_params}
+        labels = self.cache.labels_of(pool)
+        transfer = transfer.narrowed(labels)
+        picks = startup_picks(labels, transfer, count, self._rng)
+        self.log(f"start-up: {len(picks)} of {len(pool):,} candidates, one per stratum of MACs, each the "
+                 f"best that {transfer.sources[0].space}'s accuracy forest ranks")
+        return self._workers.hand_out(study, trial, [(params[pool[k]], None) for k in picks])
 
     def _front_mutant(self, study: Study, trial: FrozenTrial, complete: Sequence[FrozenTrial],
                       search_space: dict[str, BaseDistribution]) -> dict[str, Any]:

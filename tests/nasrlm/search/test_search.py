@@ -40,10 +40,12 @@ from nasrlm.search import (
 )
 from nasrlm.search._coordination import WORKER_COUNT_WINDOW
 from nasrlm.search._lease import FitLease
+from nasrlm.search._startup import startup_transfer
 from search_spaces import NasBench201, SearchSpace, SubsetSpace, get_space
 from search_spaces.nasbench201 import EDGES, OPS, NB201Arch
 
 SPACE = NasBench201()
+ACCURACY = Objective("acc", "", "trial value", "optuna study", True)
 TINY = {"d_model": 16, "num_heads": 2, "d_ff": 32, "encoder_layers": 1, "decoder_layers": 1, "dropout": 0.0}
 #: A sampler that refits in a second, by name (``sampler_keywords``)
 TINY_OPTIONS = {"n_startup_trials": 4, "proposals_per_fit": 3, "num_candidates": 40, "fresh_candidates": 10,
@@ -297,6 +299,32 @@ def test_a_conditional_space_whose_trials_never_used_some_parameters_is_searched
     # scored is what was evaluated (no edge completed at random by Optuna)
     assert max(t.params["edges"] for t in study.trials[4:]) > 2
     assert independent.late == []
+
+
+def test_a_transfer_startup_enqueues_the_forests_best_of_each_stratum_of_macs_at_the_second_trial() -> None:
+    sampler = tiny_sampler(startup="transfer")
+    study = make_study(sampler)
+    study.optimize(toy_objective, n_trials=4)
+    # the first trial at random (no search space yet), the three picks chosen and enqueued at the second
+    assert [bool(t.system_attrs.get("fixed_params")) for t in study.trials] == [False, False, True, True]
+    pool = sampler.candidate_pool
+    labels = sampler.cache.labels_of(pool)
+    scores = startup_transfer(None, "nb201", [ACCURACY]).narrowed(labels).predict(labels)
+    macs = labels[:, list(sampler.cache.columns).index("macs_m")]
+    picked = [pool.index(sampler.arch_id_of(t.params)) for t in study.trials[1:]]
+    edges = np.sort(macs)[np.linspace(0, len(pool), 4).astype(int)[:-1]]  # each stratum's lowest MACs
+    for k, row in enumerate(sorted(picked, key=lambda r: macs[r])):
+        low, high = edges[k], edges[k + 1] if k < 2 else np.inf
+        assert low <= macs[row] <= high
+        inside = (macs > low) & (macs < high)  # surely in this stratum, whatever the ties
+        assert scores[row] >= scores[inside].max(initial=-np.inf)
+
+
+def test_without_an_accuracy_objective_a_transfer_startup_draws_at_random() -> None:
+    study = optuna.create_study(directions=["minimize", "minimize"], sampler=tiny_sampler(startup="transfer"))
+    study.set_metric_names(["lat", "size"])
+    study.optimize(lambda trial: toy_values(SPACE.arch_id(SPACE.suggest(trial)))[::-1], n_trials=3)
+    assert not any(t.system_attrs.get("fixed_params") for t in study.trials)
 
 
 def test_an_objective_that_ignores_the_space_gets_a_clear_error() -> None:
