@@ -119,7 +119,6 @@ class RLMSurrogate:
         self.objective_names = tuple(o.name for o in self.objectives)
         self.prior = prior
         self.settings = settings
-        self.model_options = dict(settings.model)
         self.base = base
         self.device = device
         self.seed = seed
@@ -155,9 +154,9 @@ class RLMSurrogate:
             return
         self.log(f"learning the ONNX tokenizer on {len(pool):,} architectures")
         tokenizer = OnnxTokenizer.train(self.cache.texts_of(pool), seed=self.seed)
-        self._predictor = RLMPredictor.from_scratch(self.objectives, size=None, seed=self.seed,
-                                                    tokenizer=tokenizer, **self.model_options).to(self.device)
         s = self.settings
+        self._predictor = RLMPredictor.from_scratch(self.objectives, size=None, seed=self.seed,
+                                                    tokenizer=tokenizer, **s.model).to(self.device)
         if not s.pretrain_archs:
             return
         # many architectures seen a few times beat a few seen many times (same number of steps)
