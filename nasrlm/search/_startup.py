@@ -53,13 +53,13 @@ def startup_transfer(base: str | Path | None, space: str, objectives: Sequence[O
 def startup_picks(labels: np.ndarray, transfer: AccuracyTransfer, count: int,
                   rng: np.random.Generator) -> list[int]:
     """Rows of ``labels`` (candidates' free and graph labels) to evaluate first: the candidates split into
-    ``count`` equal strata by MACs (ties in random order), and in each the one ``transfer`` (narrowed to
-    these candidates' space) predicts the most accurate."""
+    ``count`` equal strata by MACs (ties in random order), and in each the one ``transfer`` (one source,
+    :meth:`~AccuracyTransfer.narrowed` to these candidates) predicts the most accurate."""
     labels = np.asarray(labels, dtype=np.float64)
     count = min(count, len(labels))
     if count < 1:
         return []
-    scores = transfer.narrowed(labels).predict(labels)
+    scores = transfer.predict(labels)
     order = np.lexsort((rng.random(len(labels)), labels[:, _MACS]))  # by MACs, ties at random
     strata = np.array_split(order, count)
     return [int(stratum[np.argmax(scores[stratum])]) for stratum in strata]

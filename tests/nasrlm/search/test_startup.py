@@ -40,7 +40,7 @@ def test_one_pick_per_stratum_of_macs_and_the_best_ranked_in_each(forests: Accur
     picks = startup_picks(labels, transfer, 4, np.random.default_rng(1))
     assert len(picks) == 4
     assert (labels[picks, MACS] // 5).tolist() == [0, 1, 2, 3]  # 4 strata of 50 rows
-    predicted = transfer.narrowed(labels).predict(labels)
+    predicted = transfer.predict(labels)
     for pick in picks:
         stratum = labels[:, MACS] // 5 == labels[pick, MACS] // 5
         assert predicted[pick] == predicted[stratum].max()
@@ -49,8 +49,9 @@ def test_one_pick_per_stratum_of_macs_and_the_best_ranked_in_each(forests: Accur
 def test_asking_for_more_picks_than_candidates_picks_each_once(forests: AccuracyTransfer) -> None:
     rng = np.random.default_rng(0)
     labels = rng.uniform(0, 10, size=(3, WIDTH))
-    assert sorted(startup_picks(labels, forests, 10, rng)) == [0, 1, 2]
-    assert startup_picks(labels[:0], forests, 10, rng) == []
+    transfer = forests.narrowed(labels)
+    assert sorted(startup_picks(labels, transfer, 10, rng)) == [0, 1, 2]
+    assert startup_picks(labels[:0], transfer, 10, rng) == []
 
 
 def test_the_searched_space_never_reads_its_own_forest(forests: AccuracyTransfer, tmp_path) -> None:
