@@ -58,9 +58,12 @@ class HeldOut:
         return spreads
 
     def spreads(self, predictor: RLMPredictor, texts: Sequence[str], values: np.ndarray,
-                objectives: tuple[str, ...], rows: np.ndarray, *, seed: int) -> dict[str, Spread]:
+                objectives: tuple[str, ...], rows: np.ndarray, *, seed: int,
+                truth: np.ndarray | None = None) -> dict[str, Spread]:
+        """A spread per decoded objective from the samples of ``rows``, against ``truth`` (rows of every
+        objective; by default ``values[rows]``)."""
         draws = self.sample(predictor, texts, values, objectives, rows, seed=seed)
-        return self.fitted(draws, values[rows], objectives)
+        return self.fitted(draws, values[rows] if truth is None else truth, objectives)
 
 
 def typical_width(draws: np.ndarray) -> np.ndarray:

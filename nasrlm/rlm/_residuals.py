@@ -1,6 +1,7 @@
 """The prior under :class:`~nasrlm.rlm.predictor.RLMPredictor`'s model, which learns only its residuals:
 fitting it (:func:`prior_matrix`, :func:`fit_prior`), weighing the model's residual on validation rows
-(:func:`validated_weights`), and adding the prior back to decoded residuals (:func:`add_prior`).
+(:func:`validated_weights`), the truths its spread is calibrated on
+(:func:`out_of_sample_truth`), and adding the prior back to decoded residuals (:func:`add_prior`).
 
 It samples through the predictor it is given; this module does not import the predictor's.
 """
@@ -83,6 +84,26 @@ def validated_weights(predictor: RLMPredictor, texts: Sequence[str], x: np.ndarr
     median = predictor.prior.residuals(x[rows], np.median(predicted, axis=1))
     return {name: residual_weight(median[:, j], values[rows, objectives.index(name)])
             for j, name in enumerate(predictor.prior_objectives)}
+
+
+def out_of_sample_truth(prior: ScoresPrior, x: np.ndarray, values: np.ndarray, raw: np.ndarray,
+                        objectives: tuple[str, ...], predicted: tuple[str, ...], rows: np.ndarray
+                        ) -> np.ndarray:
+    """``raw[rows]`` with each of the prior's objectives moved to where the prior, fitted on these rows too,
+    would put a true value as far off as the prior out of sample is: its own mean plus the out-of-sample
+    residual in ``values`` (what :func:`fit_prior` leaves there).
+
+    A spread calibrated on rows the prior was fitted on compares the samples with truths the prior has
+    learned by heart, and comes out too narrow for new rows; against these truths, each row's error is
+    the one a row the prior never saw would have.
+    """
+    truth = np.array(raw[rows], dtype=np.float64)
+    columns = [objectives.index(name) for name in predicted]
+    residuals = values[rows][:, columns]
+    known = ~np.isnan(residuals)
+    moved = prior.values(x[rows], np.where(known, residuals, 0.0))
+    truth[:, columns] = np.where(known, moved, np.nan)
+    return truth
 
 
 def residual_block(out: np.ndarray, prior_objectives: tuple[str, ...], objectives: tuple[str, ...]

@@ -23,7 +23,7 @@ from nasrlm.priors.prior import ScoresPrior
 from nasrlm.priors.transfer import ACCURACY_RANK, TAG_SEPARATOR, TRANSFER_LABEL, AccuracyTransfer
 from nasrlm.rlm._base import for_space
 from nasrlm.rlm._held_out import HeldOut, cross_fitted_spreads, typical_width
-from nasrlm.rlm._residuals import add_prior, fit_prior, prior_matrix, validated_weights
+from nasrlm.rlm._residuals import add_prior, fit_prior, out_of_sample_truth, prior_matrix, validated_weights
 from nasrlm.rlm.calibration import CALIBRATION_FOLDS, Spread
 from nasrlm.rlm.checkpoints import (  # noqa: F401  (PRIOR_FILE: importable from here as before)
     PRIOR_FILE,
@@ -274,8 +274,10 @@ class RLMPredictor:
         elif prior is not None:
             self.residual_weights = dict.fromkeys(predicted, UNVALIDATED_RESIDUAL_WEIGHT)
         if len(report.validation_rows) >= MIN_VALIDATION_ROWS:
-            spreads = held_out.spreads(self, texts, raw, objectives, np.asarray(report.validation_rows),
-                                       seed=config.seed)
+            rows = np.asarray(report.validation_rows)
+            truth = None if prior is None else out_of_sample_truth(prior, x, values, raw, objectives,
+                                                                   predicted, rows)
+            spreads = held_out.spreads(self, texts, raw, objectives, rows, seed=config.seed, truth=truth)
         elif widths is not None:  # trained on all the rows, the model decodes narrower than the folds did
             mine = typical_width(held_out.sample(self, texts, raw, objectives, np.flatnonzero(original),
                                                  seed=config.seed))
