@@ -35,6 +35,7 @@ from nasrlm.search._run import (
     run_search,
 )
 from nasrlm.search._sampler import (
+    PREDICTED_INTERVAL_USER_ATTR,
     PREDICTED_USER_ATTR,
     RLMSampler,
     SpaceMismatchError,
@@ -47,6 +48,7 @@ __all__ = [
     "DUPLICATE_ATTR",
     "ERROR_ATTR",
     "SearchStopped",
+    "PREDICTED_INTERVAL_USER_ATTR",
     "PREDICTED_USER_ATTR",
     "SURPLUS_ATTR",
     "TRAINED",
