@@ -111,25 +111,13 @@ def fit_spread(samples: np.ndarray, truth: np.ndarray, mass: float = CENTRAL_MAS
     if samples.ndim != 2 or truth.shape != (samples.shape[0],):
         raise ValueError(f"samples (rows, samples) and truth (rows,) disagree: {samples.shape} and "
                          f"{truth.shape}")
-    tail = (1 - mass) / 2
-    low, median, high = np.quantile(samples, [tail, 0.5, 1 - tail], axis=1)
-    return fit_spread_to_intervals(low, median, high, truth, mass)
-
-
-def fit_spread_to_intervals(low: np.ndarray, median: np.ndarray, high: np.ndarray, truth: np.ndarray,
-                            mass: float = CENTRAL_MASS) -> Spread:
-    """:func:`fit_spread` from each row's central ``mass`` interval ``(low, high)`` and ``median`` of its
-    samples instead of the samples themselves (all (rows,)): what a search keeps of a proposal's
-    prediction until its value is known."""
-    low, median, high, truth = (np.asarray(a, dtype=np.float64).ravel() for a in (low, median, high, truth))
-    if not len(low) == len(median) == len(high) == len(truth):
-        raise ValueError(f"intervals and truths disagree in length: {len(low)}, {len(median)}, "
-                         f"{len(high)} and {len(truth)}")
     known = ~np.isnan(truth)
     if known.sum() < 2:
         raise ValueError(f"a spread is fitted on at least two rows with a known truth, got {known.sum()}")
-    low, median, high, truth = low[known], median[known], high[known], truth[known]
-    z = float(norm.ppf(1 - (1 - mass) / 2))
+    samples, truth = samples[known], truth[known]
+    tail = (1 - mass) / 2
+    z = float(norm.ppf(1 - tail))
+    low, median, high = np.quantile(samples, [tail, 0.5, 1 - tail], axis=1)
     error = truth - median
     own = (high - low) / (2 * z)  # each row's decoded standard deviation, blind to a rare wild digit
     typical = float(np.sqrt(np.mean(error**2))) or 1.0

@@ -35,7 +35,6 @@ from nasrlm.search._run import (
     run_search,
 )
 from nasrlm.search._sampler import (
-    PREDICTED_INTERVAL_USER_ATTR,
     PREDICTED_USER_ATTR,
     RLMSampler,
     SpaceMismatchError,
@@ -48,7 +47,6 @@ __all__ = [
     "DUPLICATE_ATTR",
     "ERROR_ATTR",
     "SearchStopped",
-    "PREDICTED_INTERVAL_USER_ATTR",
     "PREDICTED_USER_ATTR",
     "SURPLUS_ATTR",
     "TRAINED",

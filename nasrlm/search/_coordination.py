@@ -24,7 +24,7 @@ from optuna.trial import FrozenTrial, TrialState
 from nasrlm.search._arch_cache import SpaceMismatchError
 from nasrlm.search._lease import FitLease
 from nasrlm.search._liveness import beating
-from nasrlm.search._study import completed
+from nasrlm.search._study import PREDICTED_USER_ATTR, by_name, completed
 
 #: Seconds a fit lease outlives its holder: the holder pushes its deadline back while it fits, so
 #: workers waiting on a worker killed mid-fit stop waiting this long after (see :mod:`._lease`).
@@ -37,9 +37,8 @@ CLAIM_SECONDS = 5.0
 WORKER_COUNT_WINDOW = 20
 
 _ACTIVE = (TrialState.RUNNING, TrialState.WAITING)
-#: A proposal's parameters, and the user attributes its trial keeps (the model's predictions for it, by
-#: objective name: :data:`~nasrlm.search.PREDICTED_USER_ATTR`, ...; empty: none).
-Proposal = tuple[dict[str, Any], dict[str, Any]]
+#: A proposal's parameters and the model's unweighted median prediction for it (``None``: not needed).
+Proposal = tuple[dict[str, Any], list[float] | None]
 
 
 class Workers:
@@ -133,21 +132,22 @@ class Workers:
 
     def hand_out(self, study: Study, trial: FrozenTrial, proposals: Sequence[Proposal]) -> dict[str, Any]:
         """The first proposal's parameters for ``trial``; the others wait in the study for whichever
-        worker asks next. Each keeps the model's predictions as user attributes."""
+        worker asks next. Each keeps the model's prediction as a user attribute."""
         if not proposals:
             return {}
-        (params, attrs), rest = proposals[0], proposals[1:]
+        (params, predicted), rest = proposals[0], proposals[1:]
         self.note_handed_out(study, params)
-        for key, value in attrs.items():  # kept with the trial: a resumed search still weighs by them
-            _set_user_attr(study, trial, key, value)
+        if predicted is not None:  # kept with the trial: a resumed search still weighs by it
+            _set_user_attr(study, trial, PREDICTED_USER_ATTR, by_name(study, predicted))
         self._enqueue(study, rest)
         return params  # a candidate's parameters are the search space's already (see _candidates)
 
     @staticmethod
     def _enqueue(study: Study, proposals: Sequence[Proposal]) -> None:
-        """Leave ``proposals`` waiting in the study, each with the model's predictions."""
-        for params, attrs in proposals:
-            study.enqueue_trial(params, user_attrs=attrs or None)
+        """Leave ``proposals`` waiting in the study, each with the model's prediction."""
+        for params, predicted in proposals:
+            attrs = None if predicted is None else {PREDICTED_USER_ATTR: by_name(study, predicted)}
+            study.enqueue_trial(params, user_attrs=attrs)
 
 
 # --- Optuna's private parts -------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from nasrlm.priors.feature_prior import PRIOR_KINDS
 
 #: ``ProposalSettings.spread`` choices.
-SPREADS = ("auto", "prior", "trees", "model", "calibrated")
+SPREADS = ("auto", "prior", "trees", "model")
 #: ``ProposalSettings.surrogate`` choices.
 SURROGATES = ("rlm", "prior")
 #: ``ProposalSettings.refine``'s default: the completed-trial ranges in which the front is refined.
@@ -48,11 +48,8 @@ class ProposalSettings:
     #: overconfident, does not have; ``"trees"``, that error scaled per candidate by how much the prior
     #: forest's trees disagree on it (relative to their mean disagreement over the candidates scored),
     #: so that candidates unlike the trials scatter wider; ``"model"``, as the model decodes them;
-    #: ``"calibrated"``, as the model decodes them, widened so that the trials it proposed fell inside
-    #: the central 80 % of their samples as often as they should (``RLMSampler.calibrated_spreads``; as
-    #: ``"prior"`` until five are evaluated); ``"auto"`` (the default): with a prior, ``"trees"`` for
-    #: three objectives or more and ``"prior"`` for fewer (what searched best on each,
-    #: experiments/README.md), else ``"model"``
+    #: ``"auto"`` (the default): with a prior, ``"trees"`` for three objectives or more and ``"prior"``
+    #: for fewer (what searched best on each, experiments/README.md), else ``"model"``
     spread: str = "auto"
     #: the prior the model learns the residual of (``RLMPredictor.fit``'s ``prior_kind``): ``"line"``, a
     #: straight line (in normal scores) through the free label that best explains the trials
@@ -97,8 +94,8 @@ class ProposalSettings:
                              f"got prior={self.prior!r}")
         if self.prior_alone_after is not None and self.prior_alone_after < 1:
             raise ValueError(f"prior_alone_after must be positive or None, got {self.prior_alone_after}")
-        if self.surrogate == "prior" and self.spread in ("model", "calibrated"):
-            raise ValueError(f"surrogate='prior' has no model: spread={self.spread!r} does not apply")
+        if self.surrogate == "prior" and self.spread == "model":
+            raise ValueError("surrogate='prior' has no model: spread='model' does not apply")
 
     def spread_for(self, num_objectives: int) -> str:
         """The spread the samples get in a study of ``num_objectives`` (``spread="auto"`` decided)."""

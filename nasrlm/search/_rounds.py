@@ -22,20 +22,13 @@ from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial
 
 from nasrlm.metrics import median_reference
-from nasrlm.rlm.calibration import CENTRAL_MASS, Spread, fit_spread_to_intervals
 from nasrlm.search._acquisition import greedy_ehvi
 from nasrlm.search._arch_cache import ArchCache, SpaceMismatchError
 from nasrlm.search._candidates import CandidateSettings, candidate_params
 from nasrlm.search._coordination import Proposal
 from nasrlm.search._proposals import ProposalSettings
 from nasrlm.search._space_params import SpaceParams
-from nasrlm.search._study import (
-    PREDICTED_INTERVAL_USER_ATTR,
-    PREDICTED_USER_ATTR,
-    by_name,
-    front_params,
-    objectives,
-)
+from nasrlm.search._study import PREDICTED_USER_ATTR, front_params, objectives
 from nasrlm.search._surrogate import FitSettings, PriorSurrogate, RLMSurrogate
 
 #: Evaluated proposals of the model needed before its residual's weight is estimated from them.
@@ -55,7 +48,6 @@ class ProposalRounds:
     progress: bool
     cache: ArchCache
     last_residual_weights: dict[str, float] | None
-    last_spreads: dict[str, Spread] | None
     on_fit: Callable[[int, float], None] | None
     log: Callable[[str], None]
     _seed: int
@@ -117,10 +109,9 @@ class ProposalRounds:
             return []
         ids = list(candidates)
         weights = self.last_residual_weights = self.residual_weights(complete)
-        spreads = self.last_spreads = self.calibrated_spreads(complete)
         seed = self._round_seed
         self.log(f"scoring {len(ids):,} candidates ({p.num_samples} decoded samples each)")
-        samples = self.predict_samples(ids, seed=seed, residual_weight=weights, calibrated=spreads)
+        samples = self.predict_samples(ids, seed=seed, residual_weight=weights)
         # measured from a typical architecture of the space, the median of the random start-up trials
         # (the convention hypervolume is reported with): a nadir would chase the front's far ends, and
         # the median of *all* trials tightens as the search improves until little can beat it
@@ -129,30 +120,12 @@ class ProposalRounds:
             believed = np.median(self.predict_samples(pending, seed=seed, residual_weight=weights), axis=1)
             observed = np.vstack([observed, believed])
         picked = greedy_ehvi(samples, observed, reference, maximize, count, self._rng)
-        return [(candidates[ids[k]], attrs) for k, attrs in zip(
-            picked, self._predictions(study, [ids[k] for k in picked], seed, weights), strict=True)]
-
-    def _predictions(self, study: Study, arch_ids: list[str], seed: int,
-                     weights: dict[str, float] | None) -> list[dict[str, Any]]:
-        """The user attributes each proposal's trial keeps: the model's unweighted median
-        (:data:`PREDICTED_USER_ATTR`) when its residual is weighed, its decoded central interval
-        (:data:`PREDICTED_INTERVAL_USER_ATTR`) when the spread is calibrated."""
-        p = self.proposal_settings
+        chosen = [candidates[ids[k]] for k in picked]
         predictor = self._surrogate.predictor
-        attrs: list[dict[str, Any]] = [{} for _ in arch_ids]
-        if predictor is None:
-            return attrs
-        if p.weigh_residual and predictor.prior is not None:
-            raw = np.median(self.predict_samples(arch_ids, seed=seed), axis=1)  # unweighted
-            for out, row in zip(attrs, raw, strict=True):
-                out[PREDICTED_USER_ATTR] = by_name(study, [float(v) for v in row])
-        if p.spread_for(len(self._surrogate.objectives)) == "calibrated":
-            decoded = self.predict_samples(arch_ids, seed=seed, residual_weight=weights, spread="model")
-            tail = (1 - CENTRAL_MASS) / 2
-            quantiles = np.quantile(decoded, [tail, 0.5, 1 - tail], axis=1)  # (3, proposals, objectives)
-            for out, row in zip(attrs, quantiles.transpose(1, 2, 0), strict=True):
-                out[PREDICTED_INTERVAL_USER_ATTR] = by_name(study, [[float(q) for q in qs] for qs in row])
-        return attrs
+        if not (p.weigh_residual and predictor is not None and predictor.prior is not None):
+            return [(params, None) for params in chosen]
+        raw = np.median(self.predict_samples([ids[k] for k in picked], seed=seed), axis=1)  # unweighted
+        return [(params, [float(v) for v in row]) for params, row in zip(chosen, raw, strict=True)]
 
     def _draw_pool(self, search_space: dict[str, BaseDistribution]) -> None:
         """The candidate pool's parameters, drawn once (by the first fit, or a start-up chosen from it)."""
@@ -238,52 +211,15 @@ class ProposalRounds:
         actual, predicted = (np.array([r[k] for r in rows.values()], dtype=np.float64) for k in (0, 1))
         return self._surrogate.residual_weights(list(rows), actual, predicted)
 
-    def calibrated_spreads(self, complete: Sequence[FrozenTrial]) -> dict[str, Spread] | None:
-        """With ``spread="calibrated"``, per objective the :class:`~nasrlm.rlm.calibration.Spread` that
-        widens the model's decoded samples so that the values of the evaluated trials it proposed fall
-        inside the central 80 % of what it decoded for them as often as they should (each was predicted
-        before it was evaluated: rows the model had not seen); ``None`` otherwise, without a model, and
-        until :data:`MIN_CHECKED_PROPOSALS` are in (the prior's out-of-sample error scatters them then,
-        as ``spread="prior"``, or the samples stay as decoded without a prior). Proposals are picked for
-        their optimistic predictions, so their errors are those of the candidates that matter."""
-        if self.predictor is None or self.proposal_settings.spread_for(
-                len(self._surrogate.objectives)) != "calibrated":
-            return None
-        names = [o.name for o in self._surrogate.objectives]
-        rows: dict[str, tuple[Sequence[float], list[Sequence[float]]]] = {}
-        for t in complete:
-            interval = t.user_attrs.get(PREDICTED_INTERVAL_USER_ATTR)
-            if isinstance(interval, dict) and set(interval) == set(names):
-                rows.setdefault(self.arch_id_of(t.params), (t.values, [interval[n] for n in names]))
-        if len(rows) < MIN_CHECKED_PROPOSALS:
-            return None
-        actual = np.array([r[0] for r in rows.values()], dtype=np.float64)  # (rows, objectives)
-        intervals = np.array([r[1] for r in rows.values()], dtype=np.float64)  # (rows, objectives, 3)
-        return {name: fit_spread_to_intervals(*intervals[:, k].T, actual[:, k])
-                for k, name in enumerate(names)}
-
     def predict_samples(self, arch_ids: Sequence[str], *, num_samples: int | None = None, seed: int = 0,
-                        residual_weight: dict[str, float] | None = None, spread: str | None = None,
-                        calibrated: dict[str, Spread] | None = None) -> np.ndarray:
+                        residual_weight: dict[str, float] | None = None) -> np.ndarray:
         """Decoded samples (len(arch_ids), num_samples, objectives) from the latest model.
 
-        ``residual_weight``: see :meth:`RLMPredictor.sample` and :meth:`residual_weights`. ``spread``: how
-        the samples scatter (default: the settings', see :class:`ProposalSettings`); ``"calibrated"``
-        decodes them as ``"model"`` does and widens each objective by ``calibrated``
-        (:meth:`calibrated_spreads`), or without it scatters them as ``"prior"`` does where there is one.
+        ``residual_weight``: see :meth:`RLMPredictor.sample` and :meth:`residual_weights`.
         """
         if self._surrogate is None:
             raise RuntimeError("the sampler has not trained a model yet")
         p = self.proposal_settings
-        spread = spread or p.spread_for(len(self._surrogate.objectives))
-        if spread == "calibrated":
-            has_prior = self.predictor is not None and self.predictor.prior is not None
-            spread = "model" if calibrated is not None or not has_prior else "prior"
-        samples = self._surrogate.sample(arch_ids, num_samples=num_samples or p.num_samples, seed=seed,
-                                         temperature=p.temperature, residual_weight=residual_weight,
-                                         spread=spread)
-        if calibrated is not None and spread == "model":
-            rng = np.random.default_rng([seed, 2])
-            for k, o in enumerate(self._surrogate.objectives):
-                samples[..., k] = calibrated[o.name].widen(samples[..., k], rng)
-        return samples
+        return self._surrogate.sample(arch_ids, num_samples=num_samples or p.num_samples, seed=seed,
+                                      temperature=p.temperature, residual_weight=residual_weight,
+                                      spread=p.spread_for(len(self._surrogate.objectives)))

@@ -35,7 +35,6 @@ from optuna.trial import FrozenTrial
 
 from nasrlm.free_labels import DEFAULT_CACHE
 from nasrlm.label_cache import LabelCache
-from nasrlm.rlm.calibration import Spread
 from nasrlm.search._arch_cache import ArchCache, SpaceMismatchError
 from nasrlm.search._candidates import CandidateSettings
 from nasrlm.search._coordination import Workers, is_enqueued
@@ -43,20 +42,13 @@ from nasrlm.search._proposals import ProposalSettings
 from nasrlm.search._rounds import MIN_CHECKED_PROPOSALS, ProposalRounds
 from nasrlm.search._space_params import SpaceParams
 from nasrlm.search._startup import STARTUPS, startup_picks, startup_transfer
-from nasrlm.search._study import (
-    PREDICTED_INTERVAL_USER_ATTR,
-    PREDICTED_USER_ATTR,
-    completed,
-    front_params,
-    objectives,
-)
+from nasrlm.search._study import PREDICTED_USER_ATTR, completed, front_params, objectives
 from nasrlm.search._surrogate import DEFAULT_MODEL, FitSettings, PriorSurrogate, RLMSurrogate
 from search_spaces import SearchSpace
 
 _logger = logging.getLogger("nasrlm.search")
 
-__all__ = ["MIN_CHECKED_PROPOSALS", "PREDICTED_INTERVAL_USER_ATTR", "PREDICTED_USER_ATTR", "RLMSampler",
-           "SpaceMismatchError"]
+__all__ = ["MIN_CHECKED_PROPOSALS", "PREDICTED_USER_ATTR", "RLMSampler", "SpaceMismatchError"]
 
 
 class RLMSampler(ProposalRounds, BaseSampler):
@@ -153,9 +145,6 @@ class RLMSampler(ProposalRounds, BaseSampler):
         self._warned: set[str] = set()  # architectures the space failed to build, said once
         #: the residual weights the latest proposals were scored with (``None``: unweighted)
         self.last_residual_weights: dict[str, float] | None = None
-        #: the calibrated spreads the latest proposals were scored with (``spread="calibrated"``; ``None``:
-        #: not calibrated)
-        self.last_spreads: dict[str, Spread] | None = None
         #: called after each refit with (completed trials used, seconds); the CLI's progress hook
         self.on_fit: Callable[[int, float], None] | None = None
         #: called with a line before each long step (pre-training, scoring); e.g. ``print``
@@ -237,7 +226,7 @@ class RLMSampler(ProposalRounds, BaseSampler):
         picks = startup_picks(labels, transfer, count, self._rng)
         self.log(f"start-up: {len(picks)} of {len(pool):,} candidates, one per stratum of MACs, each the "
                  f"best that {transfer.sources[0].space}'s accuracy forest ranks")
-        return self._workers.hand_out(study, trial, [(params[pool[k]], {}) for k in picks])
+        return self._workers.hand_out(study, trial, [(params[pool[k]], None) for k in picks])
 
     def _front_mutant(self, study: Study, trial: FrozenTrial, complete: Sequence[FrozenTrial],
                       search_space: dict[str, BaseDistribution]) -> dict[str, Any]:

@@ -16,10 +16,6 @@ from nasrlm.metrics import pareto_mask
 #: Trial user attribute holding the model's unweighted median prediction, by objective name, for a
 #: trial it proposed: what its residual is weighed by, and what people watching the study see.
 PREDICTED_USER_ATTR = "predicted"
-#: Trial user attribute holding, by objective name, ``[low, median, high]`` of the central 80 % of the
-#: model's samples for a trial it proposed, as it decoded them (its own spread, uncalibrated): what
-#: ``spread="calibrated"`` widens the model's later samples by, once the trial's values are known.
-PREDICTED_INTERVAL_USER_ATTR = "predicted_interval"
 
 
 def completed(study: Study) -> list[FrozenTrial]:
@@ -45,6 +41,6 @@ def objectives(study: Study) -> list[Objective]:
             for name, d in zip(objective_names(study), study.directions, strict=True)]
 
 
-def by_name(study: Study, predicted: Sequence[Any]) -> dict[str, Any]:
-    """A prediction (one value, or one interval, per objective) as a trial's user attribute keeps it."""
+def by_name(study: Study, predicted: Sequence[float]) -> dict[str, float]:
+    """A prediction as the trial's user attribute :data:`PREDICTED_USER_ATTR` keeps it."""
     return dict(zip(objective_names(study), predicted, strict=True))

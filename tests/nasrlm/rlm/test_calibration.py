@@ -1,13 +1,7 @@
 import numpy as np
 import pytest
 
-from nasrlm.rlm.calibration import (
-    Spread,
-    central_coverage,
-    fit_spread,
-    fit_spread_to_intervals,
-    is_calibrated,
-)
+from nasrlm.rlm.calibration import Spread, central_coverage, fit_spread, is_calibrated
 
 
 def test_samples_from_the_true_distribution_cover_about_their_mass():
@@ -78,15 +72,6 @@ def test_rows_decoded_as_one_value_get_a_floor_and_keep_their_median():
     np.testing.assert_array_equal(np.median(widened, axis=1), centre[300:])  # the prediction stays, exactly
     coverage = central_coverage(widened[..., None], truth[300:, None])[0]
     assert 0.7 < coverage < 0.9
-
-
-def test_a_spread_fitted_to_intervals_is_the_one_fitted_to_their_samples():
-    rng = np.random.default_rng(4)
-    samples, truth = _overconfident(rng, 200, narrow=0.3)
-    low, median, high = np.quantile(samples, [0.1, 0.5, 0.9], axis=1)
-    assert fit_spread_to_intervals(low, median, high, truth) == fit_spread(samples, truth)
-    with pytest.raises(ValueError, match="length"):
-        fit_spread_to_intervals(low, median, high[:-1], truth)
 
 
 def test_spreads_are_checked_where_they_enter():

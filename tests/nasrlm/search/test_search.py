@@ -19,7 +19,6 @@ from nasrlm.metrics import pareto_mask
 from nasrlm.search import (
     DEFAULT_MODEL,
     DUPLICATE_ATTR,
-    PREDICTED_INTERVAL_USER_ATTR,
     PREDICTED_USER_ATTR,
     SAMPLERS,
     ArchEvaluator,
@@ -361,35 +360,6 @@ def test_with_the_prior_spread_the_samples_scatter_as_far_as_the_prior_erred() -
     z = sampler.predictor.prior.residuals(np.repeat(labels, 8, axis=0), samples.reshape(-1, 2))
     spread = z.reshape(20, 8, 2).std(axis=1).mean(axis=0)
     assert spread == pytest.approx([errors["acc"], errors["lat"]], rel=0.3)
-
-
-def test_with_the_calibrated_spread_the_model_is_widened_by_its_own_proposals_errors() -> None:
-    sampler = tiny_sampler(prior="trend-forest", spread="calibrated")
-    study = make_study(sampler)
-    study.optimize(toy_objective, n_trials=7)  # 4 start-up trials and 3 proposals: too few to calibrate on
-    assert sampler.calibrated_spreads(completed(study)) is None and sampler.last_spreads is None
-    study.optimize(toy_objective, n_trials=7)  # 6 proposals evaluated by the last round
-    assert set(sampler.last_spreads) == {"acc", "lat"}
-    proposed = [t for t in completed(study) if PREDICTED_INTERVAL_USER_ATTR in t.user_attrs]
-    assert len(proposed) >= 6 and not any(PREDICTED_INTERVAL_USER_ATTR in t.user_attrs
-                                          for t in study.trials[:4])
-    spreads = sampler.calibrated_spreads(completed(study))
-    z = 1.2815515655446004  # the standard normal's 90th percentile
-    for k, name in enumerate(("acc", "lat")):
-        low, median, high = np.array([t.user_attrs[PREDICTED_INTERVAL_USER_ATTR][name] for t in proposed]).T
-        assert np.all((low <= median) & (median <= high))
-        # widened, the central 80 % of what the model decoded for its proposals holds 80 % of their values
-        own = (high - low) / (2 * z)
-        half = z * np.sqrt(spreads[name].floor ** 2 + (spreads[name].scale * own) ** 2)
-        inside = np.abs(np.array([t.values[k] for t in proposed]) - median) <= half + 1e-9
-        assert inside.mean() >= 0.8
-    ids = SPACE.sample_ids(10, seed=3)
-    decoded = sampler.predict_samples(ids, seed=5, spread="model")
-    widened = sampler.predict_samples(ids, seed=5, calibrated=spreads)
-    np.testing.assert_allclose(np.median(widened, axis=1), np.median(decoded, axis=1))  # rankings stay
-    assert not np.allclose(widened, decoded)
-    with pytest.raises(ValueError, match="calibrated"):
-        ProposalSettings(surrogate="prior", spread="calibrated")
 
 
 def test_the_sampler_keeps_the_settings_objects_it_is_given() -> None:
