@@ -57,7 +57,6 @@ class ProposalRounds:
     _fits: int
     _pool_params: list[dict[str, Any]]
     _warned: set[str]
-    _said_ignoring: bool
 
     # --- one round ---------------------------------------------------------------------------------
     def _fit(self, study: Study, complete: Sequence[FrozenTrial],
@@ -137,9 +136,7 @@ class ProposalRounds:
     def _candidates(self, search_space: dict[str, BaseDistribution], front: Sequence[dict[str, Any]],
                     taken: set[str], *, refine: bool = False) -> dict[str, dict[str, Any]]:
         """Candidates by arch id, each architecture once and none of ``taken`` (``refine``: the front's
-        mutants alone, see :class:`CandidateSettings`), none the space cannot build, and, where the graph
-        labels are known (a feature prior), none whose output ignores its input: a model that has not
-        seen such a network extrapolates its tiny size into a fast, accurate one, and it is at chance."""
+        mutants alone, see :class:`CandidateSettings`)."""
         out: dict[str, dict[str, Any]] = {}
         draw = partial(self._params.draw, search_space)
         for params in candidate_params(search_space, self.candidate_settings, pool=self._pool_params,
@@ -151,13 +148,7 @@ class ProposalRounds:
                 continue
             if arch_id not in taken:
                 out.setdefault(arch_id, params)
-        kept = self._buildable(list(out))
-        ignoring = self.cache.ignores_input(kept)
-        if ignoring.any() and not self._said_ignoring:
-            self._said_ignoring = True
-            self.log("leaving out the candidates whose output does not depend on their input (no "
-                     "input→output path in the graph): never proposed")
-        return {arch_id: out[arch_id] for arch_id, ignored in zip(kept, ignoring, strict=True) if not ignored}
+        return {arch_id: out[arch_id] for arch_id in self._buildable(list(out))}
 
     def _buildable(self, arch_ids: list[str]) -> list[str]:
         """Those of ``arch_ids`` the space builds; each it cannot is one warning line, once."""

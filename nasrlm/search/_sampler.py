@@ -143,7 +143,6 @@ class RLMSampler(ProposalRounds, BaseSampler):
         self._pool_params: list[dict[str, Any]] = []  # candidate parameters drawn once
         self._startup_asked = False  # whether it has been asked for a start-up trial it can choose
         self._warned: set[str] = set()  # architectures the space failed to build, said once
-        self._said_ignoring = False  # whether it said that candidates ignoring their input are left out
         #: the residual weights the latest proposals were scored with (``None``: unweighted)
         self.last_residual_weights: dict[str, float] | None = None
         #: called after each refit with (completed trials used, seconds); the CLI's progress hook

@@ -71,10 +71,3 @@ def test_an_architecture_the_space_cannot_build_is_left_out_with_its_error() -> 
     assert cache.labels_of(kept).shape == (len(kept), 2)
     with pytest.raises(ArchitectureBuildError, match="none edges unsupported"):
         cache.texts_of(ids)
-
-
-def test_an_architecture_whose_output_ignores_its_input_is_told_apart_with_graph_labels() -> None:
-    ignoring = "|nor_conv_3x3~0|+|skip_connect~0|none~1|+|none~0|none~1|none~2|"  # nothing reaches node 3
-    working = "|nor_conv_3x3~0|+|skip_connect~0|none~1|+|none~0|none~1|skip_connect~2|"
-    assert ArchCache(SPACE, graph=True).ignores_input([ignoring, working]).tolist() == [True, False]
-    assert ArchCache(SPACE).ignores_input([ignoring, working]).tolist() == [False, False]  # not known

@@ -236,25 +236,6 @@ def test_each_round_scores_fresh_random_candidates_beside_the_fixed_pool() -> No
     assert pool == first == second
 
 
-def test_a_candidate_whose_output_ignores_its_input_is_never_proposed(monkeypatch) -> None:
-    import nasrlm.search._rounds as rounds
-
-    ignoring = SPACE.parse("|nor_conv_3x3~0|+|skip_connect~0|none~1|+|none~0|none~1|none~2|")
-    working = SPACE.parse("|nor_conv_3x3~0|+|skip_connect~0|none~1|+|none~0|none~1|skip_connect~2|")
-    monkeypatch.setattr(rounds, "candidate_params",
-                        lambda *a, **k: [SPACE.params_of(ignoring), SPACE.params_of(working)])
-    lines: list[str] = []
-    for prior, kept in (("forest", {SPACE.arch_id(working)}),  # graph labels: it is told apart
-                        ("line", {SPACE.arch_id(ignoring), SPACE.arch_id(working)})):  # none: it is not
-        sampler = tiny_sampler(prior=prior)
-        sampler.log = lines.append
-        study = make_study(sampler)
-        study.optimize(toy_objective, n_trials=1)
-        search_space = sampler.infer_relative_search_space(study, study.trials[-1])
-        assert set(sampler._candidates(search_space, front=[], taken=set())) == kept
-    assert sum("does not depend on their input" in line for line in lines) == 1
-
-
 def test_random_candidates_on_a_table_subset_cover_its_rows_evenly() -> None:
     """Drawn as the space samples (the rows, uniformly), not as random parameters snapped to the nearest
     row: NB101's random parameters build small cells far more often, so a few rows would take most draws
