@@ -44,7 +44,8 @@ def sampler_keywords(options: Mapping[str, Any]) -> dict[str, Any]:
 
 def option_hints() -> dict[str, Any]:
     """The type hint of every flat option (:data:`OPTIONS`), for checking values before any work."""
-    hints = {name: typing.get_type_hints(RLMSampler.__init__)[name] for name in SAMPLER_OPTIONS}
+    keywords = typing.get_type_hints(RLMSampler.__init__)
+    hints = {name: keywords[name] for name in SAMPLER_OPTIONS}
     for cls in SETTINGS.values():
         hints.update(typing.get_type_hints(cls))
     return hints
