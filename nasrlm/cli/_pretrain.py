@@ -66,6 +66,14 @@ class Pretrain(Command):
                        help=f"peak learning rate (default {_number(config.learning_rate)})")
         p.add_argument("--resume", action="store_true",
                        help="continue the run saved in -o for --minutes more")
+        p.add_argument("--init", metavar="BASE",
+                       help="a new run that starts from the weights, tokenizer and normalisers of BASE (a "
+                            "base model pre-trained with the same --exclude) instead of at random, with a "
+                            "learning-rate schedule of its own; --size is BASE's")
+        p.add_argument("--graph-labels", choices=("every-batch", "drawn"),
+                       default="every-batch" if config.every_graph_label else "drawn",
+                       help="decode every graph label that varies over a space's rows in each of its "
+                            "batches, or draw them with its table's columns (default %(default)s)")
         p.add_argument("--ship", metavar="DIR",
                        help="when the run ends, also write the model into DIR with weights in float16 and "
                             "its pretraining.json (no optimiser state or rows): how the base shipped in the "
@@ -100,8 +108,11 @@ class Pretrain(Command):
         torch_threads(args.threads)
         exclude = parse_exclude(args.exclude or "")
         config = PretrainConfig(minutes=args.minutes, max_steps=args.max_steps, batch_size=args.batch_size,
-                                learning_rate=args.lr, seed=args.seed, progress=not args.quiet)
+                                learning_rate=args.lr, seed=args.seed, progress=not args.quiet,
+                                every_graph_label=args.graph_labels == "every-batch")
         log = (lambda line: None) if args.quiet else (lambda line: print(line, file=sys.stderr))
+        if args.resume and args.init:
+            raise CliError("--resume continues the run in -o; --init starts a new one: give one of them")
         if args.resume:
             _check_output_dir(output, "-o")
             state = _resumable(output)
@@ -125,8 +136,14 @@ class Pretrain(Command):
                                               free_rows=args.free_rows, max_rows=args.max_rows,
                                               seed=args.seed, progress=not args.quiet,
                                               until=started + LABEL_SHARE * budget, log=log)
-            predictor = RLMPredictor.from_scratch(objectives, size=args.size, seed=args.seed)
-            fit_normalizers(predictor, tasks)
+            if args.init:
+                predictor = _initial(args.init, exclude, tasks)
+                kept = dict(predictor.normalizers)  # the weights decode the digits these normalisers wrote
+                fit_normalizers(predictor, tasks)
+                predictor.normalizers.update(kept)
+            else:
+                predictor = RLMPredictor.from_scratch(objectives, size=args.size, seed=args.seed)
+                fit_normalizers(predictor, tasks)
             output.mkdir(parents=True, exist_ok=True)
             save_tasks(tasks, output / ROWS_FILE)
             transfer = fit_transfer(tasks, objectives, seed=args.seed)
@@ -154,6 +171,30 @@ class Pretrain(Command):
             size = sum(f.stat().st_size for f in shipped.iterdir()) / 2**20
             print(f"shipped {shipped}: {size:.1f} MiB", file=sys.stderr)
         return 0
+
+
+def _initial(path: str, exclude: list[str], tasks: list) -> Any:
+    """The base ``--init`` names, checked: it was pre-trained with this ``--exclude`` (so the new run has
+    seen nothing the command leaves out) and has a tag for every column of ``tasks``."""
+    from nasrlm.rlm.predictor import RLMPredictor
+    from nasrlm.rlm.pretraining import PRETRAINING_FILE, PretrainState
+
+    base = Path(path)
+    if not (base / PRETRAINING_FILE).is_file():
+        raise CliError(f"--init: {base} has no {PRETRAINING_FILE}: start from a base nasrlm pretrain wrote")
+    try:
+        before = PretrainState.load(base).exclude
+    except (ValueError, TypeError) as error:
+        raise CliError(f"--init: {base / PRETRAINING_FILE} is not readable: {error}") from None
+    if before != exclude:
+        raise CliError(f"--init: {base} was pre-trained with --exclude {','.join(before) or '(none)'}, not "
+                       f"{','.join(exclude) or '(none)'}")
+    predictor = RLMPredictor.load(base)
+    missing = sorted({o for t in tasks for o in t.objectives} - set(predictor.model.config.objectives))
+    if missing:
+        raise CliError(f"--init: {base} has no tag for {len(missing)} column(s) of this run "
+                       f"({', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''})")
+    return predictor
 
 
 def _resumable(output: Path) -> Any:

@@ -96,7 +96,11 @@ class PretrainConfig:
     weight_decay: float = 0.01
     warmup_steps: int = 200
     clip_norm: float = 1.0
-    objectives_per_batch: int = 8  # tags decoded per batch after the free labels
+    objectives_per_batch: int = 8  # tags drawn per batch from its columns, decoded after the free labels
+    # decode every graph label that varies over a task's rows in each of its batches, after the others;
+    # False: they are drawn with the table's columns for the objectives_per_batch places, so that each is
+    # seen seldom (the first shipped base's recipe; experiments/README.md, "Who carries the prediction")
+    every_graph_label: bool = True
     checkpoint_minutes: float = 5.0  # save this often (a killed run resumes from the latest save)
     seed: int = 0
     progress: bool = True
@@ -334,6 +338,11 @@ def pretrain(predictor: RLMPredictor, tasks: Sequence[Task], config: PretrainCon
              for t in tasks]
     accuracies = [{c for c, name in enumerate(t.objectives) if "acc" in name.split(TAG_SEPARATOR)[-1]}
                   for t in tasks]
+    # with every_graph_label, the graph labels that vary over a task's rows are decoded in each of its
+    # batches, last (the columns drawn before them are decoded as a fine-tune decodes them: after the free
+    # labels at most); the columns drawn are then those from ``first`` on, the table's
+    graph = [varying_graph_labels(t) if config.every_graph_label else [] for t in tasks]
+    first = len(ALL_FREE_OBJECTIVES) if config.every_graph_label else free
     weights = np.array([_task_weight(t) for t in tasks])
     weights /= weights.sum()
     stepper = Stepper(model, weight_decay=config.weight_decay, clip_norm=config.clip_norm)
@@ -360,13 +369,13 @@ def pretrain(predictor: RLMPredictor, tasks: Sequence[Task], config: PretrainCon
             size = min(config.batch_size, len(encoded[k]))
             start = int(rng.integers(len(encoded[k]) - size + 1))  # rows of similar length: little padding
             rows = by_length[k][start : start + size]
-            present = np.flatnonzero(known[k][rows].any(axis=0)[free:]) + free
+            present = np.flatnonzero(known[k][rows].any(axis=0)[first:]) + first
             chosen = rng.permutation(present)[: config.objectives_per_batch]
             rank = ranks[k]
             if rank is not None and rank in present:  # always, last, after no other accuracy of the rows
                 chosen = [c for c in chosen if c != rank and c not in accuracies[k]]
                 chosen = chosen[: config.objectives_per_batch - 1] + [rank]
-            columns = [*range(free), *chosen]
+            columns = [*range(free), *chosen, *graph[k]]
             ids, mask = pad_batch([encoded[k][r] for r in rows], model.config.text_pad_id)
             names = tuple(tasks[k].objectives[c] for c in columns)
             batch_targets = targets[k][rows][:, columns]
@@ -404,6 +413,15 @@ def pretrain(predictor: RLMPredictor, tasks: Sequence[Task], config: PretrainCon
     if output is not None:
         _checkpoint(predictor, stepper, state, output)
     return state
+
+
+def varying_graph_labels(task: Task) -> list[int]:
+    """Columns of ``task`` holding graph labels (after the free labels proper) whose known values are not
+    all equal: those worth decoding (a label constant over a space says nothing about its architectures)."""
+    free, width = len(FREE_OBJECTIVES), len(ALL_FREE_OBJECTIVES)
+    columns = task.values[:, free:width]
+    spread = [np.nanmax(c) > np.nanmin(c) if np.isfinite(c).any() else False for c in columns.T]
+    return [free + j for j, varies in enumerate(spread) if varies]
 
 
 def _task_weight(task: Task) -> float:

@@ -238,6 +238,18 @@ def test_pretrain_then_fine_tune_a_new_column_with_init(capsys, tmp_path: Path, 
     from nasrlm.rlm.predictor import RLMPredictor
 
     assert RLMPredictor.load(shipped).model.config == RLMPredictor.load(base).model.config
+    # a new run from the shipped base: its weights and normalisers, a schedule of its own, the same --exclude
+    again, rows = tmp_path / "again", ["--spaces", "nb201", "--max-rows", "16", "--free-rows", "0"]
+    start = ["pretrain", "--data-dir", str(data_dir), "-o", str(again), "--init", str(shipped)]
+    code, _, err = run(capsys, *start, *rows, "--max-steps", "2", "--quiet")
+    assert code == 2 and "--init" in err and "--exclude" in err and not again.exists()
+    code, _, err = run(capsys, *start, "--resume", "--exclude", "nb201:*acc*", "--quiet")
+    assert code == 2 and "give one of them" in err
+    code, _, err = run(capsys, *start, "--exclude", "nb201:*acc*", *rows, "--max-steps", "2", "--quiet")
+    assert code == 0 and "2 steps" in err, err
+    first, second = RLMPredictor.load(shipped), RLMPredictor.load(again)
+    assert second.model.config == first.model.config and second.normalizers == first.normalizers
+    assert json.loads((again / "pretraining.json").read_text())["step"] == 2  # counted afresh
 
     space = NasBench201()
     ids = space.sample_ids(12, seed=5)

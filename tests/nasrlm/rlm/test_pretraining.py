@@ -27,6 +27,7 @@ from nasrlm.rlm.pretraining import (
     parse_exclude,
     pretrain,
     save_tasks,
+    varying_graph_labels,
 )
 from nasrlm.rlm.tokenizers import OnnxTokenizer
 from search_spaces import get_space
@@ -116,6 +117,33 @@ def test_pretrain_lowers_the_loss_checkpoints_and_resumes(tasks, tmp_path) -> No
     many = pretrain(longer, rows, PretrainConfig(minutes=10, max_steps=60, batch_size=8, warmup_steps=2,
                                                  learning_rate=3e-3, progress=False))
     assert many.loss[-1] < 2.3  # below the loss of uniform digits, log(10)
+
+
+@pytest.mark.parametrize("every", [True, False])
+def test_a_batch_decodes_every_varying_graph_label_last_or_draws_them(tasks, monkeypatch, every) -> None:
+    rows, _ = tasks
+    graph = {t.space: [t.objectives[c] for c in varying_graph_labels(t)] for t in rows}
+    assert graph["nb201"] and graph["nds_vanilla"]  # both spaces vary in some graph labels...
+    constant = [o.name for o in GRAPH_OBJECTIVES if o.name not in graph["nb201"]]
+    assert constant  # ... and not in others (NB201 has no depthwise convolution)
+    predictor = _base(tasks)
+    decoded: list[tuple[str, ...]] = []
+    forward = RegressionLM.forward
+    monkeypatch.setattr(RegressionLM, "forward", lambda model, ids, mask, names, targets: (
+        decoded.append(names), forward(model, ids, mask, names, targets))[1])
+    pretrain(predictor, rows, PretrainConfig(minutes=10, max_steps=16, batch_size=8, warmup_steps=2,
+                                             objectives_per_batch=3, every_graph_label=every, progress=False))
+    free = [o.name for o in ALL_FREE_OBJECTIVES[:2]]
+    for names in decoded:
+        assert list(names[:2]) == free
+        space = "nb201" if any(n.startswith("nb201:") for n in names) else "nds_vanilla"
+        if every:
+            tail = graph[space]
+            assert list(names[-len(tail):]) == tail and len(names) <= 2 + 3 + len(tail)
+            assert not set(names) & set(constant) or space != "nb201"
+        else:
+            assert len(names) <= 2 + 3
+    assert {("nb201:" in " ".join(n)) for n in decoded} == {True, False}  # both spaces' batches were seen
 
 
 def test_from_base_keeps_known_tags_renames_the_space_and_adds_new_ones(tasks, tmp_path) -> None:
