@@ -181,6 +181,14 @@ def check_calibration(out: str) -> None:
     assert number(calibrated[4]) == number(decoded[4])
 
 
+def check_base_reading(out: str) -> None:
+    rows = table(out, "| base | graph labels | median ρ, decoded vs true | worst |")
+    assert len(rows) == 1 and number(rows[0][1]) > 10 and tau(number(rows[0][2])) and tau(number(rows[0][3]))
+    rows = table(out, "| nb201 accuracy from 20 labels, τ on the other 40 | forest | ridge on ranks |")
+    assert [r[0].split("'s")[0] != r[0] for r in rows] == [True, False]  # the base's row, then the truth's
+    assert all(tau(number(cell)) for r in rows for cell in r[1:])
+
+
 def check_lm_alone(out: str) -> None:
     rows = table(out, "| N | τ (mean of samples) | τ (median) |")
     assert [r[0] for r in rows] == ["N=0", "N=20"]
@@ -207,6 +215,7 @@ SMOKES: dict[str, Smoke] = {
     "export_benchmark.py": Smoke(check_export_benchmark),
     "inference_speed.py": Smoke(check_inference_speed, ["--threads", "1"]),
     "label_speed.py": Smoke(check_label_speed),
+    "base_reading.py": Smoke(check_base_reading, [*DATA, "--threads", "1"]),
     "lm_alone.py": Smoke(check_lm_alone, [*DATA, "--threads", "1", "--freeze-encoder"]),
     "predictor_benchmark.py": Smoke(check_predictor_benchmark, [*DATA, "--threads", "1"]),
     "sampler_overhead.py": Smoke(check_sampler_overhead, DATA),
