@@ -115,16 +115,16 @@ class Pretrain(Command):
             raise CliError("--resume continues the run in -o; --init starts a new one: give one of them")
         if args.resume:
             _check_output_dir(output, "-o")
-            state = _resumable(output)
-            if state.exclude != exclude:
-                before, now = ",".join(state.exclude) or "(none)", ",".join(exclude) or "(none)"
-                raise CliError(f"--resume: {output} was pre-trained with --exclude {before}, not {now}")
+            state = _recorded_run("--resume", output, ROWS_FILE)
+            _same_exclude("--resume", output, state, exclude)
             predictor, tasks = RLMPredictor.load(output), load_tasks(output / ROWS_FILE)
             state.finished = False
             config.minutes += state.seconds / 60  # the budget counts what the earlier runs spent
             log(f"resuming {output} at step {state.step:,} ({state.seconds / 60:.1f} min spent)")
         else:
             _check_new_directory(output, "-o")
+            if args.init:  # checked before the rows are collected, which may take half the budget
+                _same_exclude("--init", Path(args.init), _recorded_run("--init", Path(args.init)), exclude)
             spaces = _comma_list(args.spaces) if args.spaces else None
             for name in spaces or []:
                 _space(name)
@@ -137,7 +137,7 @@ class Pretrain(Command):
                                               seed=args.seed, progress=not args.quiet,
                                               until=started + LABEL_SHARE * budget, log=log)
             if args.init:
-                predictor = _initial(args.init, exclude, tasks)
+                predictor = _initial(Path(args.init), tasks)
                 kept = dict(predictor.normalizers)  # the weights decode the digits these normalisers wrote
                 fit_normalizers(predictor, tasks)
                 predictor.normalizers.update(kept)
@@ -173,36 +173,35 @@ class Pretrain(Command):
         return 0
 
 
-def _initial(path: str, exclude: list[str], tasks: list) -> Any:
-    """The base ``--init`` names, checked: it was pre-trained with this ``--exclude`` (so the new run has
-    seen nothing the command leaves out) and has a tag for every column of ``tasks``."""
-    from nasrlm.rlm.predictor import RLMPredictor
+def _recorded_run(option: str, path: Path, *files: str) -> Any:
+    """The :class:`PretrainState` of the run ``option`` names (it and ``files`` must be in ``path``)."""
     from nasrlm.rlm.pretraining import PRETRAINING_FILE, PretrainState
 
-    base = Path(path)
-    if not (base / PRETRAINING_FILE).is_file():
-        raise CliError(f"--init: {base} has no {PRETRAINING_FILE}: start from a base nasrlm pretrain wrote")
+    needed = (PRETRAINING_FILE, *files)
+    if not all((path / name).is_file() for name in needed):
+        raise CliError(f"{option}: {path} holds no pre-training run ({', '.join(needed)})")
     try:
-        before = PretrainState.load(base).exclude
+        return PretrainState.load(path)
     except (ValueError, TypeError) as error:
-        raise CliError(f"--init: {base / PRETRAINING_FILE} is not readable: {error}") from None
-    if before != exclude:
-        raise CliError(f"--init: {base} was pre-trained with --exclude {','.join(before) or '(none)'}, not "
-                       f"{','.join(exclude) or '(none)'}")
+        raise CliError(f"{option}: {path / PRETRAINING_FILE} is not readable: {error}") from None
+
+
+def _same_exclude(option: str, path: Path, state: Any, exclude: list[str]) -> None:
+    """Refuse a run pre-trained with another ``--exclude``: going on from it, the new steps would have seen
+    what this command leaves out, or the record would no longer say all the model saw."""
+    if state.exclude != exclude:
+        before, now = ",".join(state.exclude) or "(none)", ",".join(exclude) or "(none)"
+        raise CliError(f"{option}: {path} was pre-trained with --exclude {before}, not {now}")
+
+
+def _initial(base: Path, tasks: list) -> Any:
+    """The base ``--init`` names (its ``--exclude`` already checked), with a tag for every column of
+    ``tasks``."""
+    from nasrlm.rlm.predictor import RLMPredictor
+
     predictor = RLMPredictor.load(base)
     missing = sorted({o for t in tasks for o in t.objectives} - set(predictor.model.config.objectives))
     if missing:
         raise CliError(f"--init: {base} has no tag for {len(missing)} column(s) of this run "
                        f"({', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''})")
     return predictor
-
-
-def _resumable(output: Path) -> Any:
-    from nasrlm.rlm.pretraining import PRETRAINING_FILE, ROWS_FILE, PretrainState
-
-    if not (output / PRETRAINING_FILE).is_file() or not (output / ROWS_FILE).is_file():
-        raise CliError(f"--resume: {output} holds no pre-training run ({PRETRAINING_FILE}, {ROWS_FILE})")
-    try:
-        return PretrainState.load(output)
-    except (ValueError, TypeError) as error:
-        raise CliError(f"--resume: {output / PRETRAINING_FILE} is not readable: {error}") from None
