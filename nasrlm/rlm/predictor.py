@@ -32,7 +32,7 @@ from nasrlm.rlm.checkpoints import (  # noqa: F401  (PRIOR_FILE: importable from
     load_predictor,
     save_predictor,
 )
-from nasrlm.rlm.inference import sample_scaled
+from nasrlm.rlm.inference import sample_digits, sample_scaled
 from nasrlm.rlm.model import RegressionLM, RLMConfig
 from nasrlm.rlm.normalize import Normalizer
 from nasrlm.rlm.presets import TRAIN_SIZE, size_options
@@ -113,6 +113,10 @@ class RLMPredictor:
         #: the search spaces whose architectures it was trained on (empty: not recorded); ``nasrlm
         #: predict`` and ``eval`` refuse others, whose predictions would be extrapolation
         self.spaces: tuple[str, ...] = ()
+        #: labels :meth:`sample` first decodes greedily from the text itself, then conditions its samples
+        #: on, never reporting them: a base model pre-trained with the free labels decoded first reads a
+        #: space zero-shot best in that order (:meth:`zero_shot`); a fit clears it
+        self.reads_first: tuple[str, ...] = ()
 
     @classmethod
     def from_scratch(cls, objectives: Sequence[Objective], *, size: str | None = TRAIN_SIZE, seed: int = 0,
@@ -163,12 +167,17 @@ class RLMPredictor:
         of the space's headline accuracy an architecture is predicted at (learned on other spaces'
         accuracies where the base never saw this one's); a base without that tag decodes the columns of
         ``space`` it was pre-trained on, which answer to their plain names (``pixel3``) in any case.
+        Either comes after the parameter count and MACs, as the model reads them from the text itself
+        (:attr:`reads_first`).
         """
         predictor = cls.from_base(path, (), space=space)
         if ACCURACY_RANK.name in predictor.normalizers:
             predictor.decode_order = (ACCURACY_RANK.name,)
         else:
             predictor.decode_order = predictor.space_columns()
+        # pre-training decodes every column after the free labels: so does a zero-shot prediction, after
+        # the model's own reading of them (experiments/README.md, "Who carries the prediction")
+        predictor.reads_first = tuple(o.name for o in FREE_OBJECTIVES if o.name in predictor.normalizers)
         return predictor
 
     def space_columns(self) -> tuple[str, ...]:
@@ -267,7 +276,7 @@ class RLMPredictor:
         targets = self._targets(values, objectives)
         report = train(self.model, self.encode_texts(texts), targets, objectives, config,
                        derived_from=derived_from)
-        self.decode_order = objectives
+        self.decode_order, self.reads_first = objectives, ()
         if prior is not None and len(report.validation_rows) >= MIN_VALIDATION_ROWS:
             self.residual_weights = validated_weights(self, texts, x, values, objectives,
                                                       report.validation_rows)
@@ -394,6 +403,9 @@ class RLMPredictor:
 
         ``calibrated`` widens each objective's samples by its :attr:`spreads` (those of ``residual_spread``
         excepted), keeping each text's median; ``False``: the samples as decoded.
+
+        The labels of :attr:`reads_first` that ``given`` lacks are decoded greedily before everything
+        else (after ``given``), and the samples are conditioned on them.
         """
         objectives = tuple(objectives or self.predicts)
         given = dict(given or {})
@@ -413,6 +425,7 @@ class RLMPredictor:
             if not np.isfinite(known).all():
                 raise ValueError("given values must all be known (finite)")
             given_tokens = torch.as_tensor(self._targets(known, tuple(given)))
+        reads = tuple(o for o in self.reads_first if o not in given and o not in objectives)
         device = self.device
         generator = torch.Generator(device=device).manual_seed(seed)
         ids = self.encode_texts(texts)
@@ -423,6 +436,11 @@ class RLMPredictor:
             prefix = None
             if given_tokens is not None:
                 prefix = (tuple(given), given_tokens[start : start + len(input_ids)])
+            if reads:  # the model's own reading: one greedy row per text
+                read = sample_digits(self.model, input_ids.to(device), mask.to(device), reads, 1,
+                                     temperature=0.0, given=prefix)[:, 0].cpu()
+                prefix = (reads, read) if prefix is None else (
+                    (*prefix[0], *reads), torch.cat([prefix[1], read], dim=1))
             scaled = sample_scaled(self.model, input_ids.to(device), mask.to(device), objectives, num_samples,
                                    temperature=temperature, generator=generator, given=prefix)
             for k, name in enumerate(objectives):
