@@ -24,6 +24,13 @@ def _completed(db: Path) -> int:
         return 0
 
 
+def _sigint_as_in_a_terminal() -> None:
+    """In the search's process, before it starts: SIGINT's default action, as a terminal's ctrl-C finds it.
+    A test run as a background job of a non-interactive shell (``.ci/run &``) inherits SIGINT ignored, and
+    the search would never see the signal."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child process is a POSIX matter")
 def test_ctrl_c_keeps_the_study_and_the_same_command_resumes_it(tmp_path: Path) -> None:
@@ -32,7 +39,8 @@ def test_ctrl_c_keeps_the_study_and_the_same_command_resumes_it(tmp_path: Path) 
                "--sampler", "random", "--storage", f"sqlite:///{db}", "--out", str(tmp_path / "run"), "-q"]
     env = {**os.environ, "NASRLM_CACHE": str(tmp_path / "cache")}
     search = subprocess.Popen([*command, "--budget", "1000"], cwd=tmp_path, env=env, text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              preexec_fn=_sigint_as_in_a_terminal)
     deadline = time.monotonic() + 120
     while _completed(db) < 3 and search.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
