@@ -4,7 +4,8 @@ Each input is encoded once and all its ``num_samples`` decoder rows advance toge
 step, through :class:`_IncrementalDecoder`: the model's own T5 decoder weights, run with preallocated
 key/value caches and with the samples of one input sharing its cross-attention keys and values.
 Objective tags are fed, never sampled; digits are drawn from the head's distribution over the ten
-digit tokens, and any digits make a valid number.
+digit tokens, and any digits make a valid number. Values to be *read* first (decoded greedily, once per
+input, and then conditioned on) are decoded in the same pass, before the rows fan out to the samples.
 """
 
 from __future__ import annotations
@@ -19,14 +20,15 @@ from nasrlm.rlm.model import RegressionLM
 def sample_scaled(model: RegressionLM, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                   objectives: tuple[str, ...], num_samples: int, *, temperature: float = 1.0,
                   generator: torch.Generator | None = None,
-                  given: tuple[tuple[str, ...], torch.Tensor] | None = None) -> np.ndarray:
+                  given: tuple[tuple[str, ...], torch.Tensor] | None = None,
+                  reads: tuple[str, ...] = ()) -> np.ndarray:
     """Decoded numbers in the model's scaled space, shape (batch, num_samples, len(objectives)).
 
-    ``temperature=0`` decodes greedily (then all samples of an input are equal). ``given`` is passed
-    on to :func:`sample_digits`.
+    ``temperature=0`` decodes greedily (then all samples of an input are equal). ``given`` and
+    ``reads`` are passed on to :func:`sample_digits`.
     """
     digits = sample_digits(model, input_ids, attention_mask, objectives, num_samples,
-                           temperature=temperature, generator=generator, given=given)
+                           temperature=temperature, generator=generator, given=given, reads=reads)
     return model.vocab.numbers.decode_many(digits.cpu().numpy())
 
 
@@ -34,12 +36,17 @@ def sample_scaled(model: RegressionLM, input_ids: torch.Tensor, attention_mask: 
 def sample_digits(model: RegressionLM, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                   objectives: tuple[str, ...], num_samples: int, *, temperature: float = 1.0,
                   generator: torch.Generator | None = None,
-                  given: tuple[tuple[str, ...], torch.Tensor] | None = None) -> torch.Tensor:
+                  given: tuple[tuple[str, ...], torch.Tensor] | None = None,
+                  reads: tuple[str, ...] = ()) -> torch.Tensor:
     """Digit ids, shape (batch, num_samples, len(objectives), digits per number).
 
     ``given = (names, tokens)`` decodes conditioned on known values: their tags and digit ids
     (batch, len(names), digits) are fed first, as in training, and ``objectives`` are sampled after
     them — e.g. accuracy given the parameter count, which is free for every architecture.
+
+    ``reads`` are decoded greedily after ``given``, one row per input shared by all its samples, and
+    ``objectives`` are sampled conditioned on that reading (which is not returned): the same numbers
+    as decoding ``reads`` with ``temperature=0`` and passing them as ``given``, with one encoding.
     """
     model.eval()
     vocab = model.vocab
@@ -56,9 +63,15 @@ def sample_digits(model: RegressionLM, input_ids: torch.Tensor, attention_mask: 
         fed = vocab.number_ids(tokens.to(device))
         prefix = torch.cat([tags.expand(batch, -1)[..., None], fed], dim=-1)
         pending = torch.cat([pending, prefix.reshape(batch, -1)], dim=1)
-    total = pending.shape[1] + len(objectives) * vocab.span - 1  # the last digit is never fed
+    total = pending.shape[1] + (len(reads) + len(objectives)) * vocab.span - 1  # the last digit is never fed
     decoder = _IncrementalDecoder(model, model.encode(input_ids, attention_mask), attention_mask,
                                   num_samples, total)
+    for name in reads:  # greedy, once per input: every sample's prefix stays the same
+        pending = torch.cat([pending, torch.full((batch, 1), vocab.tags[name], dtype=torch.long,
+                                                 device=device)], dim=1)
+        for _ in range(length):
+            token = model.head(decoder.feed(pending, shared=True)).argmax(dim=-1)
+            pending = vocab.number_ids(token)[:, None]
     digits = torch.empty(rows, len(objectives), length, dtype=torch.long, device=device)
     for k, name in enumerate(objectives):
         tag = torch.full((len(pending), 1), vocab.tags[name], dtype=torch.long, device=device)

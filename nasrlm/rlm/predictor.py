@@ -32,7 +32,7 @@ from nasrlm.rlm.checkpoints import (  # noqa: F401  (PRIOR_FILE: importable from
     load_predictor,
     save_predictor,
 )
-from nasrlm.rlm.inference import sample_digits, sample_scaled
+from nasrlm.rlm.inference import sample_scaled
 from nasrlm.rlm.model import RegressionLM, RLMConfig
 from nasrlm.rlm.normalize import Normalizer
 from nasrlm.rlm.presets import TRAIN_SIZE, size_options
@@ -436,13 +436,8 @@ class RLMPredictor:
             prefix = None
             if given_tokens is not None:
                 prefix = (tuple(given), given_tokens[start : start + len(input_ids)])
-            if reads:  # the model's own reading: one greedy row per text
-                read = sample_digits(self.model, input_ids.to(device), mask.to(device), reads, 1,
-                                     temperature=0.0, given=prefix)[:, 0].cpu()
-                prefix = (reads, read) if prefix is None else (
-                    (*prefix[0], *reads), torch.cat([prefix[1], read], dim=1))
             scaled = sample_scaled(self.model, input_ids.to(device), mask.to(device), objectives, num_samples,
-                                   temperature=temperature, generator=generator, given=prefix)
+                                   temperature=temperature, generator=generator, given=prefix, reads=reads)
             for k, name in enumerate(objectives):
                 out[start : start + len(input_ids), :, k] = self.normalizers[name].inverse(scaled[..., k])
         add_prior(self, out, objectives, inputs, residual, residual_weight=residual_weight,

@@ -90,28 +90,24 @@ def test_zero_shot_orders_a_space_s_columns_under_their_plain_names() -> None:
 def test_zero_shot_samples_after_its_own_greedy_reading_of_the_free_labels(monkeypatch) -> None:
     import nasrlm.rlm.predictor as module
     from nasrlm.free_labels import texts_and_free_labels
-    from nasrlm.rlm.inference import sample_digits
-    from nasrlm.rlm.training import pad_batch
 
     predictor = RLMPredictor.zero_shot("nb201")
     assert predictor.reads_first == ("params_m", "macs_m")
     texts, labels = texts_and_free_labels(NasBench201(), [ARCH])
-    prefixes = []
+    calls = []
     real = module.sample_scaled
 
-    def spy(*args, given=None, **kwargs):
-        prefixes.append(given)
-        return real(*args, given=given, **kwargs)
+    def spy(*args, given=None, reads=(), **kwargs):
+        calls.append((given, reads))
+        return real(*args, given=given, reads=reads, **kwargs)
 
     monkeypatch.setattr(module, "sample_scaled", spy)
     predictor.sample(texts, num_samples=4)
-    ids, mask = pad_batch(predictor.encode_texts(texts), predictor.model.config.text_pad_id)
-    greedy = sample_digits(predictor.model, ids, mask, ("params_m", "macs_m"), 1, temperature=0.0)[:, 0]
-    names, tokens = prefixes[0]
-    assert names == ("params_m", "macs_m") and torch.equal(tokens, greedy)
+    assert calls[0] == (None, ("params_m", "macs_m"))
     predictor.sample(texts, num_samples=4, given={"params_m": labels[:, 0]})  # what is given is not read
-    given = torch.as_tensor(predictor._targets(labels[:, :1], ("params_m",)))
-    assert prefixes[1][0] == ("params_m", "macs_m") and torch.equal(prefixes[1][1][:, :1], given)
+    (names, tokens), reads = calls[1]
+    assert names == ("params_m",) and reads == ("macs_m",)
+    assert torch.equal(tokens, torch.as_tensor(predictor._targets(labels[:, :1], ("params_m",))))
 
 
 @pytest.mark.slow

@@ -153,6 +153,24 @@ def test_decoding_given_known_values_matches_teacher_forcing(number) -> None:
         sample_digits(model, ids, mask, ("b",), 1, given=(("a",), known[:1]))
 
 
+@FORMATS
+def test_reading_first_equals_its_greedy_decoding_fed_as_given(number) -> None:
+    torch.manual_seed(0)
+    model = RegressionLM(RLMConfig(text_vocab_size=50, text_pad_id=0, objectives=("a", "b", "c"),
+                                   number=number.to_dict(), **TINY)).eval()
+    ids, mask = pad_batch([[3, 4, 5, 9], [6, 7]], pad_id=0)
+    known = torch.as_tensor(number.encode_many(np.array([2.5, 7.25])))[:, None]
+    for given, reads in ((None, ("a", "b")), ((("a",), known), ("b",))):
+        read = sample_digits(model, ids, mask, reads, 1, temperature=0, given=given)[:, 0]
+        fed = (reads, read) if given is None else ((*given[0], *reads), torch.cat([given[1], read], dim=1))
+        two_passes = sample_digits(model, ids, mask, ("c",), 8, generator=torch.Generator().manual_seed(0),
+                                   given=fed)
+        one_pass = sample_digits(model, ids, mask, ("c",), 8, generator=torch.Generator().manual_seed(0),
+                                 given=given, reads=reads)
+        assert one_pass.shape == (2, 8, 1, number.length)
+        assert torch.equal(one_pass, two_passes), f"reading {reads} after {given and given[0]}"
+
+
 def test_training_learns_is_deterministic_and_survives_a_checkpoint(corpus, tmp_path) -> None:
     tokenizer, texts, values = corpus
     config = TrainConfig(max_epochs=25, batch_size=16, learning_rate=3e-3, patience=25, progress=False)
