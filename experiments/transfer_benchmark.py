@@ -18,7 +18,8 @@ feature prior on the free and graph labels, ``--prior-kind``, default ``auto``; 
 ``nasrlm train`` does with a new device column), ``rlm-ctx`` (devices:
 the residual of a feature prior on the latencies of the devices the base saw, measured on the same
 architectures; ``rlm-ctx-free`` also on the free labels; all three also report the prior alone),
-``zero-shot`` (accuracy: the base's ``accuracy_rank``
+``rlm-read`` (devices: the language model alone, decoding the new device after its own greedy decoding of
+every device the base saw, as pre-training decodes one device after another), ``zero-shot`` (accuracy: the base's ``accuracy_rank``
 with no label, ``RLMPredictor.zero_shot`` as ``nasrlm predict`` with no model directory), ``forest`` (a random
 forest on the free and graph labels read off the ONNX graph,
 ``nasrlm.free_labels``), ``transfer-forest`` (the same forest plus the prediction of a cross-space
@@ -74,7 +75,7 @@ from search_spaces import SearchSpace, get_space
 FREE = tuple(o.name for o in ALL_FREE_OBJECTIVES[:2])
 #: The methods that read the base model (the others ignore ``--base``).
 BASE_METHODS = {"rlm", "rlm-prior", "rlm-graph", "rlm-ctx", "rlm-ctx-free", "forest+rlm", "ctx-forest",
-                "ctx-ridge", "zero-shot"}
+                "ctx-ridge", "rlm-read", "zero-shot"}
 #: The devices of HELP's NB201 test split (our base excludes each on every space).
 DEVICES = {"nb201": ("titan_rtx_1", "gold_6226", "pixel2", "raspi4", "eyeriss", "fpga"),
            "fbnet": ("titan_rtx_1", "gold_6226", "pixel2", "raspi4", "eyeriss", "fpga")}
@@ -341,7 +342,7 @@ def run_unseen(a, seed: int, record) -> None:
         texts, free = encoded(space, ids)
         source = np.log(values[:, len(devices):])
         predicted = None
-        if "ctx-ridge" in a.methods:  # the base's own predictions of the same source devices
+        if a.methods & {"ctx-ridge", "rlm-read"}:  # the base's own predictions of the same source devices
             seen = [tag(space_name, d) for d in table.names[len(devices):]]
             predicted = np.log(base_predictions(a.base, space, texts, seen, a.cache))
             known = [stats.spearmanr(predicted[:, k], source[:, k]).statistic for k in range(len(seen))]
@@ -371,7 +372,7 @@ def run_unseen(a, seed: int, record) -> None:
                 if method in a.methods:  # the predictor's own ridge prior: what rlm-ctx returns from 20 rows
                     prior, _ = FeaturePrior.fit(inputs[train], y[:, None], kind="ridge")
                     runs[method] = prior.mean(inputs[test])[:, 0]
-            if predicted is not None:
+            if "ctx-ridge" in a.methods:
                 runs["ctx-ridge"] = ridge(predicted[train], np.log(y), predicted[test])
             if "forest" in a.methods:
                 runs["forest"] = forest(free[train], np.log(y), free[test], seed)
@@ -381,7 +382,9 @@ def run_unseen(a, seed: int, record) -> None:
             sources = {d: values[:, len(devices) + k] for k, d in enumerate(table.names[len(devices):])}
             with_free = {**sources, **free_given}
             graph = {o.name: free[:, k] for k, o in enumerate(ALL_FREE_OBJECTIVES) if k >= len(FREE)}
+            read = None if predicted is None else dict(zip(table.names[len(devices):], np.exp(predicted.T)))
             for method, kind, given, features in (("rlm", None, None, None),
+                                                  ("rlm-read", None, read, None),
                                                   ("rlm-prior", "line", free_given, None),
                                                   ("rlm-graph", a.prior_kind, free_given, graph),
                                                   ("rlm-ctx", a.prior_kind, None, sources),
