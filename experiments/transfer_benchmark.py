@@ -12,34 +12,30 @@ Two tasks, each on fixed splits (seed s: a permutation of the table drawn with `
   measured architectures, Spearman ρ on 3,000 others (NB201) or on the rest of the 5,000 (FBNet).
 
 Methods: ``rlm`` (the base fine-tuned: ``RLMPredictor.from_base`` + ``fit``, the language model alone, its
-encoder frozen as ``nasrlm train --prior none`` keeps it unless ``--train-encoder``), ``rlm-prior`` (the
-same, learning the residual of the free-label line prior), ``rlm-graph`` (accuracy: the residual of a
-feature prior on the free and graph labels, ``--prior-kind``, default ``auto``; for a device too: what
-``nasrlm train`` does with a new device column), ``rlm-ctx`` (devices:
-the residual of a feature prior on the latencies of the devices the base saw, measured on the same
-architectures; ``rlm-ctx-free`` also on the free labels; all three also report the prior alone),
-``rlm-read`` (devices: the language model alone, decoding the new device after its own greedy decoding of
-every device the base saw, as pre-training decodes one device after another), ``zero-shot`` (accuracy: the base's ``accuracy_rank``
-with no label, ``RLMPredictor.zero_shot`` as ``nasrlm predict`` with no model directory), ``forest`` (a random
-forest on the free and graph labels read off the ONNX graph,
-``nasrlm.free_labels``), ``transfer-forest`` (the same forest plus the prediction of a cross-space
-accuracy forest, ``--transfer``: what other spaces' published accuracies say of each cell;
-``transfer-alone`` ranks by that prediction alone, no label used), ``cell-forest`` (the same forest
-on GRAF-style features of the NB201 cell, space-specific: what the generic labels miss),
-``paths-forest`` (NB101: the forest on the graph labels plus the cell's path encoding, BANANAS's
-count of input-to-output paths per sequence of operations,
-space-specific: what order along a path adds), ``gbdt`` (gradient-boosted trees on the one-hot encoding
-of the cell or blocks plus the free labels), ``ctx-forest`` (the forest on the graph labels plus the
-base's own predictions of every accuracy tag it has and of NB201's latencies: what the base knows, as
-features) and, for devices, ``ridge`` (ridge regression of the log latency on the log latencies of every
-device the base did see, measured on the same architectures: HELP's "source devices"), ``ridge-free``
-(the same plus the log parameter count and MACs) and ``ctx-ridge`` (the same on the base's *predictions*
-of those devices, which exist for any architecture); ``prior-ridge`` and ``prior-ridge-free`` fit those
-two with the predictor's own ridge prior (``FeaturePrior``, ``kind="ridge"``), which is what ``rlm-ctx``
-returns when its residual is not kept. ``--select farthest`` measures the architectures spread farthest
-apart over the source devices' latencies instead of random ones (the test rows stay the same). Prints
-markdown tables for experiments/README.md.
-"""
+encoder frozen as ``nasrlm train --prior none`` keeps it unless ``--train-encoder``), ``rlm-prior`` (the same,
+learning the residual of the free-label line prior), ``rlm-graph`` (accuracy: the residual of a feature prior
+on the free and graph labels, ``--prior-kind``, default ``auto``; for a device too: what ``nasrlm train`` does
+with a new device column), ``rlm-ctx`` (devices: the residual of a feature prior on the latencies of the
+devices the base saw, measured on the same architectures; ``rlm-ctx-free`` also on the free labels; all three
+also report the prior alone), ``rlm-read`` (devices: the language model alone, decoding the new device after
+its own greedy decoding of every device the base saw, as pre-training decodes one device after another),
+``zero-shot`` (accuracy: the base's ``accuracy_rank`` with no label, ``RLMPredictor.zero_shot`` as ``nasrlm
+predict`` with no model directory), ``forest`` (a random forest on the free and graph labels read off the ONNX
+graph, ``nasrlm.free_labels``), ``transfer-forest`` (the same forest plus the prediction of a cross-space
+accuracy forest, ``--transfer``: what other spaces' published accuracies say of each cell; ``transfer-alone``
+ranks by that prediction alone, no label used), ``cell-forest`` (the same forest on GRAF-style features of the
+NB201 cell, space-specific: what the generic labels miss), ``paths-forest`` (NB101: the forest on the graph
+labels plus the cell's path encoding, BANANAS's count of input-to-output paths per sequence of operations,
+space-specific: what order along a path adds), ``gbdt`` (gradient-boosted trees on the one-hot encoding of the
+cell or blocks plus the free labels), ``ctx-forest`` (the forest on the graph labels plus the base's own
+predictions of every accuracy tag it has and of NB201's latencies: what the base knows, as features) and, for
+devices, ``ridge`` (ridge regression of the log latency on the log latencies of every device the base did see,
+measured on the same architectures: HELP's "source devices"), ``ridge-free`` (the same plus the log parameter
+count and MACs) and ``ctx-ridge`` (the same on the base's *predictions* of those devices, which exist for any
+architecture); ``prior-ridge`` and ``prior-ridge-free`` fit those two with the predictor's own ridge prior
+(``FeaturePrior``, ``kind="ridge"``), which is what ``rlm-ctx`` returns when its residual is not kept.
+``--select farthest`` measures the architectures spread farthest apart over the source devices' latencies
+instead of random ones (the test rows stay the same). Prints markdown tables for experiments/README.md. """
 
 from __future__ import annotations
 
@@ -188,8 +184,8 @@ def fine_tuned(base: Path, space: SearchSpace, name: str, texts: list[str], trai
     objective = Objective(name, "", "target", "benchmark", True)
     predictor = RLMPredictor.from_base(base, [objective], space=space.name)
     frozen = kind is None and not a.train_encoder  # nasrlm train --prior none's rule and schedule
-    schedule = dataclasses.replace(DECODER_TUNE if frozen else FINE_TUNE, learning_rate=a.lr,
-                                   **({"steps": a.steps} if a.steps else {}))
+    steps = {} if a.steps is None else {"steps": a.steps, "unvalidated_steps": None}  # however few the rows
+    schedule = dataclasses.replace(DECODER_TUNE if frozen else FINE_TUNE, learning_rate=a.lr, **steps)
     config = TrainConfig(batch_size=32, seed=seed, progress=False, freeze_encoder=frozen,
                          **schedule.settings(len(train), 32))
     values = np.column_stack([*(v[train] for v in given.values()), y])
@@ -197,8 +193,10 @@ def fine_tuned(base: Path, space: SearchSpace, name: str, texts: list[str], trai
              "prior_kind": kind} if kind else {}
     refit = True if kind == "line" else [name]  # the line prior's free labels were measured refitted
     start = time.perf_counter()
-    predictor.fit([texts[i] for i in train], values, [*given, name], config, refit_normalizers=refit,
-                  calibration_folds=a.calibration_folds, **prior)
+    report = predictor.fit([texts[i] for i in train], values, [*given, name], config, refit_normalizers=refit,
+                           calibration_folds=a.calibration_folds, **prior)
+    if report.started_as:
+        print(f"    {name} started as {report.started_as[name]}", flush=True)
     seconds = time.perf_counter() - start
     draws = predictor.sample([texts[i] for i in test], [name], given={k: v[test] for k, v in given.items()},
                              features={k: v[test] for k, v in features.items()}, num_samples=a.samples,
@@ -382,7 +380,8 @@ def run_unseen(a, seed: int, record) -> None:
             sources = {d: values[:, len(devices) + k] for k, d in enumerate(table.names[len(devices):])}
             with_free = {**sources, **free_given}
             graph = {o.name: free[:, k] for k, o in enumerate(ALL_FREE_OBJECTIVES) if k >= len(FREE)}
-            read = None if predicted is None else dict(zip(table.names[len(devices):], np.exp(predicted.T)))
+            read = None if predicted is None else dict(zip(table.names[len(devices):], np.exp(predicted.T),
+                                                                  strict=True))
             for method, kind, given, features in (("rlm", None, None, None),
                                                   ("rlm-read", None, read, None),
                                                   ("rlm-prior", "line", free_given, None),
