@@ -181,7 +181,8 @@ def fine_tuned(base: Path, space: SearchSpace, name: str, texts: list[str], trai
     from nasrlm.data import Objective
 
     given, features = given or {}, features or {}
-    objective = Objective(name, "", "target", "benchmark", True)
+    # as nasrlm train reads a table: an accuracy is a percentage, which a base starts as its accuracy rank
+    objective = Objective(name, "%" if name == "acc" else "", "target", "benchmark", True)
     predictor = RLMPredictor.from_base(base, [objective], space=space.name)
     frozen = kind is None and not a.train_encoder  # nasrlm train --prior none's rule and schedule
     steps = {} if a.steps is None else {"steps": a.steps, "unvalidated_steps": None}  # however few the rows
@@ -443,6 +444,9 @@ def main() -> None:
     p.add_argument("--calibration-folds", type=int, default=CALIBRATION_FOLDS,
                    help="cross-fits that calibrate the spread where the validation rows are too few, as "
                         "nasrlm train (0: the samples as decoded; the fine-tune's seconds include them)")
+    p.add_argument("--default-start", action="store_true",
+                   help="ablation: a new column's tag keeps its default start (an accuracy as the accuracy "
+                        "rank, anything else as the mean tag) instead of the known column most like it")
     p.add_argument("--train-encoder", action="store_true",
                    help="rlm: train the encoder too (nasrlm train --prior none keeps a base's frozen)")
     p.add_argument("--samples", type=int, default=32, help="decoded samples per test architecture")
@@ -458,6 +462,10 @@ def main() -> None:
     if a.smoke:
         a.seeds, a.sizes, a.test, a.measured, a.steps, a.samples = "0", "20", 100, 10, 3, 2
     torch.set_num_threads(a.threads)
+    if a.default_start:
+        import nasrlm.rlm.predictor
+
+        nasrlm.rlm.predictor.start_like_best = lambda *args: None
     a.methods = set(a.methods.split(","))
     if a.base is None and (a.methods & BASE_METHODS or "unseen" in a.tasks):
         p.error(f"--base is needed by {', '.join(sorted(a.methods & BASE_METHODS)) or 'the unseen task'}")

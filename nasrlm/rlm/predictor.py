@@ -209,10 +209,12 @@ class RLMPredictor:
         just the named ones; an objective without a normaliser always gets one). ``headroom`` lets
         predictions go past the training labels' range (see :meth:`Normalizer.fit`).
 
-        An objective this model was never trained on (no normaliser yet: a base meeting a new column)
-        and learned as itself, not as a prior's residual, starts its tag as the known column whose
-        greedy decoding ranks its labels best (:func:`~nasrlm.rlm._base.start_like_best`; the report's
-        ``started_as``).
+        An objective this model was never trained on (no normaliser yet: a base meeting a new column),
+        learned as itself (not as a prior's residual) by a fit without a validation split (a short one,
+        on few rows), starts its tag as the known column whose greedy decoding ranks its labels best
+        (:func:`~nasrlm.rlm._base.start_like_best`; the report's ``started_as``). A fit that validates
+        runs long enough to learn the column from the start :meth:`from_base` gave it, and did better
+        from there (experiments/README.md, "Who carries the prediction").
 
         A prior predicts every objective from labels known for every architecture, and the model
         learns only what it leaves unexplained; :meth:`sample` adds the prior back. Its inputs are
@@ -258,14 +260,14 @@ class RLMPredictor:
             prior, predicted, values = fit_prior(x, values, objectives, tuple(prior_from), prior_kind,
                                                  prior_reference, original,
                                                  line_inputs=[f != TRANSFER_LABEL for f in inputs])
+        validated = validation_size(int(original.sum()), config.validation_fraction) >= MIN_VALIDATION_ROWS
         started = {}
-        for k, name in enumerate(objectives):  # a tag never trained, learned as itself (not a residual)
-            if name not in self.normalizers and name not in predicted:
+        for k, name in enumerate(objectives):  # a tag never trained, learned as itself, on few rows
+            if name not in self.normalizers and name not in predicted and not config.validation_fraction:
                 started[name] = start_like_best(self, name, texts, np.where(original, raw[:, k], np.nan))
         spreads: dict[str, Spread] = {}
         widths = None  # the cross-fits' in-sample widths, when they calibrate
         folds = min(calibration_folds, int(original.sum()) // 2)
-        validated = validation_size(int(original.sum()), config.validation_fraction) >= MIN_VALIDATION_ROWS
         if folds >= 2 and not validated:
             options = {"refit_normalizers": refit_normalizers, "headroom": headroom,
                        "prior_kind": prior_kind, "prior_reference": prior_reference}

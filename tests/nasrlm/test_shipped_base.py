@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import socket
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -136,10 +137,12 @@ def test_a_new_column_starts_as_the_known_one_that_ranks_its_labels_best(monkeyp
 
     calls = []
     monkeypatch.setattr(module, "start_like_best", lambda p, name, *a: calls.append(name))
-    config = TrainConfig(max_epochs=1, progress=False)
+    config = TrainConfig(max_epochs=1, progress=False, validation_fraction=0.0)
     values = np.linspace(5, 20, len(texts))
     RLMPredictor.from_base(None, [device], space="nb201").fit(texts, values, ["my_device"], config)
     RLMPredictor.from_base(None, [device], space="nb201").fit(texts, values, ["pixel3"], config)  # known
+    long = replace(config, validation_fraction=0.25)  # a fit that validates learns from the usual start
+    RLMPredictor.from_base(None, [device], space="nb201").fit(texts, values, ["my_device"], long)
     free = RLMPredictor.from_base(None, [device], space="nb201")
     free.fit(texts, np.column_stack([np.linspace(1, 2, len(texts)), values]), ["params_m", "my_device"],
              config, prior_from=["params_m"])  # a residual of the prior keeps the start it has
