@@ -147,6 +147,10 @@ def test_a_new_column_starts_as_the_known_one_that_ranks_its_labels_best(monkeyp
     free.fit(texts, np.column_stack([np.linspace(1, 2, len(texts)), values]), ["params_m", "my_device"],
              config, prior_from=["params_m"])  # a residual of the prior keeps the start it has
     assert calls == ["my_device"]
+    calls.clear()  # the calibration's cross-fits each choose a start on their own rows
+    RLMPredictor.from_base(None, [device], space="nb201").fit(texts, values, ["my_device"], config,
+                                                              calibration_folds=3)
+    assert calls == ["my_device"] * 4
 
 
 @pytest.mark.slow
