@@ -194,10 +194,8 @@ def fine_tuned(base: Path, space: SearchSpace, name: str, texts: list[str], trai
              "prior_kind": kind} if kind else {}
     refit = True if kind == "line" else [name]  # the line prior's free labels were measured refitted
     start = time.perf_counter()
-    report = predictor.fit([texts[i] for i in train], values, [*given, name], config, refit_normalizers=refit,
-                           calibration_folds=a.calibration_folds, **prior)
-    if report.started_as:
-        print(f"    {name} started as {report.started_as[name]}", flush=True)
+    predictor.fit([texts[i] for i in train], values, [*given, name], config, refit_normalizers=refit,
+                  calibration_folds=a.calibration_folds, **prior)
     seconds = time.perf_counter() - start
     draws = predictor.sample([texts[i] for i in test], [name], given={k: v[test] for k, v in given.items()},
                              features={k: v[test] for k, v in features.items()}, num_samples=a.samples,
@@ -444,9 +442,6 @@ def main() -> None:
     p.add_argument("--calibration-folds", type=int, default=CALIBRATION_FOLDS,
                    help="cross-fits that calibrate the spread where the validation rows are too few, as "
                         "nasrlm train (0: the samples as decoded; the fine-tune's seconds include them)")
-    p.add_argument("--default-start", action="store_true",
-                   help="ablation: a new column's tag keeps its default start (an accuracy as the accuracy "
-                        "rank, anything else as the mean tag) instead of the known column most like it")
     p.add_argument("--train-encoder", action="store_true",
                    help="rlm: train the encoder too (nasrlm train --prior none keeps a base's frozen)")
     p.add_argument("--samples", type=int, default=32, help="decoded samples per test architecture")
@@ -462,10 +457,7 @@ def main() -> None:
     if a.smoke:
         a.seeds, a.sizes, a.test, a.measured, a.steps, a.samples = "0", "20", 100, 10, 3, 2
     torch.set_num_threads(a.threads)
-    if a.default_start:
-        import nasrlm.rlm.predictor
 
-        nasrlm.rlm.predictor.start_like_best = lambda *args: None
     a.methods = set(a.methods.split(","))
     if a.base is None and (a.methods & BASE_METHODS or "unseen" in a.tasks):
         p.error(f"--base is needed by {', '.join(sorted(a.methods & BASE_METHODS)) or 'the unseen task'}")

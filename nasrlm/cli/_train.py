@@ -164,8 +164,6 @@ class Train(Command):
             print(f"the prior also reads what {predictor.transfer.sources[0].space}'s published accuracy "
                   "says of each architecture (the base's transfer forest of the space most like this one)",
                   file=sys.stderr)
-        for name, like in report.started_as.items():
-            print(f"{name} started as {like}, the known column that ranks its labels best", file=sys.stderr)
         predictor.to("cpu").save(args.output)
         print(f"saved {args.output}: best epoch {report.best_epoch + 1} of {len(report.train_loss)} "
               f"({report.stopped_by}), {report.seconds:.0f} s", file=sys.stderr)

@@ -21,7 +21,7 @@ from nasrlm.free_labels import ALL_FREE_OBJECTIVES, FREE_OBJECTIVES, free_labels
 from nasrlm.priors.feature_prior import PRIOR_KINDS
 from nasrlm.priors.prior import ScoresPrior
 from nasrlm.priors.transfer import ACCURACY_RANK, TAG_SEPARATOR, TRANSFER_LABEL, AccuracyTransfer
-from nasrlm.rlm._base import for_space, start_like_best
+from nasrlm.rlm._base import for_space
 from nasrlm.rlm._held_out import HeldOut, cross_fitted_spreads, typical_width
 from nasrlm.rlm._residuals import add_prior, fit_prior, out_of_sample_truth, prior_matrix, validated_weights
 from nasrlm.rlm.calibration import CALIBRATION_FOLDS, Spread
@@ -209,13 +209,6 @@ class RLMPredictor:
         just the named ones; an objective without a normaliser always gets one). ``headroom`` lets
         predictions go past the training labels' range (see :meth:`Normalizer.fit`).
 
-        An objective this model was never trained on (no normaliser yet: a base meeting a new column),
-        learned as itself (not as a prior's residual) by a fit without a validation split (a short one,
-        on few rows), starts its tag as the known column whose greedy decoding ranks its labels best
-        (:func:`~nasrlm.rlm._base.start_like_best`; the report's ``started_as``). A fit that validates
-        runs long enough to learn the column from the start :meth:`from_base` gave it, and did better
-        from there (experiments/README.md, "Who carries the prediction").
-
         A prior predicts every objective from labels known for every architecture, and the model
         learns only what it leaves unexplained; :meth:`sample` adds the prior back. Its inputs are
         ``prior_from``, columns of ``objectives`` (decoded first, e.g. ``("params_m", "macs_m")``, or
@@ -260,14 +253,10 @@ class RLMPredictor:
             prior, predicted, values = fit_prior(x, values, objectives, tuple(prior_from), prior_kind,
                                                  prior_reference, original,
                                                  line_inputs=[f != TRANSFER_LABEL for f in inputs])
-        validated = validation_size(int(original.sum()), config.validation_fraction) >= MIN_VALIDATION_ROWS
-        started = {}
-        for k, name in enumerate(objectives):  # a tag never trained, learned as itself, on few rows
-            if name not in self.normalizers and name not in predicted and not config.validation_fraction:
-                started[name] = start_like_best(self, name, texts, np.where(original, raw[:, k], np.nan))
         spreads: dict[str, Spread] = {}
         widths = None  # the cross-fits' in-sample widths, when they calibrate
         folds = min(calibration_folds, int(original.sum()) // 2)
+        validated = validation_size(int(original.sum()), config.validation_fraction) >= MIN_VALIDATION_ROWS
         if folds >= 2 and not validated:
             options = {"refit_normalizers": refit_normalizers, "headroom": headroom,
                        "prior_kind": prior_kind, "prior_reference": prior_reference}
@@ -287,7 +276,6 @@ class RLMPredictor:
         targets = self._targets(values, objectives)
         report = train(self.model, self.encode_texts(texts), targets, objectives, config,
                        derived_from=derived_from)
-        report.started_as = {name: like for name, like in started.items() if like is not None}
         self.decode_order, self.reads_first = objectives, ()
         if prior is not None and len(report.validation_rows) >= MIN_VALIDATION_ROWS:
             self.residual_weights = validated_weights(self, texts, x, values, objectives,

@@ -67,7 +67,7 @@ TRAIN = Schedule(max_epochs=60, learning_rate=5e-4)
 FINE_TUNE = Schedule(max_epochs=1000, learning_rate=5e-4, steps=300, min_validation_rows=100)
 #: The language model alone fine-tuning a base (``nasrlm train --prior none``): the decoder only, whose steps
 #: are cheap (each text is encoded once), so five times as many where a validation split stops it early;
-#: below that, few: a new column starts as the known one most like it, and more steps on 16-20 rows
-#: move it away from that start more than they teach (experiments/README.md, "Who carries the prediction").
+#: below that, few: more steps on 16-20 rows fit those rows at the expense of the rest (experiments/README.md,
+#: "Who carries the prediction").
 DECODER_TUNE = Schedule(max_epochs=1000, learning_rate=5e-4, steps=1500, min_validation_rows=100,
                         unvalidated_steps=30)

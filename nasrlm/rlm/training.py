@@ -61,8 +61,6 @@ class TrainReport:
     seconds: float = 0.0
     stopped_by: str = "max_epochs"
     validation_rows: list[int] = field(default_factory=list)  # indices of the held-out examples
-    #: objectives whose new tag started as a known column, and that column (``RLMPredictor.fit``)
-    started_as: dict[str, str] = field(default_factory=dict)
 
 
 def pad_batch(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:

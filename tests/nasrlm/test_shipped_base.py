@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import json
 import socket
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from scipy import stats
 
 from nasrlm.cli import main
 from nasrlm.data import BenchmarkTable, Objective
@@ -112,47 +110,6 @@ def test_zero_shot_samples_after_its_own_greedy_reading_of_the_free_labels(monke
     assert torch.equal(tokens, torch.as_tensor(predictor._targets(labels[:, :1], ("params_m",))))
 
 
-def test_a_new_column_starts_as_the_known_one_that_ranks_its_labels_best(monkeypatch) -> None:
-    import nasrlm.rlm.predictor as module
-    from nasrlm.free_labels import texts_and_free_labels
-    from nasrlm.rlm._base import start_like_best
-    from nasrlm.rlm.training import TrainConfig
-
-    space = NasBench201()
-    texts, _ = texts_and_free_labels(space, space.sample_ids(24, seed=7))
-    device = Objective("my_device", "ms", "latency", "test", False)
-    predictor = RLMPredictor.from_base(None, [device], space="nb201")
-    seen = RLMPredictor.zero_shot("nb201")
-    seen.reads_first = ()  # each column decoded alone, as a new tag at its first step
-    truth = seen.sample(texts, ["pixel3"], num_samples=1, temperature=0.0)[:, 0, 0]  # the base's own reading
-    truth[3] = np.nan  # unknown values are not read
-    best = start_like_best(predictor, "my_device", texts, truth)
-    assert best in predictor.space_columns()
-    tags, weight = predictor.model.vocab.tags, predictor.model.t5.shared.weight
-    assert torch.equal(weight[tags["my_device"]], weight[tags[best]])
-    decoded = seen.sample(texts, [best], num_samples=1, temperature=0.0)[:, 0, 0]
-    known = np.isfinite(truth)
-    assert stats.spearmanr(decoded[known], truth[known]).statistic == pytest.approx(1.0)  # as good as pixel3
-    assert start_like_best(predictor, "my_device", texts[:2], truth[:2]) is None  # too few labels
-
-    calls = []
-    monkeypatch.setattr(module, "start_like_best", lambda p, name, *a: calls.append(name))
-    config = TrainConfig(max_epochs=1, progress=False, validation_fraction=0.0)
-    values = np.linspace(5, 20, len(texts))
-    RLMPredictor.from_base(None, [device], space="nb201").fit(texts, values, ["my_device"], config)
-    RLMPredictor.from_base(None, [device], space="nb201").fit(texts, values, ["pixel3"], config)  # known
-    long = replace(config, validation_fraction=0.25)  # a fit that validates learns from the usual start
-    RLMPredictor.from_base(None, [device], space="nb201").fit(texts, values, ["my_device"], long)
-    free = RLMPredictor.from_base(None, [device], space="nb201")
-    free.fit(texts, np.column_stack([np.linspace(1, 2, len(texts)), values]), ["params_m", "my_device"],
-             config, prior_from=["params_m"])  # a residual of the prior keeps the start it has
-    assert calls == ["my_device"]
-    calls.clear()  # the calibration's cross-fits each choose a start on their own rows
-    RLMPredictor.from_base(None, [device], space="nb201").fit(texts, values, ["my_device"], config,
-                                                              calibration_folds=3)
-    assert calls == ["my_device"] * 4
-
-
 @pytest.mark.slow
 def test_train_fine_tunes_the_shipped_base_unless_told_otherwise(capsys, tmp_path: Path) -> None:
     ids = NasBench201().sample_ids(12, seed=5)
@@ -162,7 +119,6 @@ def test_train_fine_tunes_the_shipped_base_unless_told_otherwise(capsys, tmp_pat
     code, _, err = run(capsys, "train", "--data", data, "-o", str(tmp_path / "m"), "--epochs", "1", "-q",
                        "--prior", "none")
     assert code == 0 and "fine-tuning the shipped base model on 12 architectures" in err, err
-    assert "acc started as " in err, err  # a new column starts as the known one most like it
     model, base = RLMPredictor.load(tmp_path / "m").model, RLMPredictor.load(SHIPPED_BASE).model
     encoder = dict(base.named_parameters())
     for name, p in model.named_parameters():  # the language model alone trains the decoder only
