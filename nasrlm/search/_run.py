@@ -216,17 +216,12 @@ def _run_trial(study: optuna.Study, objective: Callable[[optuna.Trial], list[flo
     """
     fail_stale_trials(study)  # a dead worker's trial is failed and enqueued, so this ask re-runs it
     newest = len(study.get_trials(deepcopy=False))
-    with warnings.catch_warnings():  # "heartbeat ... is supposed to be used with Study.optimize"
-        warnings.simplefilter("ignore", UserWarning)
-        try:
+    trial: optuna.Trial | None = None
+    try:  # from the ask to the tell: a ctrl-C anywhere (the sampler proposing, the beat starting, the tell)
+        # leaves no trial running, which a resumed run would wait on until its heartbeat went stale
+        with warnings.catch_warnings():  # "heartbeat ... is supposed to be used with Study.optimize"
+            warnings.simplefilter("ignore", UserWarning)
             trial = study.ask()
-        except KeyboardInterrupt:  # while the sampler proposed: Optuna had created the trial already
-            for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-                if t.number >= newest:
-                    _interrupted(study, t.number, t._trial_id)
-            raise
-    try:  # from here to the tell: a ctrl-C anywhere (the beat starting, the tell) leaves no trial running,
-        # which a resumed run would wait on until its heartbeat went stale
         values: list[float] | None = None
         with beating(study, trial._trial_id):
             try:
@@ -256,7 +251,12 @@ def _run_trial(study: optuna.Study, objective: Callable[[optuna.Trial], list[flo
                         log(f"trial {trial.number}: {e}; another worker took it for dead and runs it again")
                     return
     except KeyboardInterrupt:
-        _interrupted(study, trial.number, trial._trial_id)  # nothing where the trial is already finished
+        if trial is not None:
+            _interrupted(study, trial.number, trial._trial_id)  # nothing where the trial is already finished
+        else:  # stopped inside the ask (or just after it), which had created the trial already
+            for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+                if t.number >= newest:
+                    _interrupted(study, t.number, t._trial_id)
         raise
 
 

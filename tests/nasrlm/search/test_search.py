@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import logging
 import re
+import warnings
 from collections import Counter, deque
+from contextlib import contextmanager
 from dataclasses import replace
+from types import SimpleNamespace
 
 import numpy as np
 import optuna
 import pytest
 
+import nasrlm.search._run as run_module
 from nasrlm import cli, free_labels
 from nasrlm.data import BenchmarkTable, Objective
 from nasrlm.label_cache import LabelCache
@@ -530,8 +534,8 @@ class InterruptedWhileProposing(optuna.samplers.RandomSampler):
         return super().sample_independent(study, trial, name, distribution)
 
 
-@pytest.mark.parametrize("when", ["proposing", "evaluating"])
-def test_ctrl_c_prunes_the_trial_it_stopped_and_counts_no_failure(tmp_path, when: str) -> None:
+@pytest.mark.parametrize("when", ["proposing", "just after the ask", "evaluating"])
+def test_ctrl_c_prunes_the_trial_it_stopped_and_counts_no_failure(tmp_path, monkeypatch, when: str) -> None:
     ids = [SPACE.arch_id(a) for a in SPACE.enumerate()]
     table = toy_table(ids)
 
@@ -546,8 +550,18 @@ def test_ctrl_c_prunes_the_trial_it_stopped_and_counts_no_failure(tmp_path, when
 
     evaluating = when == "evaluating"
     evaluator = (InterruptedWhileEvaluating if evaluating else ArchEvaluator)(SPACE, table.objectives, table)
-    sampler = optuna.samplers.RandomSampler(seed=0) if evaluating else InterruptedWhileProposing(seed=0)
+    sampler = (InterruptedWhileProposing if when == "proposing" else optuna.samplers.RandomSampler)(seed=0)
     storage = f"sqlite:///{tmp_path / 's.db'}"
+    if when == "just after the ask":  # ctrl-C as the ask's warning filter closes, the fourth trial created
+        @contextmanager
+        def interrupted_once_four_trials_exist():
+            with warnings.catch_warnings():
+                yield
+            if len(optuna.load_study(study_name="nasrlm", storage=storage).trials) == 4:
+                raise KeyboardInterrupt
+
+        monkeypatch.setattr(run_module, "warnings", SimpleNamespace(
+            catch_warnings=interrupted_once_four_trials_exist, simplefilter=warnings.simplefilter))
     with pytest.raises(KeyboardInterrupt):
         run_search(SPACE, evaluator, sampler, budget=10, storage=storage, progress=False)
     trials = optuna.load_study(study_name="nasrlm", storage=storage).trials
