@@ -35,7 +35,8 @@ count and MACs) and ``ctx-ridge`` (the same on the base's *predictions* of those
 architecture); ``prior-ridge`` and ``prior-ridge-free`` fit those two with the predictor's own ridge prior
 (``FeaturePrior``, ``kind="ridge"``), which is what ``rlm-ctx`` returns when its residual is not kept.
 ``--select farthest`` measures the architectures spread farthest apart over the source devices' latencies
-instead of random ones (the test rows stay the same). Prints markdown tables for experiments/README.md. """
+instead of random ones (the test rows stay the same). Prints markdown tables for experiments/README.md.
+"""
 
 from __future__ import annotations
 
@@ -380,7 +381,7 @@ def run_unseen(a, seed: int, record) -> None:
             with_free = {**sources, **free_given}
             graph = {o.name: free[:, k] for k, o in enumerate(ALL_FREE_OBJECTIVES) if k >= len(FREE)}
             read = None if predicted is None else dict(zip(table.names[len(devices):], np.exp(predicted.T),
-                                                                  strict=True))
+                                                           strict=True))  # the base's own reading
             for method, kind, given, features in (("rlm", None, None, None),
                                                   ("rlm-read", None, read, None),
                                                   ("rlm-prior", "line", free_given, None),
@@ -457,7 +458,6 @@ def main() -> None:
     if a.smoke:
         a.seeds, a.sizes, a.test, a.measured, a.steps, a.samples = "0", "20", 100, 10, 3, 2
     torch.set_num_threads(a.threads)
-
     a.methods = set(a.methods.split(","))
     if a.base is None and (a.methods & BASE_METHODS or "unseen" in a.tasks):
         p.error(f"--base is needed by {', '.join(sorted(a.methods & BASE_METHODS)) or 'the unseen task'}")
