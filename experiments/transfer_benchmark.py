@@ -71,8 +71,8 @@ from search_spaces import SearchSpace, get_space
 
 FREE = tuple(o.name for o in ALL_FREE_OBJECTIVES[:2])
 #: The methods that read the base model (the others ignore ``--base``).
-BASE_METHODS = {"rlm", "rlm-prior", "rlm-graph", "rlm-ctx", "rlm-ctx-free", "forest+rlm", "ctx-forest",
-                "ctx-ridge", "rlm-read", "zero-shot"}
+BASE_METHODS = {"rlm", "rlm-prior", "rlm-graph", "rlm-blend", "rlm-ctx", "rlm-ctx-free", "forest+rlm",
+                "ctx-forest", "ctx-ridge", "rlm-read", "zero-shot"}
 #: The devices of HELP's NB201 test split (our base excludes each on every space).
 DEVICES = {"nb201": ("titan_rtx_1", "gold_6226", "pixel2", "raspi4", "eyeriss", "fpga"),
            "fbnet": ("titan_rtx_1", "gold_6226", "pixel2", "raspi4", "eyeriss", "fpga")}
@@ -171,13 +171,14 @@ def factors(source: np.ndarray, k: int) -> np.ndarray:
 
 def fine_tuned(base: Path, space: SearchSpace, name: str, texts: list[str], train: np.ndarray, y: np.ndarray,
                test: np.ndarray, a: argparse.Namespace, seed: int, *, kind: str | None = None,
-               given: dict[str, np.ndarray] | None = None, features: dict[str, np.ndarray] | None = None
-               ) -> tuple[np.ndarray, np.ndarray | None, float, np.ndarray]:
+               given: dict[str, np.ndarray] | None = None, features: dict[str, np.ndarray] | None = None,
+               mode: str = "residual") -> tuple[np.ndarray, np.ndarray | None, float, np.ndarray]:
     """The base fine-tuned on ``train``: its median predictions on ``test``, its prior's alone (or
     ``None``), the fine-tune's seconds, and the decoded samples (test rows, samples).
 
     ``given`` columns (every row) are decoded before ``name``; with a prior ``kind`` they are its
-    inputs, with ``features`` (every row, not decoded) beside them.
+    inputs, with ``features`` (every row, not decoded) beside them; ``mode="blend"``: the model learns
+    ``name`` itself, decoder only, beside the prior on ``features`` (``nasrlm train``'s default).
     """
     from nasrlm.data import Objective
 
@@ -185,19 +186,22 @@ def fine_tuned(base: Path, space: SearchSpace, name: str, texts: list[str], trai
     # as nasrlm train reads a table: an accuracy is a percentage, which a base starts as its accuracy rank
     objective = Objective(name, "%" if name == "acc" else "", "target", "benchmark", True)
     predictor = RLMPredictor.from_base(base, [objective], space=space.name)
-    frozen = kind is None and not a.train_encoder  # nasrlm train --prior none's rule and schedule
+    # nasrlm train's rule and schedule with --prior none and, from a base, with a feature prior
+    frozen = (kind is None or mode == "blend") and not a.train_encoder
     steps = {} if a.steps is None else {"steps": a.steps, "unvalidated_steps": None}  # however few the rows
     schedule = dataclasses.replace(DECODER_TUNE if frozen else FINE_TUNE, learning_rate=a.lr, **steps)
     config = TrainConfig(batch_size=32, seed=seed, progress=False, freeze_encoder=frozen,
                          **schedule.settings(len(train), 32))
     values = np.column_stack([*(v[train] for v in given.values()), y])
     prior = {"prior_from": tuple(given), "prior_inputs": {k: v[train] for k, v in features.items()},
-             "prior_kind": kind} if kind else {}
+             "prior_kind": kind, "prior_mode": mode} if kind else {}
     refit = True if kind == "line" else [name]  # the line prior's free labels were measured refitted
     start = time.perf_counter()
     predictor.fit([texts[i] for i in train], values, [*given, name], config, refit_normalizers=refit,
                   calibration_folds=a.calibration_folds, **prior)
     seconds = time.perf_counter() - start
+    if mode == "blend":
+        print(f"  {name}: the language model's share {predictor.residual_weights[name]:.2f}", flush=True)
     draws = predictor.sample([texts[i] for i in test], [name], given={k: v[test] for k, v in given.items()},
                              features={k: v[test] for k, v in features.items()}, num_samples=a.samples,
                              batch_size=64, seed=seed)
@@ -307,15 +311,18 @@ def run_accuracy(a, space_name: str, seed: int, record) -> None:
             print(f"  {space_name} acc N={n} seed {seed} forest+rlm: fine-tune {seconds:.0f} s", flush=True)
         free_given = {f: free[:, k] for k, f in enumerate(FREE)}
         graph = {o.name: free[:, k] for k, o in enumerate(ALL_FREE_OBJECTIVES) if k >= len(FREE)}
-        for method, kind, features in (("rlm", None, None), ("rlm-prior", "line", None),
-                                       ("rlm-graph", a.prior_kind, graph)):
+        labels = {o.name: free[:, k] for k, o in enumerate(ALL_FREE_OBJECTIVES)}
+        for method, kind, given, features, mode in (
+                ("rlm", None, None, None, "residual"), ("rlm-prior", "line", free_given, None, "residual"),
+                ("rlm-graph", a.prior_kind, free_given, graph, "residual"),
+                ("rlm-blend", a.prior_kind, None, labels, "blend")):
             if method in a.methods:
                 runs[method], alone, seconds, draws = fine_tuned(
-                    a.base, space, "acc", texts, train, y, test, a, seed, kind=kind,
-                    given=free_given if kind else None, features=features)
+                    a.base, space, "acc", texts, train, y, test, a, seed, kind=kind, given=given,
+                    features=features, mode=mode)
                 record(f"{space_name} acc: central-80% coverage", f"N={n}", method,
                        float(central_coverage(draws[..., None], truth[:, None])[0]))
-                if features is not None:
+                if features is not None and method != "rlm-blend":
                     runs[f"{method} (prior alone)"] = alone
                 print(f"  {space_name} acc N={n} seed {seed} {method}: fine-tune {seconds:.0f} s", flush=True)
         for method, pred in runs.items():
@@ -380,18 +387,20 @@ def run_unseen(a, seed: int, record) -> None:
             sources = {d: values[:, len(devices) + k] for k, d in enumerate(table.names[len(devices):])}
             with_free = {**sources, **free_given}
             graph = {o.name: free[:, k] for k, o in enumerate(ALL_FREE_OBJECTIVES) if k >= len(FREE)}
+            labels = {o.name: free[:, k] for k, o in enumerate(ALL_FREE_OBJECTIVES)}
             read = None if predicted is None else dict(zip(table.names[len(devices):], np.exp(predicted.T),
                                                            strict=True))  # the base's own reading
             for method, kind, given, features in (("rlm", None, None, None),
                                                   ("rlm-read", None, read, None),
                                                   ("rlm-prior", "line", free_given, None),
                                                   ("rlm-graph", a.prior_kind, free_given, graph),
+                                                  ("rlm-blend", a.prior_kind, None, labels),
                                                   ("rlm-ctx", a.prior_kind, None, sources),
                                                   ("rlm-ctx-free", a.prior_kind, None, with_free)):
                 if method in a.methods:
                     runs[method], alone, seconds, draws = fine_tuned(
                         a.base, space, device, texts, train, y, test, a, seed, kind=kind, given=given,
-                        features=features)
+                        features=features, mode="blend" if method == "rlm-blend" else "residual")
                     record(f"{space_name} unseen device: central-80% coverage", device, method,
                            float(central_coverage(draws[..., None], truth[:, None])[0]))
                     if method.startswith(("rlm-ctx", "rlm-graph")):

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from nasrlm.priors.prior import shrunk_weight
+from nasrlm.rlm._residuals import departures, with_prior
 from nasrlm.rlm.calibration import Spread, fit_spread
 from nasrlm.rlm.training import TrainConfig
 
@@ -40,13 +42,23 @@ class HeldOut:
     def decoded(self, objectives: tuple[str, ...]) -> list[str]:
         return [o for o in objectives if o not in self.prior_from]
 
+    def x(self, values: np.ndarray, objectives: tuple[str, ...], rows: np.ndarray) -> np.ndarray:
+        """The prior's inputs of ``rows``, (rows, inputs); ``values`` hold the given columns."""
+        return np.column_stack([*(values[rows, objectives.index(f)] for f in self.prior_from),
+                                *(np.asarray(v, dtype=np.float64)[rows] for v in self.prior_inputs.values())])
+
     def sample(self, predictor: RLMPredictor, texts: Sequence[str], values: np.ndarray,
-               objectives: tuple[str, ...], rows: np.ndarray, *, seed: int) -> np.ndarray:
-        """(rows, samples, decoded objectives) as decoded; ``values`` hold the given columns."""
+               objectives: tuple[str, ...], rows: np.ndarray, *, seed: int, model_alone: bool = False
+               ) -> np.ndarray:
+        """(rows, samples, decoded objectives) as decoded; ``values`` hold the given columns. With
+        ``model_alone`` a blended model's prediction keeps all of its part (weight 1): the model's own."""
         given = {f: values[rows, objectives.index(f)] for f in self.prior_from}
         features = {f: np.asarray(v, dtype=np.float64)[rows] for f, v in self.prior_inputs.items()}
-        return predictor.sample([texts[i] for i in rows], self.decoded(objectives),
-                                num_samples=CALIBRATION_SAMPLES, given=given, features=features, seed=seed)
+        decoded = self.decoded(objectives)
+        alone = [o for o in predictor.prior_objectives if o in decoded] if model_alone else []
+        return predictor.sample([texts[i] for i in rows], decoded, num_samples=CALIBRATION_SAMPLES,
+                                given=given, features=features, seed=seed,
+                                residual_weight=dict.fromkeys(alone, 1.0) or None)
 
     def fitted(self, draws: np.ndarray, truth: np.ndarray, objectives: tuple[str, ...]) -> dict[str, Spread]:
         """A spread per decoded objective with two known truths (``truth``: rows of every objective)."""
@@ -76,11 +88,18 @@ def typical_width(draws: np.ndarray) -> np.ndarray:
 
 def cross_fitted_spreads(predictor: RLMPredictor, texts: Sequence[str], values: np.ndarray,
                          objectives: tuple[str, ...], config: TrainConfig, source: np.ndarray, folds: int,
-                         held_out: HeldOut, options: dict) -> tuple[dict[str, Spread], np.ndarray]:
+                         held_out: HeldOut, options: dict
+                         ) -> tuple[dict[str, Spread], np.ndarray, dict[str, float] | None]:
     """The spreads of :meth:`RLMPredictor.fit <nasrlm.rlm.predictor.RLMPredictor.fit>` from ``folds`` fits
     of ``predictor``, each on the rows of the other folds, started from the weights and normalisers the
     model has now (put back when done), and the folds' mean :func:`typical_width` of each decoded objective
-    on their own training rows. An augmented row goes with the row it was made from."""
+    on their own training rows. An augmented row goes with the row it was made from.
+
+    Blended (``options["prior_mode"] == "blend"``), also the model's weight per prior objective: the
+    least-squares share, shrunk by its noise (:func:`~nasrlm.priors.prior.shrunk_weight`), of how far each
+    held-out row lies from its fold's prior (:func:`~nasrlm.rlm._residuals.departures`) that the model's
+    median departure explains, over all folds; the spreads are then fitted to the held-out samples under
+    those weights. Otherwise ``None``."""
     originals = np.flatnonzero(source < 0)
     fold = np.empty(len(texts), dtype=np.int64)
     fold[originals] = np.random.default_rng(config.seed).permutation(len(originals)) % folds
@@ -91,9 +110,11 @@ def cross_fitted_spreads(predictor: RLMPredictor, texts: Sequence[str], values: 
     # whatever the model learns, and the width ratio matches their spread to the final model's: the
     # decoder alone is trained, at a fraction of the time
     quiet = replace(config, progress=False, freeze_encoder=config.freeze_encoder or bool(held_out.inputs))
+    blend = options.get("prior_mode") == "blend"
     draws: list[np.ndarray] = []
     rows: list[np.ndarray] = []
     widths: list[np.ndarray] = []
+    priors: list[tuple] = []  # blended: each fold's prior and the inputs of its held-out rows
     try:
         for k in range(folds):
             # each fold from the weights and normalisers the model had: the last fold's weights have
@@ -109,13 +130,38 @@ def cross_fitted_spreads(predictor: RLMPredictor, texts: Sequence[str], values: 
                           prior_inputs={f: np.asarray(v)[kept] for f, v in held_out.prior_inputs.items()},
                           derived_from=derived if (source >= 0).any() else None, calibration_folds=0)
             test = np.flatnonzero((fold == k) & (source < 0))
-            draws.append(held_out.sample(predictor, texts, values, objectives, test, seed=config.seed))
+            draws.append(held_out.sample(predictor, texts, values, objectives, test, seed=config.seed,
+                                         model_alone=blend))
             rows.append(test)
+            if blend:
+                x = held_out.x(values, objectives, test)
+                priors.append((predictor.prior, predictor.prior_objectives, x))
             seen = kept[source[kept] < 0]
             widths.append(typical_width(held_out.sample(predictor, texts, values, objectives, seen,
-                                                        seed=config.seed)))
+                                                        seed=config.seed, model_alone=blend)))
     finally:
         predictor.model.load_state_dict(weights)
         predictor.normalizers = normalizers
+    shares = None
+    if blend:  # the model's weights, and the held-out samples under them
+        shares = _shares(priors, draws, rows, values, objectives, held_out)
+        for (prior, names, x), fold_draws in zip(priors, draws, strict=True):
+            with_prior(prior, names, x, fold_draws, tuple(held_out.decoded(objectives)), shares, blend=True)
     spreads = held_out.fitted(np.concatenate(draws), values[np.concatenate(rows)], objectives)
-    return spreads, np.mean(widths, axis=0)
+    return spreads, np.mean(widths, axis=0), shares
+
+
+def _shares(priors: list[tuple], draws: list[np.ndarray], rows: list[np.ndarray], values: np.ndarray,
+            objectives: tuple[str, ...], held_out: HeldOut) -> dict[str, float]:
+    """:func:`cross_fitted_spreads`'s blend weights: per prior objective, over the folds' held-out rows."""
+    decoded = tuple(held_out.decoded(objectives))
+    predicted, actual = [], []
+    for (prior, names, x), fold_draws, test in zip(priors, draws, rows, strict=True):
+        center = prior.values(x, np.zeros((len(x), len(names))))
+        median = np.median(fold_draws, axis=1, keepdims=True)
+        predicted.append(departures(prior, names, center, median, decoded)[:, 0])
+        truth = values[test][:, [objectives.index(n) for n in names]]
+        actual.append(departures(prior, names, center, truth[:, None, :], names)[:, 0])
+    names = priors[0][1]
+    predicted, actual = np.concatenate(predicted), np.concatenate(actual)
+    return {name: shrunk_weight(predicted[:, j], actual[:, j]) for j, name in enumerate(names)}

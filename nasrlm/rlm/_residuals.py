@@ -1,20 +1,28 @@
-"""The prior under :class:`~nasrlm.rlm.predictor.RLMPredictor`'s model, which learns only its residuals:
-fitting it (:func:`prior_matrix`, :func:`fit_prior`), weighing the model's residual on validation rows
-(:func:`validated_weights`), the truths its spread is calibrated on
-(:func:`out_of_sample_truth`), and adding the prior back to decoded residuals (:func:`add_prior`).
+"""The prior beside :class:`~nasrlm.rlm.predictor.RLMPredictor`'s model: fitting it (:func:`prior_matrix`,
+:func:`fit_prior`), weighing the model's part on held-out rows (:func:`validated_weights`,
+:func:`blend_weights`), the truths its spread is calibrated on (:func:`out_of_sample_truth`), and
+adding the prior back to what the model decodes (:func:`add_prior`, :func:`with_prior`).
+
+Two ways to stand beside it (:data:`PRIOR_MODES`): ``"residual"``, the model learns only what the prior
+leaves unexplained, and its decoded residual is added to the prior's mean; ``"blend"``, the model learns
+each objective itself, and its prediction, read as a residual of the prior, is weighed the same way:
+weight 1 is the model alone, 0 the prior alone.
 
 It samples through the predictor it is given; this module does not import the predictor's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from nasrlm.priors.feature_prior import FeaturePrior
-from nasrlm.priors.prior import FreeLabelPrior, ScoresPrior, residual_weight, stratified_normal
+from nasrlm.priors.prior import FreeLabelPrior, ScoresPrior, residual_weight, shrunk_weight, stratified_normal
+
+#: How a model stands beside its prior (module docstring).
+PRIOR_MODES = ("residual", "blend")
 
 if TYPE_CHECKING:
     from nasrlm.rlm.predictor import RLMPredictor
@@ -106,14 +114,99 @@ def out_of_sample_truth(prior: ScoresPrior, x: np.ndarray, values: np.ndarray, r
     return truth
 
 
-def residual_block(out: np.ndarray, prior_objectives: tuple[str, ...], objectives: tuple[str, ...]
-                   ) -> np.ndarray:
-    """(n, samples, len(prior_objectives)) residual samples; objectives not asked for stay 0."""
+def blend_weights(predictor: RLMPredictor, texts: Sequence[str], x: np.ndarray, raw: np.ndarray,
+                  residuals: np.ndarray, objectives: tuple[str, ...], rows: Sequence[int]
+                  ) -> dict[str, float]:
+    """The model's weight per prior objective in ``"blend"`` mode, from how its median prediction of the
+    held-out ``rows`` departs from the prior's out-of-sample prediction of them (:func:`departures`;
+    ``raw``: the values; ``residuals``: the out-of-sample residuals :func:`fit_prior` left, whose prior
+    saw these rows too) against how their values do."""
+    prior, names = predictor.prior, predictor.prior_objectives
+    features = {f: x[rows, j] for j, f in enumerate(predictor.prior_inputs)}
+    draws = predictor.sample([texts[i] for i in rows], names, num_samples=16, features=features,
+                             residual_weight=dict.fromkeys(names, 1.0))
+    columns = [objectives.index(name) for name in names]
+    truth = raw[rows][:, columns]
+    center = prior.values(x[rows], prior.scores(truth) - residuals[rows][:, columns])  # out of sample
+    predicted = departures(prior, names, center, np.median(draws, axis=1, keepdims=True), names)[:, 0]
+    actual = departures(prior, names, center, truth[:, None, :], names)[:, 0]
+    return {name: shrunk_weight(predicted[:, j], actual[:, j]) for j, name in enumerate(names)}
+
+
+def departures(prior: ScoresPrior, prior_objectives: tuple[str, ...], center: np.ndarray, out: np.ndarray,
+               objectives: tuple[str, ...]) -> np.ndarray:
+    """(n, samples, len(prior_objectives)): how far the values in ``out`` (texts, samples, ``objectives``)
+    lie from the prior's ``center`` (n, len(prior_objectives)), in logs where the prior's training values
+    were all positive (latencies, accuracies), else in values; 0 for an objective not in ``objectives``.
+
+    The scale ``"blend"`` mode weighs the model on: the prior's normal scores, an empirical CDF of a few
+    dozen values, squeeze every prediction between two far-apart training values into one short step
+    (a third of NB201's cells beside one of 20 measured latencies), and any weight below 1 then let the
+    prior's mean reorder them."""
+    block = np.zeros((*out.shape[:2], len(prior_objectives)))
+    for j, name in enumerate(prior_objectives):
+        if name in objectives:
+            scale, _ = _scale(prior, j)
+            block[..., j] = scale(out[..., objectives.index(name)]) - scale(center[:, None, j])
+    return block
+
+
+def _scale(prior: ScoresPrior, j: int) -> tuple[Callable[[np.ndarray], np.ndarray],
+                                                Callable[[np.ndarray], np.ndarray]]:
+    """:func:`departures`' scale of the prior's objective ``j`` and its inverse: log or none."""
+    if prior.objectives[j].knots[0] > 0:
+        tiny = 1e-6 * prior.objectives[j].knots[0]  # a ridge prior can map a far-off row below zero
+        return (lambda v: np.log(np.maximum(v, tiny))), np.exp
+    return (lambda v: np.asarray(v, dtype=np.float64)), (lambda v: v)
+
+
+def with_prior(prior: ScoresPrior, prior_objectives: tuple[str, ...], x: np.ndarray, out: np.ndarray,
+               objectives: tuple[str, ...], weights: Mapping[str, float], *, blend: bool,
+               spread: Mapping[str, Any] | None = None, rng: np.random.Generator | None = None) -> None:
+    """The prior added back to ``out`` (texts, samples, ``objectives``), in place, each prior objective by
+    its weight (``weights``; 1 where absent).
+
+    Learning the residual, the decoded residual samples get their median scaled by the weight and,
+    where ``spread`` names one, are scattered normally around it instead (``rng``), then are mapped back
+    to values. Blended (the model decodes values), each text's samples move together, on the scale of
+    :func:`departures`, until their median lies the weight's share of the way from the prior's mean to
+    the model's median: 0, the prior's mean; 1, the model alone."""
+    if blend:
+        if spread:
+            raise ValueError("residual_spread applies to a model that learns the prior's residual, not to "
+                             "a blended one")
+        center = prior.values(x, np.zeros((len(x), len(prior_objectives))))
+        for j, name in enumerate(prior_objectives):
+            if name not in objectives:
+                continue
+            k = objectives.index(name)
+            scale, back = _scale(prior, j)
+            median = np.median(out[..., k], axis=1, keepdims=True)  # of the values: exact for even counts
+            shift = (weights.get(name, 1.0) - 1.0) * (scale(median) - scale(center[:, None, j]))
+            out[..., k] = back(scale(out[..., k]) + shift)
+        return
     block = np.zeros((*out.shape[:2], len(prior_objectives)))
     for j, name in enumerate(prior_objectives):
         if name in objectives:
             block[..., j] = out[..., objectives.index(name)]
-    return block
+    for name, weight in weights.items():
+        if name not in objectives or weight == 1.0:
+            continue
+        j = prior_objectives.index(name)
+        median = np.median(block[..., j], axis=1, keepdims=True)
+        block[..., j] += (weight - 1.0) * median
+    for name, scale in (spread or {}).items():  # the median stays put: see stratified_normal
+        j = prior_objectives.index(name)
+        scale = np.asarray(scale, dtype=np.float64).reshape(-1, 1)  # one for all, or per text
+        if len(scale) not in (1, len(out)):
+            raise ValueError(f"residual_spread for {name!r}: one number or one per text "
+                             f"({len(out)}), got {len(scale)}")
+        median = np.median(block[..., j], axis=1, keepdims=True)
+        block[..., j] = median + scale * stratified_normal(len(out), out.shape[1], rng)
+    values = prior.values(x, block)
+    for j, name in enumerate(prior_objectives):
+        if name in objectives:
+            out[..., objectives.index(name)] = values[..., j]
 
 
 def add_prior(predictor: RLMPredictor, out: np.ndarray, objectives: tuple[str, ...],
@@ -121,10 +214,10 @@ def add_prior(predictor: RLMPredictor, out: np.ndarray, objectives: tuple[str, .
               residual_weight: dict[str, float] | None, residual_spread: dict[str, float] | None,
               seed: int) -> None:
     """The prior's part of :meth:`RLMPredictor.sample <nasrlm.rlm.predictor.RLMPredictor.sample>`, which
-    says what ``residual_weight`` and ``residual_spread`` do: the decoded residuals in ``out`` (texts,
-    samples, ``objectives``; columns ``residual`` of them) become values, in place. ``inputs``: the
-    prior's inputs, by name. Refuses options for objectives that are not residuals of this call, prior
-    or none."""
+    says what ``residual_weight`` and ``residual_spread`` do: what the model decoded in ``out`` (texts,
+    samples, ``objectives``; columns ``residual`` of them, the prior's) becomes values, in place
+    (:func:`with_prior`). ``inputs``: the prior's inputs, by name. Refuses options for objectives that
+    are not the prior's in this call, prior or none."""
     for option, named in (("residual_weight", residual_weight), ("residual_spread", residual_spread)):
         unknown = [o for o in named or {} if o not in predictor.prior_objectives or o not in objectives]
         if unknown:
@@ -134,24 +227,7 @@ def add_prior(predictor: RLMPredictor, out: np.ndarray, objectives: tuple[str, .
         return
     x = np.stack([np.asarray(inputs[f], dtype=np.float64).reshape(len(out))
                   for f in predictor.prior_inputs], axis=1)
-    block = residual_block(out, predictor.prior_objectives, objectives)
-    weights = {**predictor.residual_weights, **(residual_weight or {})}
-    for name, weight in weights.items():
-        if name not in objectives or weight == 1.0:
-            continue
-        j = predictor.prior_objectives.index(name)
-        median = np.median(block[..., j], axis=1, keepdims=True)
-        block[..., j] += (weight - 1.0) * median
-    if residual_spread:
-        rng = np.random.default_rng(seed)  # the median stays put: see stratified_normal
-        for name, spread in residual_spread.items():
-            j = predictor.prior_objectives.index(name)
-            spread = np.asarray(spread, dtype=np.float64).reshape(-1, 1)  # one for all, or per text
-            if len(spread) not in (1, len(out)):
-                raise ValueError(f"residual_spread for {name!r}: one number or one per text "
-                                 f"({len(out)}), got {len(spread)}")
-            median = np.median(block[..., j], axis=1, keepdims=True)
-            block[..., j] = median + spread * stratified_normal(len(out), out.shape[1], rng)
-    values = predictor.prior.values(x, block)
-    for k in residual:
-        out[..., k] = values[..., predictor.prior_objectives.index(objectives[k])]
+    with_prior(predictor.prior, predictor.prior_objectives, x, out, objectives,
+               {**predictor.residual_weights, **(residual_weight or {})},
+               blend=predictor.prior_mode == "blend", spread=residual_spread,
+               rng=np.random.default_rng(seed))

@@ -29,6 +29,7 @@ from nasrlm.errors import NasrlmError
 from nasrlm.priors.feature_prior import FeaturePrior
 from nasrlm.priors.prior import FreeLabelPrior
 from nasrlm.priors.transfer import TRANSFER_FILE, TRANSFER_LABEL, AccuracyTransfer, TransferFileError
+from nasrlm.rlm._residuals import PRIOR_MODES
 from nasrlm.rlm.calibration import Spread
 from nasrlm.rlm.model import RegressionLM, RLMConfig
 from nasrlm.rlm.normalize import Normalizer
@@ -144,7 +145,8 @@ def _write_files(predictor: RLMPredictor, path: Path, *, half: bool = False) -> 
     arrays = {}
     if predictor.prior is not None:
         meta["prior"] = {"inputs": list(predictor.prior_inputs), "predicts": list(predictor.prior_objectives),
-                         "fit": predictor.prior.to_dict(), "residual_weights": predictor.residual_weights}
+                         "fit": predictor.prior.to_dict(), "residual_weights": predictor.residual_weights,
+                         "mode": predictor.prior_mode}
         arrays = predictor.prior.arrays() if isinstance(predictor.prior, FeaturePrior) else {}
     if arrays:
         save_arrays(arrays, path / PRIOR_FILE)
@@ -211,3 +213,6 @@ def _load_prior(predictor: RLMPredictor, path: Path, meta: dict) -> None:
     predictor.prior_inputs = tuple(meta["inputs"])
     predictor.prior_objectives = tuple(meta["predicts"])
     predictor.residual_weights = dict(meta.get("residual_weights", {}))
+    predictor.prior_mode = str(meta.get("mode", "residual"))  # models saved before "blend" existed
+    if predictor.prior_mode not in PRIOR_MODES:
+        raise ValueError(f"prior mode {predictor.prior_mode!r}: expected one of {', '.join(PRIOR_MODES)}")

@@ -23,7 +23,15 @@ from nasrlm.priors.prior import ScoresPrior
 from nasrlm.priors.transfer import ACCURACY_RANK, TAG_SEPARATOR, TRANSFER_LABEL, AccuracyTransfer
 from nasrlm.rlm._base import for_space
 from nasrlm.rlm._held_out import HeldOut, cross_fitted_spreads, typical_width
-from nasrlm.rlm._residuals import add_prior, fit_prior, out_of_sample_truth, prior_matrix, validated_weights
+from nasrlm.rlm._residuals import (
+    PRIOR_MODES,
+    add_prior,
+    blend_weights,
+    fit_prior,
+    out_of_sample_truth,
+    prior_matrix,
+    validated_weights,
+)
 from nasrlm.rlm.calibration import CALIBRATION_FOLDS, Spread
 from nasrlm.rlm.checkpoints import (  # noqa: F401  (PRIOR_FILE: importable from here as before)
     PRIOR_FILE,
@@ -95,9 +103,12 @@ class RLMPredictor:
         self.prior: ScoresPrior | None = None  # FreeLabelPrior or FeaturePrior
         self.prior_inputs: tuple[str, ...] = ()
         self.prior_objectives: tuple[str, ...] = ()
-        #: per prior objective, the share of the model's residual that :meth:`sample` keeps by default,
-        #: estimated on the validation rows of the latest fit
-        #: (see :func:`~nasrlm.priors.prior.residual_weight`)
+        #: how the model stands beside the prior (``fit(prior_mode=)``): ``"residual"``, it decodes what
+        #: the prior leaves unexplained; ``"blend"``, it decodes the objectives themselves
+        self.prior_mode = "residual"
+        #: per prior objective, the share of the model's residual (or, blended, of the way its prediction
+        #: departs from the prior's) that :meth:`sample` keeps by default, estimated on rows the latest fit
+        #: held out (see :func:`~nasrlm.priors.prior.residual_weight`)
         self.residual_weights: dict[str, float] = {}
         #: per prior objective, the root-mean-square residual of the latest fit's training rows in normal
         #: scores: the prior's error on architectures it did not see (out of bag for a feature prior;
@@ -200,7 +211,7 @@ class RLMPredictor:
             config: TrainConfig | None = None, *, refit_normalizers: bool | Collection[str] = True,
             headroom: float = 0.0, prior_from: Sequence[str] = (),
             prior_inputs: Mapping[str, np.ndarray] | None = None, prior_kind: str = "line",
-            prior_reference: np.ndarray | None = None,
+            prior_reference: np.ndarray | None = None, prior_mode: str = "residual",
             derived_from: Sequence[int] | None = None, calibration_folds: int = 0) -> TrainReport:
         """Train on ``values`` (n, len(objectives); NaN = unknown), decoding ``objectives`` in this order.
 
@@ -228,6 +239,14 @@ class RLMPredictor:
         than :data:`MIN_VALIDATION_ROWS` validation rows it keeps
         :data:`UNVALIDATED_RESIDUAL_WEIGHT` of it, and the samples keep their spread.
 
+        ``prior_mode="blend"`` (a feature prior whose inputs are all ``prior_inputs``) trains the model on
+        the objectives themselves, beside the prior: :meth:`sample` reads its prediction as a residual of
+        the prior's mean and keeps the share of it that held-out rows support, on the validation rows as
+        above or, below :data:`MIN_VALIDATION_ROWS`, on the cross-fits that calibrate the spread (the
+        prior alone without either). Where the model alone ranks better than the prior (an unseen
+        device from 20 measurements), its share goes to 1; where the prior does, to 0
+        (experiments/README.md, "Who carries the prediction").
+
         ``derived_from`` marks augmented rows (:func:`nasrlm.rlm.augment.equivalent_rows`): the row each
         was made from, -1 for originals. Normalisers and the prior are fitted on the originals only,
         and only originals are held out for validation (see :func:`~nasrlm.rlm.training.train`).
@@ -248,25 +267,35 @@ class RLMPredictor:
         config = config or TrainConfig()
         raw, held_out = values, HeldOut(tuple(prior_from), dict(prior_inputs or {}))
         prior, inputs, predicted, x = None, (*prior_from, *(prior_inputs or {})), (), None
+        if prior_mode not in PRIOR_MODES:
+            raise ValueError(f"prior_mode {prior_mode!r}: expected one of {', '.join(PRIOR_MODES)}")
+        blend = prior_mode == "blend"
+        if blend and (prior_from or not inputs or prior_kind == "line"):
+            raise ValueError("prior_mode='blend' needs a feature prior (prior_kind not 'line') whose inputs "
+                             "are all prior_inputs: the model decodes none of them")
+        residuals = values
         if inputs:  # validated before anything changes: a refused call leaves the predictor as it was
             x = prior_matrix(values, objectives, tuple(prior_from), dict(prior_inputs or {}))
-            prior, predicted, values = fit_prior(x, values, objectives, tuple(prior_from), prior_kind,
-                                                 prior_reference, original,
-                                                 line_inputs=[f != TRANSFER_LABEL for f in inputs])
+            prior, predicted, residuals = fit_prior(x, values, objectives, tuple(prior_from), prior_kind,
+                                                    prior_reference, original,
+                                                    line_inputs=[f != TRANSFER_LABEL for f in inputs])
+            values = raw if blend else residuals  # what the model learns
         spreads: dict[str, Spread] = {}
         widths = None  # the cross-fits' in-sample widths, when they calibrate
+        held_out_weights = None  # blended: the model's weights from the cross-fits
         folds = min(calibration_folds, int(original.sum()) // 2)
         validated = validation_size(int(original.sum()), config.validation_fraction) >= MIN_VALIDATION_ROWS
         if folds >= 2 and not validated:
             options = {"refit_normalizers": refit_normalizers, "headroom": headroom,
-                       "prior_kind": prior_kind, "prior_reference": prior_reference}
-            spreads, widths = self._cross_fitted_spreads(texts, raw, objectives, config, source, folds,
-                                                         held_out, options)
+                       "prior_kind": prior_kind, "prior_reference": prior_reference, "prior_mode": prior_mode}
+            spreads, widths, held_out_weights = self._cross_fitted_spreads(texts, raw, objectives, config,
+                                                                           source, folds, held_out, options)
         self.prior, self.prior_inputs, self.prior_objectives = prior, inputs, predicted
+        self.prior_mode = prior_mode
         self.residual_weights = {}
         self.prior_errors = {}
         if prior is not None:
-            rows = values[original][:, [objectives.index(name) for name in predicted]]
+            rows = residuals[original][:, [objectives.index(name) for name in predicted]]
             self.prior_errors = {name: float(np.sqrt(np.nanmean(rows[:, j] ** 2)))
                                  for j, name in enumerate(predicted)}
         for k, name in enumerate(objectives):
@@ -278,18 +307,21 @@ class RLMPredictor:
                        derived_from=derived_from)
         self.decode_order, self.reads_first = objectives, ()
         if prior is not None and len(report.validation_rows) >= MIN_VALIDATION_ROWS:
-            self.residual_weights = validated_weights(self, texts, x, values, objectives,
-                                                      report.validation_rows)
+            rows = report.validation_rows
+            self.residual_weights = (blend_weights(self, texts, x, raw, residuals, objectives, rows) if blend
+                                     else validated_weights(self, texts, x, values, objectives, rows))
+        elif prior is not None and held_out_weights is not None:
+            self.residual_weights = held_out_weights
         elif prior is not None:
             self.residual_weights = dict.fromkeys(predicted, UNVALIDATED_RESIDUAL_WEIGHT)
         if len(report.validation_rows) >= MIN_VALIDATION_ROWS:
             rows = np.asarray(report.validation_rows)
-            truth = None if prior is None else out_of_sample_truth(prior, x, values, raw, objectives,
+            truth = None if prior is None else out_of_sample_truth(prior, x, residuals, raw, objectives,
                                                                    predicted, rows)
             spreads = held_out.spreads(self, texts, raw, objectives, rows, seed=config.seed, truth=truth)
         elif widths is not None:  # trained on all the rows, the model decodes narrower than the folds did
             mine = typical_width(held_out.sample(self, texts, raw, objectives, np.flatnonzero(original),
-                                                 seed=config.seed))
+                                                 seed=config.seed, model_alone=blend))
             ratio = np.where(mine > 0, widths / np.where(mine > 0, mine, 1.0), 1.0)
             stretch = dict(zip(held_out.decoded(objectives), ratio.tolist(), strict=True))
             spreads = {name: spread.stretched(stretch[name]) for name, spread in spreads.items()}
@@ -298,14 +330,14 @@ class RLMPredictor:
 
     def _cross_fitted_spreads(self, texts: Sequence[str], values: np.ndarray, objectives: tuple[str, ...],
                               config: TrainConfig, source: np.ndarray, folds: int, held_out: HeldOut,
-                              options: dict) -> tuple[dict[str, Spread], np.ndarray]:
-        """The spreads of :meth:`fit` from ``folds`` cross-fits, and the folds' in-sample widths
-        (:func:`~nasrlm.rlm._held_out.cross_fitted_spreads`)."""
+                              options: dict) -> tuple[dict[str, Spread], np.ndarray, dict[str, float] | None]:
+        """The spreads of :meth:`fit` from ``folds`` cross-fits, the folds' in-sample widths and, blended,
+        the model's weights (:func:`~nasrlm.rlm._held_out.cross_fitted_spreads`)."""
         return cross_fitted_spreads(self, texts, values, objectives, config, source, folds, held_out, options)
 
     def fine_tune(self, space: SearchSpace, arch_ids: Sequence[str], values: np.ndarray, names: Sequence[str],
                   config: TrainConfig | None = None, *, prior: str | None = "forest",
-                  refit_normalizers: bool | Collection[str] = True,
+                  prior_mode: str = "residual", refit_normalizers: bool | Collection[str] = True,
                   derived_from: Sequence[int] | None = None, progress: bool = False,
                   calibration_folds: int = CALIBRATION_FOLDS) -> TrainReport:
         """Train on labelled architectures of ``space``: the recipe every caller shares.
@@ -318,6 +350,8 @@ class RLMPredictor:
         :meth:`sample` then needs them: :meth:`known_labels` computes them. The default, a forest,
         ranked NB201 accuracy and latency best from 20 to 1,000 labels; with 20-50 rows ``"auto"``
         often picked a worse ridge (experiments/README.md, "Transfer from a pre-trained base model").
+        ``prior_mode="blend"`` (a feature prior) decodes no free label: the model learns ``names`` from the
+        text alone, and the prior reads the free labels beside the graph labels (:meth:`fit`).
         The spread is calibrated as :meth:`fit` says, by ``calibration_folds`` cross-fits where the
         validation rows are too few.
         """
@@ -325,7 +359,7 @@ class RLMPredictor:
             raise ValueError(f"prior {prior!r}: expected None or one of {', '.join(PRIOR_KINDS)}")
         names = list(names)
         free = [k for k, o in enumerate(FREE_OBJECTIVES)
-                if prior and o.name not in names and o.name in self.objectives]
+                if prior and prior_mode != "blend" and o.name not in names and o.name in self.objectives]
         if prior == "line" and not free:
             raise ValueError("prior: the free labels are among the objectives trained, nothing is left to "
                              "predict from them")
@@ -341,7 +375,7 @@ class RLMPredictor:
         self.spaces = tuple(sorted({*self.spaces, space.name}))
         return self.fit(texts, table, [*free_names, *names], config, refit_normalizers=refit_normalizers,
                         prior_from=tuple(free_names), prior_inputs=inputs, prior_kind=prior or "line",
-                        derived_from=derived_from, calibration_folds=calibration_folds)
+                        prior_mode=prior_mode, derived_from=derived_from, calibration_folds=calibration_folds)
 
     def known_labels(self, space: SearchSpace, arch_ids: Sequence[str]) -> dict[str, dict[str, np.ndarray]]:
         """The labels this model's prior reads, computed from each architecture's graph, as the keyword

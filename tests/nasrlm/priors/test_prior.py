@@ -4,7 +4,13 @@ import numpy as np
 import pytest
 from scipy.stats import kendalltau, norm
 
-from nasrlm.priors.prior import FreeLabelPrior, NormalScores, residual_weight, stratified_normal
+from nasrlm.priors.prior import (
+    FreeLabelPrior,
+    NormalScores,
+    residual_weight,
+    shrunk_weight,
+    stratified_normal,
+)
 
 
 def test_normal_scores_round_trip_and_extend_straight_beyond_the_data() -> None:
@@ -71,6 +77,19 @@ def test_residual_weight_is_the_clipped_slope_of_truth_on_prediction() -> None:
     assert residual_weight(predicted, 3 * predicted) == 1.0  # never amplified
     assert residual_weight(predicted, -predicted) == 0.0  # wrong way round: the prior alone
     assert residual_weight(np.zeros(3), np.ones(3)) == 1.0  # nothing predicted, nothing to judge
+
+
+def test_a_shrunk_weight_gives_up_the_slope_its_noise_could_explain() -> None:
+    rng = np.random.default_rng(0)
+    predicted = rng.normal(size=400)
+    exact = np.r_[predicted[:3], np.nan]
+    assert shrunk_weight(exact, 0.5 * exact) == pytest.approx(0.5)  # no noise: the slope itself
+    assert shrunk_weight(exact, -exact) == 0.0 and shrunk_weight(exact[:2], exact[:2]) == 0.0
+    noisy = 0.5 * predicted + rng.normal(size=400)
+    many, few = shrunk_weight(predicted, noisy), shrunk_weight(predicted[:12], noisy[:12])
+    assert residual_weight(predicted, noisy) - 0.01 < many < residual_weight(predicted, noisy)
+    assert few < residual_weight(predicted[:12], noisy[:12]) - 0.05  # a dozen rows: shrunk hard
+    assert shrunk_weight(predicted[:12], rng.normal(size=12)) < 0.2  # no signal: (nearly) the prior alone
 
 
 def test_stratified_normal_draws_keep_every_row_s_median_and_spread_and_shuffle_them() -> None:

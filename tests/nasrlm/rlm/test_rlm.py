@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -13,7 +15,7 @@ from nasrlm.data import Objective
 from nasrlm.rlm.inference import _IncrementalDecoder, sample_digits
 from nasrlm.rlm.model import RegressionLM, RLMConfig
 from nasrlm.rlm.normalize import HIGH, LOW, Normalizer
-from nasrlm.rlm.predictor import RLMPredictor
+from nasrlm.rlm.predictor import UNVALIDATED_RESIDUAL_WEIGHT, RLMPredictor
 from nasrlm.rlm.tokenizers import DigitTokenizer, OnnxTokenizer
 from nasrlm.rlm.training import Stepper, TrainConfig, pad_batch
 from search_spaces import NasBench201
@@ -408,6 +410,53 @@ def test_a_feature_prior_reads_inputs_the_decoder_never_sees_and_is_saved(corpus
     predictor.fit(texts, values[:, 1:], ("lat",), one_step)
     predictor.save(tmp_path / "model")  # no prior now: no stale forests beside it
     assert not (tmp_path / "model" / "prior.safetensors").exists()
+
+
+def test_a_blended_prior_weighs_the_model_alone_against_the_prior(corpus, tmp_path) -> None:
+    tokenizer, texts, values = corpus
+    convs = np.sqrt(values[:, 1] - 1)
+    features = {"convs": convs, "noise": np.random.default_rng(0).random(len(texts))}
+    predictor = RLMPredictor.from_scratch(OBJECTIVES, size=None, tokenizer=tokenizer, **TINY)
+    config = TrainConfig(max_epochs=3, batch_size=16, learning_rate=3e-3, validation_fraction=0.0,
+                         progress=False)
+    predictor.fit(texts, values[:, 1:], ("lat",), config, prior_inputs=features, prior_kind="forest",
+                  prior_mode="blend", calibration_folds=3)
+    assert predictor.prior_mode == "blend" and predictor.predicts == ("lat",)
+    assert set(predictor.residual_weights) == {"lat"} and 0 <= predictor.residual_weights["lat"] <= 1
+    assert set(predictor.spreads) == {"lat"}  # the cross-fits that weighed the model calibrated it too
+
+    # weight 1 is the model alone: what it decodes of the text, the prior's inputs unread
+    alone = copy.copy(predictor)
+    alone.prior, alone.prior_inputs, alone.prior_objectives, alone.spreads = None, (), (), {}
+    decoded = alone.sample(texts, num_samples=9, seed=3)
+    own = predictor.sample(texts, num_samples=9, seed=3, features=features, residual_weight={"lat": 1.0},
+                           calibrated=False)
+    np.testing.assert_allclose(own, decoded, rtol=1e-9)
+    # weight 0 is the prior's mean, around which the model's own spread stays (the median of an even
+    # number of samples too)
+    prior_only = predictor.sample(texts, num_samples=8, seed=3, features=features,
+                                  residual_weight={"lat": 0.0}, calibrated=False)
+    x = np.column_stack(list(features.values()))
+    mean = predictor.prior.values(x, np.zeros((len(texts), 1)))[:, 0]
+    np.testing.assert_allclose(np.median(prior_only[:, :, 0], axis=1), mean, rtol=1e-9)
+
+    predictor.save(tmp_path / "model")
+    loaded = RLMPredictor.load(tmp_path / "model")
+    assert loaded.prior_mode == "blend" and loaded.residual_weights == predictor.residual_weights
+    np.testing.assert_array_equal(loaded.sample(texts, num_samples=9, seed=3, features=features),
+                                  predictor.sample(texts, num_samples=9, seed=3, features=features))
+    # without rows held out (no validation split, no cross-fit) nothing weighs the model: the prior alone
+    predictor.fit(texts, values[:, 1:], ("lat",), config, prior_inputs=features, prior_kind="forest",
+                  prior_mode="blend")
+    assert predictor.residual_weights == {"lat": UNVALIDATED_RESIDUAL_WEIGHT}
+    with pytest.raises(ValueError, match="prior_mode"):
+        predictor.fit(texts, values[:, 1:], ("lat",), config, prior_inputs=features, prior_mode="sum")
+    with pytest.raises(ValueError, match="feature prior"):  # the model would decode the prior's inputs
+        predictor.fit(texts, values, ("acc", "lat"), config, prior_from=("acc",), prior_kind="forest",
+                      prior_mode="blend")
+    with pytest.raises(ValueError, match="feature prior"):
+        predictor.fit(texts, values[:, 1:], ("lat",), config, prior_inputs=features, prior_kind="line",
+                      prior_mode="blend")
 
 
 def test_a_fit_without_validation_rows_calibrates_its_spread_by_cross_fitting(corpus, tmp_path) -> None:
