@@ -127,7 +127,8 @@ def blend_weights(predictor: RLMPredictor, texts: Sequence[str], x: np.ndarray, 
                              residual_weight=dict.fromkeys(names, 1.0))
     columns = [objectives.index(name) for name in names]
     truth = raw[rows][:, columns]
-    center = prior.values(x[rows], prior.scores(truth) - residuals[rows][:, columns])  # out of sample
+    out_of_sample = prior.scores(truth) - residuals[rows][:, columns]  # the prior's scores of these rows
+    center = prior.values(x[rows], out_of_sample - prior.mean(x[rows]))
     predicted = departures(prior, names, center, np.median(draws, axis=1, keepdims=True), names)[:, 0]
     actual = departures(prior, names, center, truth[:, None, :], names)[:, 0]
     return {name: shrunk_weight(predicted[:, j], actual[:, j]) for j, name in enumerate(names)}
