@@ -68,21 +68,25 @@ class Train(Command):
                        help="first pre-train a fresh model on free labels (params, MACs) of N random "
                             "architectures (implies --scratch)")
         p.add_argument("--prior", choices=("none", *PRIOR_KINDS), default="forest",
-                       help="learn each objective as what a prior leaves unexplained: 'line' (a straight "
-                            "line through the best free label: params, MACs), or on the free and graph "
-                            "labels 'forest', 'ridge', 'trend-forest' (a line plus a forest on what it "
-                            "leaves) or 'auto' (per objective, forest or ridge, whichever ranks the training "
-                            "rows best out of sample); predict/eval compute the labels it reads (default: "
-                            "%(default)s)")
+                       help="a prior beside the language model: on the free and graph labels 'forest', "
+                            "'ridge', 'trend-forest' (a line plus a forest on what it leaves) or 'auto' (per "
+                            "objective, forest or ridge, whichever ranks the training rows best out of "
+                            "sample): fine-tuning a base, the model learns each objective from the text "
+                            "alone and each prediction blends it with the prior by the share rows it did not "
+                            "train on support; from scratch, the model learns what the prior leaves "
+                            "unexplained, as it does with 'line' (a straight line through the best free "
+                            "label: params, MACs); 'none': the language model alone; predict/eval compute "
+                            "the labels a prior reads (default: %(default)s)")
         p.add_argument("--equivalents", type=_count, default=0, metavar="K",
                        help="also train on up to K architectures equivalent to each labelled one (e.g. NB201 "
                             "cells differing only in dead edges), labelled with the --carry objectives only")
         p.add_argument("--carry", help="objectives equivalent architectures share (default: those in %%)")
         p.add_argument("--epochs", type=_positive_int,
                        help=f"maximum epochs, early stopping picks the best (default: enough for "
-                            f"{FINE_TUNE.steps} steps when fine-tuning a base, {DECODER_TUNE.steps} with "
-                            f"--prior none ({DECODER_TUNE.unvalidated_steps} below "
-                            f"{DECODER_TUNE.min_validation_rows} rows), {TRAIN.max_epochs} from scratch)")
+                            f"{DECODER_TUNE.steps} steps when fine-tuning a base ("
+                            f"{DECODER_TUNE.unvalidated_steps} below "
+                            f"{DECODER_TUNE.min_validation_rows} rows; "
+                            f"{FINE_TUNE.steps} with --prior line), {TRAIN.max_epochs} from scratch)")
         p.add_argument("--batch-size", type=_positive_int, default=TrainConfig.batch_size)
         p.add_argument("--lr", type=_positive_float,
                        help=f"peak learning rate (AdamW; default {FINE_TUNE.learning_rate:g} when "
@@ -136,8 +140,10 @@ class Train(Command):
                   file=sys.stderr)
             predictor = RLMPredictor.from_scratch(objectives, size=args.size or TRAIN_SIZE, seed=args.seed)
         predictor.to(device)
-        # the language model alone reads the text as the base learned to, and learns to decode from it
-        decoder_only = not scratch and args.prior == "none"
+        # fine-tuning a base, the language model reads the text as the base learned to and learns to decode
+        # each objective from it, alone or blended with a feature prior beside it
+        blend = not scratch and args.prior not in ("none", "line")
+        decoder_only = not scratch and (args.prior == "none" or blend)
         schedule = TRAIN if scratch else DECODER_TUNE if decoder_only else FINE_TUNE
         settings = schedule.settings(len(ids), args.batch_size)
         settings.update({k: v for k, v in (("max_epochs", args.epochs), ("learning_rate", args.lr)) if v})
@@ -152,13 +158,17 @@ class Train(Command):
         if args.equivalents:
             ids, values, derived_from = _with_equivalents(space, ids, values, objectives, args)
         prior = None if args.prior == "none" else args.prior
-        if prior:
+        if blend:
+            print(f"{prior} prior on the free and graph labels beside the language model, which learns each "
+                  "objective from the text alone", file=sys.stderr)
+        elif prior:
             print(f"{prior} prior on the free labels{'' if prior == 'line' else ' and graph labels'}: the "
                   "model learns what it leaves unexplained", file=sys.stderr)
         # a base keeps the normalisers of what it knows (the free labels decoded first among them); prior
         # residuals and new columns get their own
-        refit = list(names) if prior else (True if scratch else new)
-        report = predictor.fine_tune(space, ids, values, names, config, prior=prior, refit_normalizers=refit,
+        refit = list(names) if prior and not blend else (True if scratch else new)
+        report = predictor.fine_tune(space, ids, values, names, config, prior=prior,
+                                     prior_mode="blend" if blend else "residual", refit_normalizers=refit,
                                      derived_from=derived_from, progress=not args.quiet)
         if prior not in (None, "line") and predictor.transfer is not None:
             print(f"the prior also reads what {predictor.transfer.sources[0].space}'s published accuracy "
@@ -168,13 +178,20 @@ class Train(Command):
         print(f"saved {args.output}: best epoch {report.best_epoch + 1} of {len(report.train_loss)} "
               f"({report.stopped_by}), {report.seconds:.0f} s", file=sys.stderr)
         if predictor.residual_weights:
+            from nasrlm.rlm.calibration import CALIBRATION_FOLDS
             from nasrlm.rlm.predictor import MIN_VALIDATION_ROWS
 
             rows = len(report.validation_rows)
-            source = (f"weighed on {rows} validation rows" if rows >= MIN_VALIDATION_ROWS else
-                      f"not trusted: {rows} validation rows, {MIN_VALIDATION_ROWS} are needed to weigh it")
-            print(f"share of the model's residual kept over the prior ({source}): "
-                  + ", ".join(f"{k} {v:.2f}" for k, v in predictor.residual_weights.items()), file=sys.stderr)
+            shares = ", ".join(f"{k} {v:.2f}" for k, v in predictor.residual_weights.items())
+            if rows >= MIN_VALIDATION_ROWS:
+                source = f"weighed on {rows} validation rows"
+            elif blend and len(ids) >= 2 * CALIBRATION_FOLDS:
+                source = f"weighed on {CALIBRATION_FOLDS} cross-fits"
+            else:
+                source = f"not trusted: {rows} validation rows, {MIN_VALIDATION_ROWS} are needed to weigh it"
+            what = "the language model's share of each prediction" if blend else \
+                "share of the model's residual kept over the prior"
+            print(f"{what} ({source}): {shares}", file=sys.stderr)
         return 0
 
 

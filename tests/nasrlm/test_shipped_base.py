@@ -111,6 +111,27 @@ def test_zero_shot_samples_after_its_own_greedy_reading_of_the_free_labels(monke
 
 
 @pytest.mark.slow
+def test_train_blends_the_language_model_with_the_forest_by_default(capsys, tmp_path: Path) -> None:
+    space = NasBench201()
+    ids = space.sample_ids(12, seed=5)
+    table = BenchmarkTable("nb201", ids, [Objective("eyeriss", "ms", "toy latency", "test", False)],
+                           np.linspace(1, 3, 12)[:, None])
+    data = str(table.to_csv(tmp_path / "few.csv"))
+    code, _, err = run(capsys, "train", "--data", data, "-o", str(tmp_path / "m"), "--epochs", "1", "-q")
+    assert code == 0 and "beside the language model, which learns each objective from the text alone" in err
+    assert "the language model's share of each prediction (weighed on 5 cross-fits): eyeriss" in err, err
+    predictor, base = RLMPredictor.load(tmp_path / "m"), RLMPredictor.load(SHIPPED_BASE).model
+    assert predictor.prior_mode == "blend" and predictor.prior_inputs  # a forest on the free and graph labels
+    assert not set(predictor.decode_order) & set(predictor.prior_inputs)  # the model decodes none of them
+    encoder = dict(base.named_parameters())
+    for name, p in predictor.model.named_parameters():  # blended, the model trains its decoder only
+        if name.startswith("t5.encoder."):
+            assert torch.equal(p, encoder[name]), name
+    code, out, _ = run(capsys, "predict", str(tmp_path / "m"), "--space", "nb201", "--arch", ARCH,
+                       "--samples", "8")
+    assert code == 0 and "eyeriss" in out
+
+
 def test_train_fine_tunes_the_shipped_base_unless_told_otherwise(capsys, tmp_path: Path) -> None:
     ids = NasBench201().sample_ids(12, seed=5)
     table = BenchmarkTable("nb201", ids, [Objective("acc", "%", "toy accuracy", "test", True)],
