@@ -240,10 +240,11 @@ class RLMPredictor:
         :data:`UNVALIDATED_RESIDUAL_WEIGHT` of it, and the samples keep their spread.
 
         ``prior_mode="blend"`` (a feature prior whose inputs are all ``prior_inputs``) trains the model on
-        the objectives themselves, beside the prior: :meth:`sample` reads its prediction as a residual of
-        the prior's mean and keeps the share of it that held-out rows support, on the validation rows as
-        above or, below :data:`MIN_VALIDATION_ROWS`, on the cross-fits that calibrate the spread (the
-        prior alone without either). Where the model alone ranks better than the prior (an unseen
+        the objectives themselves, beside the prior: :meth:`sample` moves each prediction from the
+        prior's toward the model's by the share of the way that held-out rows support
+        (:func:`~nasrlm.rlm._residuals.blend_weights`), on the validation rows as above or, below
+        :data:`MIN_VALIDATION_ROWS`, on the cross-fits that calibrate the spread (the prior alone
+        without either). Where the model alone ranks better than the prior (an unseen
         device from 20 measurements), its share goes to 1; where the prior does, to 0
         (experiments/README.md, "Who carries the prediction").
 
@@ -424,10 +425,11 @@ class RLMPredictor:
         with them first in the decode order). A model with a prior reads its inputs
         (:attr:`prior_inputs`) from ``given`` and ``features``, which the decoder does not see.
 
-        ``residual_weight`` (objectives learned as residuals of the free-label prior only) scales the
-        median of each text's decoded residual, keeping the samples' spread around it: 0 centres the
-        prediction on the prior, 1 trusts the model. Objectives it does not name use
-        :attr:`residual_weights` (fitted on validation rows, see :meth:`fit`).
+        ``residual_weight`` (the prior's objectives only) scales the median of each text's decoded
+        residual, keeping the samples' spread around it (blended: how far the samples move, together, from
+        the prior's prediction toward the model's): 0 centres the prediction on the prior, 1 trusts the
+        model. Objectives it does not name use :attr:`residual_weights` (fitted on held-out rows, see
+        :meth:`fit`).
 
         ``residual_spread`` replaces the decoded spread of those objectives' residuals by a normal
         one of the given standard deviation (in normal scores; one number, or one per text) around
