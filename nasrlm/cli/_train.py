@@ -183,10 +183,13 @@ class Train(Command):
 
             rows = len(report.validation_rows)
             shares = ", ".join(f"{k} {v:.2f}" for k, v in predictor.residual_weights.items())
+            # as fit cross-fits: one fold per two labelled rows at most (augmented ones go with theirs)
+            folds = min(CALIBRATION_FOLDS, (len(ids) if derived_from is None else
+                                            int(np.count_nonzero(np.asarray(derived_from) < 0))) // 2)
             if rows >= MIN_VALIDATION_ROWS:
                 source = f"weighed on {rows} validation rows"
-            elif blend and len(ids) >= 2 * CALIBRATION_FOLDS:
-                source = f"weighed on {CALIBRATION_FOLDS} cross-fits"
+            elif blend and folds >= 2:
+                source = f"weighed on {folds} cross-fits"
             else:
                 source = f"not trusted: {rows} validation rows, {MIN_VALIDATION_ROWS} are needed to weigh it"
             what = "the language model's share of each prediction" if blend else \

@@ -99,14 +99,12 @@ class ScoresPrior(ABC):
         """(n, m) prior mean scores of architectures with these inputs (n, f)."""
 
     def scores(self, values: np.ndarray) -> np.ndarray:
-        """Each objective's values in its normal scores: (n, m), or (n, samples, m)."""
-        return np.stack([s.forward(values[..., k]) for k, s in enumerate(self.objectives)], axis=-1)
+        """(n, m) each objective's values in its normal scores."""
+        return np.stack([s.forward(values[:, k]) for k, s in enumerate(self.objectives)], axis=1)
 
     def residuals(self, inputs: np.ndarray, values: np.ndarray) -> np.ndarray:
-        """Each objective's score minus the prior's: (n, m), or (n, samples, m), with ``inputs`` of shape
-        (n, f). What a model learning the residual is trained on; :meth:`values` inverts it."""
-        mean = self.mean(inputs)
-        return self.scores(values) - (mean[:, None, :] if np.ndim(values) == 3 else mean)
+        """What the model is trained on: each objective's score minus the prior's, (n, m)."""
+        return self.scores(values) - self.mean(inputs)
 
     def values(self, inputs: np.ndarray, residuals: np.ndarray) -> np.ndarray:
         """Objective values from residuals: (n, m) or (n, samples, m) with ``inputs`` of shape (n, f)."""

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from nasrlm.priors.prior import shrunk_weight
-from nasrlm.rlm._residuals import departures, with_prior
+from nasrlm.rlm._residuals import blended, departures, prior_matrix
 from nasrlm.rlm.calibration import Spread, fit_spread
 from nasrlm.rlm.training import TrainConfig
 
@@ -41,11 +41,6 @@ class HeldOut:
 
     def decoded(self, objectives: tuple[str, ...]) -> list[str]:
         return [o for o in objectives if o not in self.prior_from]
-
-    def x(self, values: np.ndarray, objectives: tuple[str, ...], rows: np.ndarray) -> np.ndarray:
-        """The prior's inputs of ``rows``, (rows, inputs); ``values`` hold the given columns."""
-        return np.column_stack([*(values[rows, objectives.index(f)] for f in self.prior_from),
-                                *(np.asarray(v, dtype=np.float64)[rows] for v in self.prior_inputs.values())])
 
     def sample(self, predictor: RLMPredictor, texts: Sequence[str], values: np.ndarray,
                objectives: tuple[str, ...], rows: np.ndarray, *, seed: int, model_alone: bool = False
@@ -134,7 +129,8 @@ def cross_fitted_spreads(predictor: RLMPredictor, texts: Sequence[str], values: 
                                          model_alone=blend))
             rows.append(test)
             if blend:
-                x = held_out.x(values, objectives, test)
+                x = prior_matrix(values[test], objectives, held_out.prior_from,
+                                 {f: np.asarray(v)[test] for f, v in held_out.prior_inputs.items()})
                 priors.append((predictor.prior, predictor.prior_objectives, x))
             seen = kept[source[kept] < 0]
             widths.append(typical_width(held_out.sample(predictor, texts, values, objectives, seen,
@@ -146,7 +142,7 @@ def cross_fitted_spreads(predictor: RLMPredictor, texts: Sequence[str], values: 
     if blend:  # the model's weights, and the held-out samples under them
         shares = _shares(priors, draws, rows, values, objectives, held_out)
         for (prior, names, x), fold_draws in zip(priors, draws, strict=True):
-            with_prior(prior, names, x, fold_draws, tuple(held_out.decoded(objectives)), shares, blend=True)
+            blended(prior, names, x, fold_draws, tuple(held_out.decoded(objectives)), shares)
     spreads = held_out.fitted(np.concatenate(draws), values[np.concatenate(rows)], objectives)
     return spreads, np.mean(widths, axis=0), shares
 

@@ -1,7 +1,7 @@
 """The prior beside :class:`~nasrlm.rlm.predictor.RLMPredictor`'s model: fitting it (:func:`prior_matrix`,
 :func:`fit_prior`), weighing the model's part on held-out rows (:func:`validated_weights`,
 :func:`blend_weights`), the truths its spread is calibrated on (:func:`out_of_sample_truth`), and
-adding the prior back to what the model decodes (:func:`add_prior`, :func:`with_prior`).
+adding the prior back to what the model decodes (:func:`add_prior`, :func:`blended`).
 
 Two ways to stand beside it (:data:`PRIOR_MODES`): ``"residual"``, the model learns only what the prior
 leaves unexplained, and its decoded residual is added to the prior's mean; ``"blend"``, the model learns
@@ -14,7 +14,7 @@ It samples through the predictor it is given; this module does not import the pr
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -161,53 +161,31 @@ def _scale(prior: ScoresPrior, j: int) -> tuple[Callable[[np.ndarray], np.ndarra
     return (lambda v: np.asarray(v, dtype=np.float64)), (lambda v: v)
 
 
-def with_prior(prior: ScoresPrior, prior_objectives: tuple[str, ...], x: np.ndarray, out: np.ndarray,
-               objectives: tuple[str, ...], weights: Mapping[str, float], *, blend: bool,
-               spread: Mapping[str, Any] | None = None, rng: np.random.Generator | None = None) -> None:
-    """The prior added back to ``out`` (texts, samples, ``objectives``), in place, each prior objective by
-    its weight (``weights``; 1 where absent).
+def blended(prior: ScoresPrior, prior_objectives: tuple[str, ...], x: np.ndarray, out: np.ndarray,
+            objectives: tuple[str, ...], weights: Mapping[str, float]) -> None:
+    """A ``"blend"`` model's decoded values in ``out`` (texts, samples, ``objectives``) moved, in place,
+    toward the prior's prediction: each text's samples of each prior objective move together, on the
+    scale of :func:`departures`, until their median lies its weight's share (``weights``; 1 where absent)
+    of the way from the prior's mean to the model's median: 0, the prior's mean; 1, the model alone."""
+    center = prior.values(x, np.zeros((len(x), len(prior_objectives))))
+    for j, name in enumerate(prior_objectives):
+        if name not in objectives:
+            continue
+        k = objectives.index(name)
+        scale, back = _scale(prior, j)
+        median = np.median(out[..., k], axis=1, keepdims=True)  # of the values: exact for even counts
+        shift = (weights.get(name, 1.0) - 1.0) * (scale(median) - scale(center[:, None, j]))
+        out[..., k] = back(scale(out[..., k]) + shift)
 
-    Learning the residual, the decoded residual samples get their median scaled by the weight and,
-    where ``spread`` names one, are scattered normally around it instead (``rng``), then are mapped back
-    to values. Blended (the model decodes values), each text's samples move together, on the scale of
-    :func:`departures`, until their median lies the weight's share of the way from the prior's mean to
-    the model's median: 0, the prior's mean; 1, the model alone."""
-    if blend:
-        if spread:
-            raise ValueError("residual_spread applies to a model that learns the prior's residual, not to "
-                             "a blended one")
-        center = prior.values(x, np.zeros((len(x), len(prior_objectives))))
-        for j, name in enumerate(prior_objectives):
-            if name not in objectives:
-                continue
-            k = objectives.index(name)
-            scale, back = _scale(prior, j)
-            median = np.median(out[..., k], axis=1, keepdims=True)  # of the values: exact for even counts
-            shift = (weights.get(name, 1.0) - 1.0) * (scale(median) - scale(center[:, None, j]))
-            out[..., k] = back(scale(out[..., k]) + shift)
-        return
+
+def residual_block(out: np.ndarray, prior_objectives: tuple[str, ...], objectives: tuple[str, ...]
+                   ) -> np.ndarray:
+    """(n, samples, len(prior_objectives)) residual samples; objectives not asked for stay 0."""
     block = np.zeros((*out.shape[:2], len(prior_objectives)))
     for j, name in enumerate(prior_objectives):
         if name in objectives:
             block[..., j] = out[..., objectives.index(name)]
-    for name, weight in weights.items():
-        if name not in objectives or weight == 1.0:
-            continue
-        j = prior_objectives.index(name)
-        median = np.median(block[..., j], axis=1, keepdims=True)
-        block[..., j] += (weight - 1.0) * median
-    for name, scale in (spread or {}).items():  # the median stays put: see stratified_normal
-        j = prior_objectives.index(name)
-        scale = np.asarray(scale, dtype=np.float64).reshape(-1, 1)  # one for all, or per text
-        if len(scale) not in (1, len(out)):
-            raise ValueError(f"residual_spread for {name!r}: one number or one per text "
-                             f"({len(out)}), got {len(scale)}")
-        median = np.median(block[..., j], axis=1, keepdims=True)
-        block[..., j] = median + scale * stratified_normal(len(out), out.shape[1], rng)
-    values = prior.values(x, block)
-    for j, name in enumerate(prior_objectives):
-        if name in objectives:
-            out[..., objectives.index(name)] = values[..., j]
+    return block
 
 
 def add_prior(predictor: RLMPredictor, out: np.ndarray, objectives: tuple[str, ...],
@@ -216,19 +194,43 @@ def add_prior(predictor: RLMPredictor, out: np.ndarray, objectives: tuple[str, .
               seed: int) -> None:
     """The prior's part of :meth:`RLMPredictor.sample <nasrlm.rlm.predictor.RLMPredictor.sample>`, which
     says what ``residual_weight`` and ``residual_spread`` do: what the model decoded in ``out`` (texts,
-    samples, ``objectives``; columns ``residual`` of them, the prior's) becomes values, in place
-    (:func:`with_prior`). ``inputs``: the prior's inputs, by name. Refuses options for objectives that
-    are not the prior's in this call, prior or none."""
+    samples, ``objectives``; columns ``residual`` of them, the prior's) becomes values, in place: decoded
+    residuals with the prior's mean added back, or a blended model's values moved toward the prior's
+    (:func:`blended`). ``inputs``: the prior's inputs, by name. Refuses options for objectives that are
+    not the prior's in this call, prior or none, and ``residual_spread`` for a blended model."""
     for option, named in (("residual_weight", residual_weight), ("residual_spread", residual_spread)):
         unknown = [o for o in named or {} if o not in predictor.prior_objectives or o not in objectives]
         if unknown:
             raise ValueError(f"{option} for {unknown}: not residual objectives of this call "
                              f"(residual objectives: {list(predictor.prior_objectives)})")
+    if residual_spread and predictor.prior_mode == "blend":
+        raise ValueError("residual_spread applies to a model that learns the prior's residual, not to a "
+                         "blended one")
     if not residual or predictor.prior is None:
         return
     x = np.stack([np.asarray(inputs[f], dtype=np.float64).reshape(len(out))
                   for f in predictor.prior_inputs], axis=1)
-    with_prior(predictor.prior, predictor.prior_objectives, x, out, objectives,
-               {**predictor.residual_weights, **(residual_weight or {})},
-               blend=predictor.prior_mode == "blend", spread=residual_spread,
-               rng=np.random.default_rng(seed))
+    weights = {**predictor.residual_weights, **(residual_weight or {})}
+    if predictor.prior_mode == "blend":
+        blended(predictor.prior, predictor.prior_objectives, x, out, objectives, weights)
+        return
+    block = residual_block(out, predictor.prior_objectives, objectives)
+    for name, weight in weights.items():
+        if name not in objectives or weight == 1.0:
+            continue
+        j = predictor.prior_objectives.index(name)
+        median = np.median(block[..., j], axis=1, keepdims=True)
+        block[..., j] += (weight - 1.0) * median
+    if residual_spread:
+        rng = np.random.default_rng(seed)  # the median stays put: see stratified_normal
+        for name, spread in residual_spread.items():
+            j = predictor.prior_objectives.index(name)
+            spread = np.asarray(spread, dtype=np.float64).reshape(-1, 1)  # one for all, or per text
+            if len(spread) not in (1, len(out)):
+                raise ValueError(f"residual_spread for {name!r}: one number or one per text "
+                                 f"({len(out)}), got {len(spread)}")
+            median = np.median(block[..., j], axis=1, keepdims=True)
+            block[..., j] = median + spread * stratified_normal(len(out), out.shape[1], rng)
+    values = predictor.prior.values(x, block)
+    for k in residual:
+        out[..., k] = values[..., predictor.prior_objectives.index(objectives[k])]
