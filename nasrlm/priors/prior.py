@@ -22,6 +22,15 @@ from scipy.stats import norm
 HEADROOM = 0.1
 
 
+def spans_decades(values: np.ndarray) -> bool:
+    """Whether the known (non-NaN) ``values`` are all positive and span more than a factor of ten: a
+    latency, whose room and spread are then taken in logs (a share of its range, or a spread in its
+    units, would reach below zero for its fastest architectures)."""
+    values = np.asarray(values, dtype=np.float64).ravel()
+    values = values[~np.isnan(values)]
+    return bool(len(values) and values.min() > 0 and values.max() / values.min() > 10)
+
+
 @dataclass(frozen=True)
 class NormalScores:
     """A monotone map from values to standard-normal scores (empirical CDF), straight beyond the data.
@@ -46,8 +55,7 @@ class NormalScores:
             raise ValueError("normal scores need at least one known value")
         distinct, group = np.unique(values, return_inverse=True)
         scores = norm.ppf((np.arange(len(values)) + 0.5) / len(values))
-        log = bool(values[0] > 0 and values[-1] / values[0] > 10)
-        return cls(distinct, np.bincount(group, scores) / np.bincount(group), log)
+        return cls(distinct, np.bincount(group, scores) / np.bincount(group), spans_decades(values))
 
     def to_dict(self) -> dict:
         return {"knots": self.knots.tolist(), "scores": self.scores.tolist(), "log": self.log}

@@ -6,8 +6,8 @@ It samples through the predictor it is given; this module does not import the pr
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -29,10 +29,12 @@ CALIBRATION_SAMPLES = 32
 class HeldOut:
     """How :meth:`RLMPredictor.fit <nasrlm.rlm.predictor.RLMPredictor.fit>` samples rows it did not train
     on, to calibrate its spread: the labels its prior reads (``prior_from`` decoded first and given,
-    ``prior_inputs`` as features) of those rows."""
+    ``prior_inputs`` as features) of those rows, and per objective whether its spread is taken in logs
+    (:func:`~nasrlm.priors.prior.spans_decades` of its training values; absent: no)."""
 
     prior_from: tuple[str, ...]
     prior_inputs: dict[str, np.ndarray]
+    logs: Mapping[str, bool] = field(default_factory=dict)
 
     @property
     def inputs(self) -> tuple[str, ...]:
@@ -61,7 +63,7 @@ class HeldOut:
         for j, name in enumerate(self.decoded(objectives)):
             column = truth[:, objectives.index(name)]
             if np.count_nonzero(~np.isnan(column)) >= 2:
-                spreads[name] = fit_spread(draws[..., j], column)
+                spreads[name] = fit_spread(draws[..., j], column, log=self.logs.get(name, False))
         return spreads
 
     def spreads(self, predictor: RLMPredictor, texts: Sequence[str], values: np.ndarray,
@@ -72,13 +74,15 @@ class HeldOut:
         draws = self.sample(predictor, texts, values, objectives, rows, seed=seed)
         return self.fitted(draws, values[rows] if truth is None else truth, objectives)
 
-
-def typical_width(draws: np.ndarray) -> np.ndarray:
-    """Per objective, the median over rows of the central-80 % width of ``draws`` (rows, samples,
-    objectives): how sure a model is of the rows it trained on. A model fitted on all the rows is surer
-    than the cross-fits on four fifths of them, and the stretch they fitted is corrected by the ratio."""
-    low, high = np.quantile(draws, [0.1, 0.9], axis=1)
-    return np.median(high - low, axis=0)
+    def typical_width(self, draws: np.ndarray, objectives: tuple[str, ...]) -> np.ndarray:
+        """Per decoded objective, the median over rows of the central-80 % width of ``draws`` (rows,
+        samples, decoded objectives), in logs where its spread is: how sure a model is of the rows it
+        trained on. A model fitted on all the rows is surer than the cross-fits on four fifths of them,
+        and the stretch they fitted is corrected by the ratio."""
+        logs = [self.logs.get(name, False) for name in self.decoded(objectives)]
+        scaled = np.where(logs, np.log(np.maximum(draws, np.finfo(np.float64).tiny)), draws)
+        low, high = np.quantile(scaled, [0.1, 0.9], axis=1)
+        return np.median(high - low, axis=0)
 
 
 def cross_fitted_spreads(predictor: RLMPredictor, texts: Sequence[str], values: np.ndarray,
@@ -87,8 +91,8 @@ def cross_fitted_spreads(predictor: RLMPredictor, texts: Sequence[str], values: 
                          ) -> tuple[dict[str, Spread], np.ndarray, dict[str, float] | None]:
     """The spreads of :meth:`RLMPredictor.fit <nasrlm.rlm.predictor.RLMPredictor.fit>` from ``folds`` fits
     of ``predictor``, each on the rows of the other folds, started from the weights and normalisers the
-    model has now (put back when done), and the folds' mean :func:`typical_width` of each decoded objective
-    on their own training rows. An augmented row goes with the row it was made from.
+    model has now (put back when done), and the folds' mean :meth:`HeldOut.typical_width` of each decoded
+    objective on their own training rows. An augmented row goes with the row it was made from.
 
     Blended (``options["prior_mode"] == "blend"``), also the model's weight per prior objective: the
     least-squares share, shrunk by its noise (:func:`~nasrlm.priors.prior.shrunk_weight`), of how far each
@@ -133,8 +137,9 @@ def cross_fitted_spreads(predictor: RLMPredictor, texts: Sequence[str], values: 
                                  {f: np.asarray(v)[test] for f, v in held_out.prior_inputs.items()})
                 priors.append((predictor.prior, predictor.prior_objectives, x))
             seen = kept[source[kept] < 0]
-            widths.append(typical_width(held_out.sample(predictor, texts, values, objectives, seen,
-                                                        seed=config.seed, model_alone=blend)))
+            widths.append(held_out.typical_width(held_out.sample(predictor, texts, values, objectives, seen,
+                                                                 seed=config.seed, model_alone=blend),
+                                                 objectives))
     finally:
         predictor.model.load_state_dict(weights)
         predictor.normalizers = normalizers

@@ -9,7 +9,8 @@ nothing here assumes a shape for the distribution.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.stats import norm
@@ -61,19 +62,25 @@ class Spread:
     draws. ``scale`` stretches the spread the model decodes, which says *which* architectures it is unsure
     of; ``floor`` adds a spread of its own to every row, for the rows where a model fitted on a few dozen
     labels decodes one value every time (it has learned them by heart) and is wrong all the same.
-    Both are in the objective's units, fitted by :func:`fit_spread` on rows the model did not train on.
+    Both are in the objective's units, or with ``log`` in its logarithm (a positive objective spanning
+    decades, a latency: :func:`~nasrlm.priors.prior.spans_decades`), where a floor widens each row in
+    proportion to its value and no draw falls below zero. Fitted by :func:`fit_spread` on rows the model
+    did not train on.
     """
 
     scale: float
     floor: float
+    log: bool = False
 
     def widen(self, samples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """``samples`` (rows, samples) widened; each row's median is exactly the decoded one."""
         samples = np.asarray(samples, dtype=np.float64)
         median = np.median(samples, axis=1, keepdims=True)
+        into, back = _scale(self.log)
+        centre = into(median)
         z = stratified_normal(*samples.shape, rng)
-        widened = median + self.scale * (samples - median) + self.floor * z
-        widened -= np.median(widened, axis=1, keepdims=True) - median
+        widened = centre + self.scale * (into(samples) - centre) + self.floor * z
+        widened = back(widened - (np.median(widened, axis=1, keepdims=True) - centre))
         # the middle order statistics set to the median exactly: float rounding would otherwise break ties
         # between architectures the model predicts alike, and a ranking would move
         count = samples.shape[1]
@@ -83,22 +90,31 @@ class Spread:
 
     def stretched(self, factor: float) -> Spread:
         """This spread for a model whose own spread is ``1 / factor`` of the one it was fitted on."""
-        return Spread(scale=self.scale * factor, floor=self.floor)
+        return replace(self, scale=self.scale * factor)
 
-    def to_dict(self) -> dict[str, float]:
-        return {"scale": self.scale, "floor": self.floor}
+    def to_dict(self) -> dict[str, float | bool]:
+        return {"scale": self.scale, "floor": self.floor, "log": self.log}
 
     @classmethod
     def from_dict(cls, data: dict) -> Spread:
-        spread = cls(float(data["scale"]), float(data["floor"]))
+        spread = cls(float(data["scale"]), float(data["floor"]), bool(data.get("log", False)))
         if not (spread.scale >= 0 and spread.floor >= 0):
             raise ValueError(f"a spread's scale and floor must be >= 0, got {data}")
         return spread
 
 
-def fit_spread(samples: np.ndarray, truth: np.ndarray, mass: float = CENTRAL_MASS) -> Spread:
+def _scale(log: bool) -> tuple[Callable[[np.ndarray], np.ndarray], Callable[[np.ndarray], np.ndarray]]:
+    """A spread's scale and its inverse: logs (a decoded zero read as the least positive number) or none."""
+    if log:
+        return (lambda v: np.log(np.maximum(v, np.finfo(np.float64).tiny))), np.exp
+    return (lambda v: v), (lambda v: v)
+
+
+def fit_spread(samples: np.ndarray, truth: np.ndarray, mass: float = CENTRAL_MASS, *, log: bool = False
+               ) -> Spread:
     """The :class:`Spread` under which ``truth`` (rows,) falls inside the central ``mass`` of the widened
-    ``samples`` (rows, samples) as often as it should, on these rows.
+    ``samples`` (rows, samples) as often as it should, on these rows; with ``log``, one in logs (every
+    known truth must then be positive).
 
     Two steps. The *shape* (how much of the spread is the model's own, how much a floor) maximises the
     normal likelihood of the errors ``truth - median`` with variance ``floor² + scale² s²`` (``s``: a row's
@@ -115,6 +131,10 @@ def fit_spread(samples: np.ndarray, truth: np.ndarray, mass: float = CENTRAL_MAS
     if known.sum() < 2:
         raise ValueError(f"a spread is fitted on at least two rows with a known truth, got {known.sum()}")
     samples, truth = samples[known], truth[known]
+    if log and truth.min() <= 0:
+        raise ValueError(f"a spread in logs needs positive truths, got {truth.min()}")
+    into, _ = _scale(log)
+    samples, truth = into(samples), into(truth)
     tail = (1 - mass) / 2
     z = float(norm.ppf(1 - tail))
     low, median, high = np.quantile(samples, [tail, 0.5, 1 - tail], axis=1)
@@ -136,4 +156,4 @@ def fit_spread(samples: np.ndarray, truth: np.ndarray, mass: float = CENTRAL_MAS
     # the finite-sample rule of split conformal prediction: covers ``mass`` of new rows, not just these
     level = min(1.0, np.ceil((len(needed) + 1) * mass) / len(needed))
     size = float(np.quantile(needed, level, method="higher"))
-    return Spread(scale=float(scale * size), floor=float(floor * size))
+    return Spread(scale=float(scale * size), floor=float(floor * size), log=log)

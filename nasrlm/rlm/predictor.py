@@ -19,10 +19,10 @@ from tqdm.auto import tqdm
 from nasrlm.data import Objective
 from nasrlm.free_labels import ALL_FREE_OBJECTIVES, FREE_OBJECTIVES, free_labels, texts_and_free_labels
 from nasrlm.priors.feature_prior import PRIOR_KINDS
-from nasrlm.priors.prior import ScoresPrior
+from nasrlm.priors.prior import ScoresPrior, spans_decades
 from nasrlm.priors.transfer import ACCURACY_RANK, TAG_SEPARATOR, TRANSFER_LABEL, AccuracyTransfer
 from nasrlm.rlm._base import for_space
-from nasrlm.rlm._held_out import HeldOut, cross_fitted_spreads, typical_width
+from nasrlm.rlm._held_out import HeldOut, cross_fitted_spreads
 from nasrlm.rlm._residuals import (
     PRIOR_MODES,
     add_prior,
@@ -266,7 +266,8 @@ class RLMPredictor:
         source = derived_sources(derived_from, len(texts))
         original = source < 0
         config = config or TrainConfig()
-        raw, held_out = values, HeldOut(tuple(prior_from), dict(prior_inputs or {}))
+        logs = {name: spans_decades(values[original, k]) for k, name in enumerate(objectives)}
+        raw, held_out = values, HeldOut(tuple(prior_from), dict(prior_inputs or {}), logs)
         prior, inputs, predicted, x = None, (*prior_from, *(prior_inputs or {})), (), None
         if prior_mode not in PRIOR_MODES:
             raise ValueError(f"prior_mode {prior_mode!r}: expected one of {', '.join(PRIOR_MODES)}")
@@ -321,8 +322,9 @@ class RLMPredictor:
                                                                    predicted, rows)
             spreads = held_out.spreads(self, texts, raw, objectives, rows, seed=config.seed, truth=truth)
         elif widths is not None:  # trained on all the rows, the model decodes narrower than the folds did
-            mine = typical_width(held_out.sample(self, texts, raw, objectives, np.flatnonzero(original),
-                                                 seed=config.seed, model_alone=blend))
+            mine = held_out.typical_width(held_out.sample(self, texts, raw, objectives,
+                                                          np.flatnonzero(original), seed=config.seed,
+                                                          model_alone=blend), objectives)
             ratio = np.where(mine > 0, widths / np.where(mine > 0, mine, 1.0), 1.0)
             stretch = dict(zip(held_out.decoded(objectives), ratio.tolist(), strict=True))
             spreads = {name: spread.stretched(stretch[name]) for name, spread in spreads.items()}

@@ -9,6 +9,7 @@ from nasrlm.priors.prior import (
     NormalScores,
     residual_weight,
     shrunk_weight,
+    spans_decades,
     stratified_normal,
 )
 
@@ -34,6 +35,8 @@ def test_positive_values_over_decades_keep_their_room_in_log_space() -> None:
     ratio = (36.0 / 0.4) ** 0.1  # 10 % of the log range on each side
     assert low == pytest.approx(0.4 / ratio) and high == pytest.approx(36.0 * ratio)
     assert NormalScores.from_dict(scores.to_dict()).log
+    assert spans_decades(np.array([0.4, np.nan, 36.0])) and not spans_decades(np.array([-1.0, 36.0]))
+    assert not spans_decades(np.array([np.nan]))
 
 
 def test_one_distinct_value_maps_to_itself() -> None:

@@ -74,6 +74,26 @@ def test_rows_decoded_as_one_value_get_a_floor_and_keep_their_median():
     assert 0.7 < coverage < 0.9
 
 
+def test_a_latency_spanning_decades_is_widened_in_logs_and_never_below_zero():
+    rng = np.random.default_rng(4)
+    centre = np.exp(rng.uniform(np.log(0.5), np.log(40.0), size=600))  # ms: fast cells beside slow ones
+    samples = np.repeat(centre[:, None], 32, axis=1)  # decoded as one value: the floor does the widening
+    truth = centre * np.exp(0.3 * rng.normal(size=600))  # errors in proportion to the latency
+    linear, log = fit_spread(samples[:300], truth[:300]), fit_spread(samples[:300], truth[:300], log=True)
+    assert log.log and not linear.log
+    for spread in (linear, log):
+        widened = spread.widen(samples[300:], rng)
+        np.testing.assert_array_equal(np.median(widened, axis=1), centre[300:])
+        assert 0.7 < central_coverage(widened[..., None], truth[300:, None])[0] < 0.9
+    assert (linear.widen(samples[300:], rng) < 0).any()  # one floor in ms for all: the fast cells go below 0
+    widened = log.widen(samples[300:], rng)
+    assert (widened > 0).all()
+    fast, slow = np.argmin(centre[300:]), np.argmax(centre[300:])
+    assert np.ptp(widened[fast]) < 0.1 * np.ptp(widened[slow])  # each row widened in proportion to its value
+    with pytest.raises(ValueError, match="positive truths"):
+        fit_spread(samples[:3], np.array([1.0, 0.0, 2.0]), log=True)
+
+
 def test_spreads_are_checked_where_they_enter():
     with pytest.raises(ValueError, match="at least two rows"):
         fit_spread(np.zeros((3, 8)), np.array([1.0, np.nan, np.nan]))
@@ -82,3 +102,5 @@ def test_spreads_are_checked_where_they_enter():
     with pytest.raises(ValueError, match=">= 0"):
         Spread.from_dict({"scale": -1.0, "floor": 0.0})
     assert Spread.from_dict(Spread(2.0, 0.5).to_dict()) == Spread(2.0, 0.5)
+    assert Spread.from_dict(Spread(2.0, 0.5, log=True).to_dict()) == Spread(2.0, 0.5, log=True)
+    assert Spread.from_dict({"scale": 2.0, "floor": 0.5}) == Spread(2.0, 0.5)  # saved before spreads in logs

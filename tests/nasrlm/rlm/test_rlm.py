@@ -471,6 +471,8 @@ def test_a_fit_without_validation_rows_calibrates_its_spread_by_cross_fitting(co
 
     plain, calibrated = fitted(0), fitted(4)
     assert plain.spreads == {} and set(calibrated.spreads) == {"acc", "lat"}
+    assert values[:, 1].max() / values[:, 1].min() > 10  # a latency over decades: its spread in logs
+    assert calibrated.spreads["lat"].log and not calibrated.spreads["acc"].log
     for name, weights in plain.model.state_dict().items():  # the cross-fits leave no trace in the model
         assert torch.equal(weights, calibrated.model.state_dict()[name]), name
     raw = calibrated.sample(texts[:8], num_samples=16, seed=1, calibrated=False)
