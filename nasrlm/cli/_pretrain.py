@@ -123,8 +123,10 @@ class Pretrain(Command):
             log(f"resuming {output} at step {state.step:,} ({state.seconds / 60:.1f} min spent)")
         else:
             _check_new_directory(output, "-o")
+            parent = None
             if args.init:  # checked before the rows are collected, which may take half the budget
-                _same_exclude("--init", Path(args.init), _recorded_run("--init", Path(args.init)), exclude)
+                parent = _recorded_run("--init", Path(args.init))
+                _same_exclude("--init", Path(args.init), parent, exclude)
             spaces = _comma_list(args.spaces) if args.spaces else None
             for name in spaces or []:
                 _space(name)
@@ -154,6 +156,8 @@ class Pretrain(Command):
             left = budget - (time.monotonic() - started)  # the rows took their share: training the rest
             config.minutes = max(left, MIN_TRAINING_SHARE * budget) / 60
             state = PretrainState.start(tasks, config, exclude)
+            if parent is not None:
+                state.started_from(Path(args.init), parent)
         tags = {o for t in tasks for o in t.objectives}
         rows = sum(len(t.texts) for t in tasks)
         log(f"pre-training on {rows:,} rows of {len(tasks)} spaces, {len(tags)} tags, "

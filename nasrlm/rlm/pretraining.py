@@ -118,6 +118,9 @@ class PretrainState:
     seconds: float = 0.0
     finished: bool = False
     loss: list[float] = field(default_factory=list)  # mean training loss per checkpoint interval
+    #: a run started from another base (``nasrlm pretrain --init``): where it was and that base's own
+    #: record without its losses (and so its own parent's), so that the record says all the weights saw
+    init: dict | None = None
 
     @classmethod
     def start(cls, tasks: Sequence[Task], config: PretrainConfig, exclude: Sequence[str] = ()
@@ -125,6 +128,10 @@ class PretrainState:
         """The state of a new run on ``tasks`` (``exclude``: the patterns they were collected with)."""
         return cls(exclude=list(exclude), spaces=[t.space for t in tasks],
                    rows={t.space: len(t.texts) for t in tasks}, config=asdict(config))
+
+    def started_from(self, path: Path, parent: PretrainState) -> None:
+        """Record that this run's weights start as ``parent``'s, the run saved in ``path``."""
+        self.init = {"path": str(path), **{k: v for k, v in asdict(parent).items() if k != "loss"}}
 
     def save(self, path: Path) -> None:
         (path / PRETRAINING_FILE).write_text(json.dumps(asdict(self), indent=2) + "\n")

@@ -249,7 +249,10 @@ def test_pretrain_then_fine_tune_a_new_column_with_init(capsys, tmp_path: Path, 
     assert code == 0 and "2 steps" in err, err
     first, second = RLMPredictor.load(shipped), RLMPredictor.load(again)
     assert second.model.config == first.model.config and second.normalizers == first.normalizers
-    assert json.loads((again / "pretraining.json").read_text())["step"] == 2  # counted afresh
+    record = json.loads((again / "pretraining.json").read_text())
+    assert record["step"] == 2 and record["init"]["step"] == 5  # counted afresh, and the steps before
+    parent = record["init"]  # where the weights came from, and what they had seen
+    assert parent["path"] == str(shipped) and parent["init"] is None and "loss" not in parent
 
     space = NasBench201()
     ids = space.sample_ids(12, seed=5)
