@@ -14,7 +14,7 @@ import numpy as np
 
 from nasrlm.priors.prior import shrunk_weight
 from nasrlm.rlm._residuals import blended, departures, prior_matrix
-from nasrlm.rlm.calibration import Spread, fit_spread
+from nasrlm.rlm.calibration import Spread, fit_spread, spread_scale
 from nasrlm.rlm.training import TrainConfig
 
 if TYPE_CHECKING:
@@ -79,8 +79,8 @@ class HeldOut:
         samples, decoded objectives), in logs where its spread is: how sure a model is of the rows it
         trained on. A model fitted on all the rows is surer than the cross-fits on four fifths of them,
         and the stretch they fitted is corrected by the ratio."""
-        logs = [self.logs.get(name, False) for name in self.decoded(objectives)]
-        scaled = np.where(logs, np.log(np.maximum(draws, np.finfo(np.float64).tiny)), draws)
+        scaled = np.stack([spread_scale(self.logs.get(name, False))[0](draws[..., j])
+                           for j, name in enumerate(self.decoded(objectives))], axis=-1)
         low, high = np.quantile(scaled, [0.1, 0.9], axis=1)
         return np.median(high - low, axis=0)
 

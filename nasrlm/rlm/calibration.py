@@ -76,7 +76,7 @@ class Spread:
         """``samples`` (rows, samples) widened; each row's median is exactly the decoded one."""
         samples = np.asarray(samples, dtype=np.float64)
         median = np.median(samples, axis=1, keepdims=True)
-        into, back = _scale(self.log)
+        into, back = spread_scale(self.log)
         centre = into(median)
         z = stratified_normal(*samples.shape, rng)
         widened = centre + self.scale * (into(samples) - centre) + self.floor * z
@@ -103,7 +103,7 @@ class Spread:
         return spread
 
 
-def _scale(log: bool) -> tuple[Callable[[np.ndarray], np.ndarray], Callable[[np.ndarray], np.ndarray]]:
+def spread_scale(log: bool) -> tuple[Callable[[np.ndarray], np.ndarray], Callable[[np.ndarray], np.ndarray]]:
     """A spread's scale and its inverse: logs (a decoded zero read as the least positive number) or none."""
     if log:
         return (lambda v: np.log(np.maximum(v, np.finfo(np.float64).tiny))), np.exp
@@ -133,7 +133,7 @@ def fit_spread(samples: np.ndarray, truth: np.ndarray, mass: float = CENTRAL_MAS
     samples, truth = samples[known], truth[known]
     if log and truth.min() <= 0:
         raise ValueError(f"a spread in logs needs positive truths, got {truth.min()}")
-    into, _ = _scale(log)
+    into, _ = spread_scale(log)
     samples, truth = into(samples), into(truth)
     tail = (1 - mass) / 2
     z = float(norm.ppf(1 - tail))
