@@ -178,18 +178,14 @@ class Train(Command):
         print(f"saved {args.output}: best epoch {report.best_epoch + 1} of {len(report.train_loss)} "
               f"({report.stopped_by}), {report.seconds:.0f} s", file=sys.stderr)
         if predictor.residual_weights:
-            from nasrlm.rlm.calibration import CALIBRATION_FOLDS
             from nasrlm.rlm.predictor import MIN_VALIDATION_ROWS
 
             rows = len(report.validation_rows)
             shares = ", ".join(f"{k} {v:.2f}" for k, v in predictor.residual_weights.items())
-            # as fit cross-fits: one fold per two labelled rows at most (augmented ones go with theirs)
-            folds = min(CALIBRATION_FOLDS, (len(ids) if derived_from is None else
-                                            int(np.count_nonzero(np.asarray(derived_from) < 0))) // 2)
             if rows >= MIN_VALIDATION_ROWS:
                 source = f"weighed on {rows} validation rows"
-            elif blend and folds >= 2:
-                source = f"weighed on {folds} cross-fits"
+            elif blend and report.cross_fits:
+                source = f"weighed on {report.cross_fits} cross-fits"
             else:
                 source = f"not trusted: {rows} validation rows, {MIN_VALIDATION_ROWS} are needed to weigh it"
             what = "the language model's share of each prediction" if blend else \

@@ -7,7 +7,7 @@ It samples through the predictor it is given; this module does not import the pr
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -30,11 +30,11 @@ class HeldOut:
     """How :meth:`RLMPredictor.fit <nasrlm.rlm.predictor.RLMPredictor.fit>` samples rows it did not train
     on, to calibrate its spread: the labels its prior reads (``prior_from`` decoded first and given,
     ``prior_inputs`` as features) of those rows, and per objective whether its spread is taken in logs
-    (:func:`~nasrlm.priors.prior.spans_decades` of its training values; absent: no)."""
+    (:func:`~nasrlm.priors.prior.spans_decades` of its training values)."""
 
     prior_from: tuple[str, ...]
     prior_inputs: dict[str, np.ndarray]
-    logs: Mapping[str, bool] = field(default_factory=dict)
+    logs: Mapping[str, bool]
 
     @property
     def inputs(self) -> tuple[str, ...]:
@@ -63,7 +63,7 @@ class HeldOut:
         for j, name in enumerate(self.decoded(objectives)):
             column = truth[:, objectives.index(name)]
             if np.count_nonzero(~np.isnan(column)) >= 2:
-                spreads[name] = fit_spread(draws[..., j], column, log=self.logs.get(name, False))
+                spreads[name] = fit_spread(draws[..., j], column, log=self.logs[name])
         return spreads
 
     def spreads(self, predictor: RLMPredictor, texts: Sequence[str], values: np.ndarray,
@@ -79,7 +79,7 @@ class HeldOut:
         samples, decoded objectives), in logs where its spread is: how sure a model is of the rows it
         trained on. A model fitted on all the rows is surer than the cross-fits on four fifths of them,
         and the stretch they fitted is corrected by the ratio."""
-        scaled = np.stack([spread_scale(self.logs.get(name, False))[0](draws[..., j])
+        scaled = np.stack([spread_scale(self.logs[name])[0](draws[..., j])
                            for j, name in enumerate(self.decoded(objectives))], axis=-1)
         low, high = np.quantile(scaled, [0.1, 0.9], axis=1)
         return np.median(high - low, axis=0)

@@ -307,6 +307,7 @@ class RLMPredictor:
         targets = self._targets(values, objectives)
         report = train(self.model, self.encode_texts(texts), targets, objectives, config,
                        derived_from=derived_from)
+        report.cross_fits = folds if widths is not None else 0
         self.decode_order, self.reads_first = objectives, ()
         if prior is not None and len(report.validation_rows) >= MIN_VALIDATION_ROWS:
             rows = report.validation_rows

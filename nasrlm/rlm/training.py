@@ -61,6 +61,8 @@ class TrainReport:
     seconds: float = 0.0
     stopped_by: str = "max_epochs"
     validation_rows: list[int] = field(default_factory=list)  # indices of the held-out examples
+    # the cross-fits that calibrated the spread, and weighed a blended prior (RLMPredictor.fit; 0: none)
+    cross_fits: int = 0
 
 
 def pad_batch(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
