@@ -277,18 +277,19 @@ def test_pretrain_writes_a_transfer_forest_train_init_reads(capsys, tmp_path: Pa
     from search_spaces import NasBench201
 
     base = tmp_path / "base"
-    code, _, err = run(capsys, "pretrain", "--data-dir", str(data_dir), "-o", str(base), "--spaces", "nb101",
+    # NB301, not NB101: its table needs no hashing of the whole space (cold, 1-3 min)
+    code, _, err = run(capsys, "pretrain", "--data-dir", str(data_dir), "-o", str(base), "--spaces", "nb301",
                        "--max-rows", "40", "--free-rows", "0", "--max-steps", "1", "--size", "tiny")
-    assert code == 0 and "transfer forests: nb101 (40 rows of nb101:acc)" in err, err
-    assert AccuracyTransfer.find(base).tags == ("nb101:acc",)
+    assert code == 0 and "transfer forests: nb301 (40 rows of nb301:acc)" in err, err
+    assert AccuracyTransfer.find(base).tags == ("nb301:acc",)
     ids = NasBench201().sample_ids(12, seed=5)
     table = BenchmarkTable("nb201", ids, [Objective("acc", "%", "toy accuracy", "test", True)],
                            np.linspace(60, 90, 12)[:, None])
     model = tmp_path / "model"
     code, _, err = run(capsys, "train", "--data", str(table.to_csv(tmp_path / "few.csv")), "-o", str(model),
                        "--init", str(base), "--epochs", "1")
-    assert code == 0 and "what nb101's published accuracy says" in err, err
-    assert RLMPredictor.load(model).prior_inputs[-1] == TRANSFER_LABEL  # the prior reads what NB101 says
+    assert code == 0 and "what nb301's published accuracy says" in err, err
+    assert RLMPredictor.load(model).prior_inputs[-1] == TRANSFER_LABEL  # the prior reads what NB301 says
     code, out, _ = run(capsys, "predict", str(model), "--space", "nb201", "--arch", ids[0], "--samples", "4")
     assert code == 0 and 60 <= json.loads(out)[ids[0]]["acc"]["median"] <= 90
 
