@@ -462,8 +462,8 @@ def main() -> None:
     p.add_argument("--cache", type=Path, default=Path(".cache/experiments"),
                    help="where the base models' predictions are kept once computed")
     p.add_argument("--smoke", action="store_true",
-                   help="a tiny configuration (300 rows, one seed, 3 steps, 2 cross-fits): checks the script, "
-                        "no numbers")
+                   help="a tiny configuration (300 rows, one seed, 3 steps, 2 cross-fits): checks the "
+                        "script, no numbers")
     a = p.parse_args()
     if a.smoke:
         a.seeds, a.sizes, a.test, a.measured, a.steps, a.samples = "0", "20", 100, 10, 3, 2

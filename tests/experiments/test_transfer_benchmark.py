@@ -38,7 +38,8 @@ def test_smoke_run_prints_every_table(tmp_path: Path, data_dir: Path) -> None:
     run = _benchmark(data_dir, base, tmp_path, "--tasks", "acc", "--methods", "forest,transfer-forest",
                      "--transfer", str(leaky))
     assert run.returncode != 0 and "was fitted on nb201 accuracies ['nb201:acc']" in run.stderr
-    other = tmp_path / "nb301"  # NB301, not NB101: its table needs no hashing of the whole space (cold, 1-3 min)
+    # NB301, not NB101: its table needs no hashing of the whole space (cold, 1-3 min)
+    other = tmp_path / "nb301"
     assert main(["pretrain", "--data-dir", str(data_dir), "-o", str(other), "--spaces", "nb301",
                  "--max-rows", "24", "--free-rows", "0", "--max-steps", "1", "--size", "tiny",
                  "--quiet"]) == 0
