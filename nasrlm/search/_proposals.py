@@ -75,9 +75,10 @@ class ProposalSettings:
     #: the model predicted its own evaluated proposals, in [0, 1] (``RLMSampler.residual_weights``)
     weigh_residual: bool = True
     #: where the improvement is measured from: ``"startup"``, the median of the start-up trials;
-    #: ``"bootstrap"``, averaged over the medians of resamples of them (``greedy_ehvi``'s
-    #: ``startup_references``). Measured on three tasks at 50 trials only (experiments/README.md,
-    #: "Pareto search"): the default stays until it is measured at 100 and 300
+    #: ``"bootstrap"``, averaged over the medians of resamples of them
+    #: (:func:`~nasrlm.search._acquisition.startup_references`): a softer box, which rescued a search
+    #: whose start-up median was stricter than the space's in one objective, and searched worse where
+    #: it was not (experiments/README.md, "Pareto search"), so not the default
     reference: str = "startup"
 
     def __post_init__(self) -> None:
