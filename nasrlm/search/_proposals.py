@@ -17,7 +17,6 @@ from nasrlm.priors.feature_prior import PRIOR_KINDS
 SPREADS = ("auto", "prior", "trees", "model")
 #: ``ProposalSettings.surrogate`` choices.
 SURROGATES = ("rlm", "prior")
-REFERENCES = ("startup", "bootstrap")
 #: ``ProposalSettings.refine``'s default: the completed-trial ranges in which the front is refined.
 DEFAULT_REFINE = ((50, 100), (150, None))
 
@@ -74,12 +73,6 @@ class ProposalSettings:
     #: with the prior, scale the model's predicted residual (its median; the spread stays) by how well
     #: the model predicted its own evaluated proposals, in [0, 1] (``RLMSampler.residual_weights``)
     weigh_residual: bool = True
-    #: where the improvement is measured from: ``"startup"``, the median of the start-up trials;
-    #: ``"bootstrap"``, averaged over the medians of resamples of them
-    #: (:func:`~nasrlm.search._acquisition.startup_references`): a softer box, which rescued a search
-    #: whose start-up median was stricter than the space's in one objective, and searched worse where
-    #: it was not (experiments/README.md, "Pareto search"), so not the default
-    reference: str = "startup"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "refine", refine_ranges(self.refine))
@@ -101,8 +94,6 @@ class ProposalSettings:
                              f"got prior={self.prior!r}")
         if self.prior_alone_after is not None and self.prior_alone_after < 1:
             raise ValueError(f"prior_alone_after must be positive or None, got {self.prior_alone_after}")
-        if self.reference not in REFERENCES:
-            raise ValueError(f"reference {self.reference!r}: expected one of {', '.join(REFERENCES)}")
         if self.surrogate == "prior" and self.spread == "model":
             raise ValueError("surrogate='prior' has no model: spread='model' does not apply")
 

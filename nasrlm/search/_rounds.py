@@ -21,7 +21,8 @@ from optuna.distributions import BaseDistribution
 from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial
 
-from nasrlm.search._acquisition import greedy_ehvi, startup_references
+from nasrlm.metrics import median_reference
+from nasrlm.search._acquisition import greedy_ehvi
 from nasrlm.search._arch_cache import ArchCache, SpaceMismatchError
 from nasrlm.search._candidates import CandidateSettings, candidate_params
 from nasrlm.search._coordination import Proposal
@@ -114,11 +115,11 @@ class ProposalRounds:
         # measured from a typical architecture of the space, the median of the random start-up trials
         # (the convention hypervolume is reported with): a nadir would chase the front's far ends, and
         # the median of *all* trials tightens as the search improves until little can beat it
-        references = startup_references(observed[: self.n_startup_trials], p.reference, seed)
+        reference = median_reference(observed[: self.n_startup_trials])
         if pending:  # believed at the model's median, as the proposals are
             believed = np.median(self.predict_samples(pending, seed=seed, residual_weight=weights), axis=1)
             observed = np.vstack([observed, believed])
-        picked = greedy_ehvi(samples, observed, references, maximize, count, self._rng)
+        picked = greedy_ehvi(samples, observed, reference, maximize, count, self._rng)
         chosen = [candidates[ids[k]] for k in picked]
         predictor = self._surrogate.predictor
         if not (p.weigh_residual and predictor is not None and predictor.prior is not None):

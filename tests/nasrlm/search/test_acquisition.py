@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 
 from nasrlm.search import greedy_ehvi
-from nasrlm.search._acquisition import BOOTSTRAP_REFERENCES, startup_references
 
 MAXIMIZE = [True, False]  # accuracy up, latency down
 OBSERVED = np.array([[70.0, 5.0], [80.0, 8.0]])
@@ -37,26 +36,3 @@ def test_when_nothing_is_expected_to_improve_the_picks_are_random_and_distinct()
              for seed in range(8)]
     assert all(sorted(p) == [0, 1, 2] for p in picks)  # no more than there are, each once
     assert len({tuple(p) for p in picks}) > 1
-
-
-def test_bootstrap_references_are_medians_of_resamples_of_the_start_up_trials() -> None:
-    startup = np.array([[70.0, 5.0], [80.0, 8.0], [60.0, 12.0], [75.0, 3.0], [65.0, 20.0]])
-    one = startup_references(startup, "startup", seed=0)
-    assert one.shape == (1, 2) and np.allclose(one[0], [70.0, 8.0])
-    many = startup_references(startup, "bootstrap", seed=0)
-    assert many.shape == (BOOTSTRAP_REFERENCES, 2)
-    assert (many >= startup.min(axis=0)).all() and (many <= startup.max(axis=0)).all()
-    assert len({tuple(r) for r in many}) > 1  # they spread over where the space's median may lie
-    assert np.array_equal(many, startup_references(startup, "bootstrap", seed=0))
-
-
-def test_improvement_averaged_over_references_values_what_only_a_lenient_one_counts() -> None:
-    observed = np.array([[50.0, 20.0]])
-    samples = certain((65.0, 8.0), (55.0, 5.0))  # the first beats (60, 10) but is slower than 6
-    strict = np.array([[60.0, 6.0]])
-    both = np.array([[60.0, 10.0], [60.0, 6.0]])
-    # from the strict reference alone nothing improves, so the pick is random; averaged, the first wins
-    picks = {greedy_ehvi(samples, observed, strict, MAXIMIZE, 1, np.random.default_rng(s))[0]
-             for s in range(20)}
-    assert picks == {0, 1}
-    assert greedy_ehvi(samples, observed, both, MAXIMIZE, 1, np.random.default_rng(0)) == [0]
