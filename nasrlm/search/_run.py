@@ -130,7 +130,7 @@ def run_search(space: SearchSpace, evaluator: ArchEvaluator, sampler: optuna.sam
     if budget < 1:
         raise ValueError(f"budget must be positive, got {budget}")
     workers = workers or WorkerSettings()
-    study = _open_study(storage, study_name, sampler, evaluator, workers)
+    study = _open_study(storage, study_name, sampler, evaluator, workers, log)
 
     def objective(trial: optuna.Trial) -> list[float]:
         arch_id = space.arch_id(space.suggest(trial))
@@ -279,20 +279,25 @@ def _interrupted(study: optuna.Study, number: int, trial_id: int) -> None:
 
 
 def _open_study(storage: str | None, study_name: str, sampler: optuna.samplers.BaseSampler,
-                evaluator: ArchEvaluator, workers: WorkerSettings) -> optuna.Study:
+                evaluator: ArchEvaluator, workers: WorkerSettings, log: Callable[[str], None]
+                ) -> optuna.Study:
     """Create or load the study, checking that it optimises the evaluator's objectives.
 
     Workers that start together on a fresh database race to create Optuna's tables and the study; the
-    losers of that race try again.
+    losers of that race try again, up to :data:`_OPEN_ATTEMPTS` times. A database that cannot be reached
+    is waited for, as during the search, up to ``workers.outage_seconds``: a worker started while the
+    server restarts, or still opening when it goes away, is not lost.
     """
-    for attempt in range(_OPEN_ATTEMPTS):
+    outage, races = _Outage(workers.outage_seconds, log), 0
+    while True:
         try:
-            return _open_study_once(storage, study_name, sampler, evaluator, workers)
-        except (*OUTAGES, *CREATE_RACES):
-            if attempt == _OPEN_ATTEMPTS - 1:
+            with outage:
+                return _open_study_once(storage, study_name, sampler, evaluator, workers)
+        except CREATE_RACES:
+            races += 1
+            if races == _OPEN_ATTEMPTS:
                 raise
-            time.sleep(0.2 * (attempt + 1) + random.random() / 2)
-    raise AssertionError("unreachable")
+            time.sleep(0.2 * races + random.random() / 2)
 
 
 def _open_study_once(storage: str | None, study_name: str, sampler: optuna.samplers.BaseSampler,
