@@ -244,7 +244,11 @@ def _interleaved(queues: list[list[tuple[int, list[str]]]]) -> list[tuple[int, l
 
 
 def _jobs(jobs: int | None, count: int) -> int:
-    """Processes to describe ``count`` architectures in: ``jobs``, else ``$NASRLM_JOBS``, else every core."""
+    """Processes to describe ``count`` architectures in: ``jobs``, else ``$NASRLM_JOBS``, else every core.
+
+    One (this process) for a few architectures, where fork is missing, and inside a daemonic process
+    (a ``multiprocessing.Pool`` worker, a daemon worker of one's own), which may not have children.
+    """
     if jobs is None and os.environ.get(JOBS_ENV, "").strip():
         try:
             jobs = int(os.environ[JOBS_ENV])
@@ -252,7 +256,8 @@ def _jobs(jobs: int | None, count: int) -> int:
             raise ValueError(f"{JOBS_ENV}={os.environ[JOBS_ENV]!r}: not a number of processes") from None
     if jobs is not None and jobs < 1:
         raise ValueError(f"jobs={jobs}: at least 1")
-    if count < _PARALLEL_FROM or "fork" not in multiprocessing.get_all_start_methods():
+    if (count < _PARALLEL_FROM or "fork" not in multiprocessing.get_all_start_methods()
+            or multiprocessing.current_process().daemon):
         return 1
     if jobs is None:
         jobs = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

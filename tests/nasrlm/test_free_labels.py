@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import multiprocessing
+
 import numpy as np
 import pytest
 
@@ -54,3 +56,21 @@ def test_an_architecture_the_space_cannot_build_is_named(jobs: int) -> None:
     with pytest.raises(ArchitectureBuildError, match=r"nb201 architecture \|.*none.* failed to build: "
                                                      r"ValueError: none edges unsupported"):
         texts_and_free_labels(space, space.sample_ids(300, seed=0), cache=None, jobs=jobs)
+
+
+def _describe_in_a_daemon(queue: multiprocessing.Queue) -> None:
+    space = NasBench201()
+    ids = space.sample_ids(300, seed=1)  # enough to ask for a pool of processes
+    queue.put(free_labels(space, ids, cache=None, jobs=2).shape)
+
+
+def test_a_daemonic_process_describes_without_a_pool_of_its_own() -> None:
+    # a daemonic process may not have children: a search in a Pool worker, or in a daemon worker, once
+    # crashed here ("daemonic processes are not allowed to have children")
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    process = context.Process(target=_describe_in_a_daemon, args=(queue,), daemon=True)
+    process.start()
+    process.join(timeout=300)
+    assert process.exitcode == 0
+    assert queue.get(timeout=5) == (300, 2)
