@@ -2,21 +2,23 @@
 
     python experiments/train_defaults.py --data-dir ../shared/data --objective eyeriss --seeds 0,1
 
-Runs the command line as a user would: ``nasrlm data`` writes the table (NB201 unless ``--space``),
-each seed's ``default_rng(seed).permutation`` of it labels its first N rows and tests on the next 5,000
-(the split of ``transfer_benchmark.py``), ``nasrlm train --data train.csv -o M --size S`` trains, and
-``nasrlm eval M --data test.csv`` ranks the test rows (median of ``--samples`` samples, Kendall τ).
-With ``--init BASE[,BASE...]`` it fine-tunes each base instead (``nasrlm train --init BASE``; the base
-has its own size). Inference speed per size: ``experiments/inference_speed.py``. ``--smoke`` runs the
-whole script in seconds (30 labels, 60 test rows, 2 epochs, fine-tuning an untrained tiny base whose
-tokenizer knows the space's texts only: from scratch, ``nasrlm train`` first learns every registered
-space's tokenizer, ~20 s), as its test does.
+Runs the command line as a user would: ``nasrlm data`` writes the table (NB201 unless ``--space``), each
+seed's ``default_rng(seed).permutation`` of it labels its first N rows and tests on the next 5,000 (the
+split of ``transfer_benchmark.py``), ``nasrlm train --data train.csv -o M --size S`` trains, and ``nasrlm
+eval M --data test.csv`` ranks the test rows (median of ``--samples`` samples, Kendall τ). With ``--init
+BASE[,BASE...]`` it fine-tunes each base instead (``nasrlm train --init BASE``; the base has its own
+size); ``--train-options`` adds options to every ``nasrlm train`` (an ablation as a user runs it).
+Inference speed per size: ``experiments/inference_speed.py``. ``--smoke`` runs the whole script in
+seconds (30 labels, 60 test rows, 2 epochs, fine-tuning an untrained tiny base whose tokenizer knows the
+space's texts only: from scratch, ``nasrlm train`` first learns every registered space's tokenizer, ~20
+s), as its test does.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -40,13 +42,15 @@ def main() -> None:
     p.add_argument("--samples", type=int, default=16)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--init", help="comma-separated base model directories to fine-tune instead of --sizes")
+    p.add_argument("--train-options", default="", help="more options of nasrlm train, as one string (e.g. "
+                   "'--prior none --equivalents 3': the ablations as a user runs them)")
     p.add_argument("--smoke", action="store_true", help="30 labels, 60 test rows, 2 epochs of a tiny base: "
                    "checks the script runs")
     a = p.parse_args()
-    train_options = []
+    train_options = shlex.split(a.train_options)
     if a.smoke:
         a.labels, a.test, a.samples, a.seeds = "30", 60, 4, "0"
-        train_options = ["--epochs", "2"]
+        train_options += ["--epochs", "2"]
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
         subprocess.run(["nasrlm", "data", a.space, "--objectives", a.objective, "--data-dir", a.data_dir,

@@ -6,7 +6,9 @@ processes on one study of NB201 from the published tables, each evaluation takin
 architectures, hypervolume ratio to the true front (reference at the table's medians, as
 ``search_benchmark.py``), wall time, and with ``--kill-every S`` how many workers were killed (``kill
 -9`` of a random live one every S seconds, a new worker started in its place) and trials re-run.
-``--single`` also runs one worker alone on each seed, for the wall-time ratio.
+``--single`` also runs one worker alone on each seed, for the wall-time ratio. "Model's picks": completed
+trials a fit proposed (the others are start-up draws and front mutants of workers that found another
+refitting).
 
     python experiments/worker_benchmark.py --data-dir ../shared/data --workers 4 --seeds 0,1,2,3,4 --single
     python experiments/worker_benchmark.py --data-dir ../shared/data --workers 4 --seeds 0 --kill-every 20
@@ -31,6 +33,7 @@ import optuna
 import torch
 
 from nasrlm.search import (
+    PREDICTED_USER_ATTR,
     ArchEvaluator,
     SearchResult,
     Truth,
@@ -115,7 +118,9 @@ class Job:
         result = SearchResult.from_study(study, self.evaluator.objectives, self.sampler)
         return {"result": result, "seconds": seconds, "killed": killed, "bad_exits": bad, "fits": FITS.value,
                 "retried": sum("failed_trial" in t.system_attrs for t in trials),
-                "running": sum(t.state == optuna.trial.TrialState.RUNNING for t in trials)}
+                "running": sum(t.state == optuna.trial.TrialState.RUNNING for t in trials),
+                "picked": sum(PREDICTED_USER_ATTR in t.user_attrs for t in trials
+                              if t.state == optuna.trial.TrialState.COMPLETE)}
 
 
 def main() -> None:
@@ -146,8 +151,8 @@ def main() -> None:
     heartbeat = max(1, min(WorkerSettings().heartbeat_seconds, args.stale_after // 4))
     settings = WorkerSettings(heartbeat_seconds=heartbeat, stale_after_seconds=args.stale_after)
     print("| seed | workers | completed | distinct | HV ratio | wall s | model fits | killed | re-run "
-          "| bad exits |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "| bad exits | model's picks |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     options = json.loads(args.rlm_options)
     with temporary_postgres() as server, tempfile.TemporaryDirectory() as labels:
         job = Job(space, TimedEvaluator(evaluator, args.eval_seconds), args.sampler, options, args.budget,
@@ -160,7 +165,7 @@ def main() -> None:
                 hv = score(r, reference, truth).history[-1] if r.arch_ids else 0.0
                 print(f"| {seed} | {workers} | {len(r.arch_ids)} | {len(set(r.arch_ids))} | {hv:.3f} | "
                       f"{run['seconds']:.0f} | {run['fits']} | {run['killed']} | {run['retried']} | "
-                      f"{run['bad_exits'] or 0} |", flush=True)
+                      f"{run['bad_exits'] or 0} | {run['picked']} |", flush=True)
     shown = f" {args.rlm_options}" if options else ""
     print(f"\n{args.sampler} sampler{shown}, budget {args.budget}, {args.eval_seconds} s per evaluation; "
           f"{os.cpu_count()} cores {platform.machine()}, one torch thread per worker; "
