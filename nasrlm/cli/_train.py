@@ -100,7 +100,7 @@ class Train(Command):
 
     def run(self, args: argparse.Namespace) -> int:
         from nasrlm.free_labels import FREE_OBJECTIVES, texts_and_free_labels
-        from nasrlm.rlm.predictor import RLMPredictor
+        from nasrlm.rlm.predictor import RLMPredictor, tune_config
         from nasrlm.rlm.training import TrainConfig
 
         _check_output_dir(args.output, "-o")  # before training, not after
@@ -144,11 +144,13 @@ class Train(Command):
         # each objective from it, alone or blended with a feature prior beside it
         blend = not scratch and args.prior not in ("none", "line")
         decoder_only = not scratch and (args.prior == "none" or blend)
-        schedule = TRAIN if scratch else DECODER_TUNE if decoder_only else FINE_TUNE
-        settings = schedule.settings(len(ids), args.batch_size)
-        settings.update({k: v for k, v in (("max_epochs", args.epochs), ("learning_rate", args.lr)) if v})
-        config = TrainConfig(batch_size=args.batch_size, seed=args.seed, max_minutes=args.max_minutes,
-                             freeze_encoder=decoder_only, progress=not args.quiet, **settings)
+        given = {k: v for k, v in (("max_epochs", args.epochs), ("learning_rate", args.lr)) if v}
+        fields = {"seed": args.seed, "max_minutes": args.max_minutes, "progress": not args.quiet, **given}
+        if scratch:
+            config = TrainConfig(batch_size=args.batch_size, **{**TRAIN.settings(len(ids), args.batch_size),
+                                                                  **fields})
+        else:  # the recipe RLMPredictor.fine_tune follows by default
+            config = tune_config(len(ids), decoder_only=decoder_only, batch_size=args.batch_size, **fields)
         if args.pretrain:
             pre_ids = space.sample_ids(args.pretrain, seed=args.seed + 1)
             pre_texts, labels = texts_and_free_labels(space, pre_ids, progress=not args.quiet)

@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # the names for type checkers and editors; at run time they l
     from nasrlm.rlm.checkpoints import ModelFileError, ModelNotFoundError
     from nasrlm.rlm.model import RegressionLM, RLMConfig
     from nasrlm.rlm.normalize import Normalizer
-    from nasrlm.rlm.predictor import Prediction, RLMPredictor, shipped_base
+    from nasrlm.rlm.predictor import Prediction, RLMPredictor, shipped_base, tune_config
     from nasrlm.rlm.tokenizers import DigitTokenizer, OnnxTokenizer
     from nasrlm.rlm.training import TrainConfig
 
@@ -37,6 +37,7 @@ __all__ = [
     "RegressionLM",
     "TrainConfig",
     "shipped_base",
+    "tune_config",
 ]
 
 #: The module each public name is defined in.
@@ -52,6 +53,7 @@ _DEFINED_IN = {
     "RegressionLM": "nasrlm.rlm.model",
     "TrainConfig": "nasrlm.rlm.training",
     "shipped_base": "nasrlm.rlm.predictor",
+    "tune_config": "nasrlm.rlm.predictor",
 }
 
 

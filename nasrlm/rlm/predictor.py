@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -43,7 +44,7 @@ from nasrlm.rlm.checkpoints import (  # noqa: F401  (PRIOR_FILE: importable from
 from nasrlm.rlm.inference import sample_scaled
 from nasrlm.rlm.model import RegressionLM, RLMConfig
 from nasrlm.rlm.normalize import Normalizer
-from nasrlm.rlm.presets import TRAIN_SIZE, size_options
+from nasrlm.rlm.presets import DECODER_TUNE, FINE_TUNE, TRAIN_SIZE, size_options
 from nasrlm.rlm.tokenizers import OnnxTokenizer
 from nasrlm.rlm.training import TrainConfig, TrainReport, derived_sources, pad_batch, train, validation_size
 from search_spaces import SearchSpace
@@ -60,6 +61,17 @@ UNVALIDATED_RESIDUAL_WEIGHT = 0.0
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 #: The base model shipped in the package (``nasrlm pretrain --ship``; what it saw: docs/base-model.md).
 SHIPPED_BASE = Path(__file__).parent.parent / "base"  # nasrlm/base, beside this package
+
+
+def tune_config(rows: int, *, decoder_only: bool, batch_size: int = TrainConfig.batch_size,
+                **fields: Any) -> TrainConfig:
+    """How a base model fine-tunes on ``rows`` labelled rows, as ``nasrlm train`` does: the decoder alone
+    (``decoder_only``: the language model alone or blended, the encoder reading the text as the base
+    learned to) by :data:`~nasrlm.rlm.presets.DECODER_TUNE`'s schedule, else the whole model by
+    :data:`~nasrlm.rlm.presets.FINE_TUNE`'s; ``fields`` override any :class:`TrainConfig` field."""
+    schedule = DECODER_TUNE if decoder_only else FINE_TUNE
+    settings = {**schedule.settings(rows, batch_size), **fields}
+    return TrainConfig(batch_size=batch_size, freeze_encoder=decoder_only, **settings)
 
 
 def shipped_base() -> Path:
@@ -341,10 +353,15 @@ class RLMPredictor:
 
     def fine_tune(self, space: SearchSpace, arch_ids: Sequence[str], values: np.ndarray, names: Sequence[str],
                   config: TrainConfig | None = None, *, prior: str | None = "forest",
-                  prior_mode: str = "residual", refit_normalizers: bool | Collection[str] = True,
+                  prior_mode: str | None = None, refit_normalizers: bool | Collection[str] = True,
                   derived_from: Sequence[int] | None = None, progress: bool = False,
                   calibration_folds: int = CALIBRATION_FOLDS) -> TrainReport:
         """Train on labelled architectures of ``space``: the recipe every caller shares.
+
+        With its defaults it does what ``nasrlm train`` does with a base: a forest prior blended with the
+        language model, which learns each objective from the text alone with its encoder frozen, for as
+        long as :func:`tune_config` says (``config=None``). ``prior_mode`` (``None``: ``"blend"`` with a
+        feature prior, else ``"residual"``) is :meth:`fit`'s.
 
         Each architecture's text and free labels come from one ONNX build. With a ``prior`` (a
         ``prior_kind`` of :meth:`fit`; ``None`` for none), the free labels this model has tags for
@@ -362,11 +379,16 @@ class RLMPredictor:
         if prior is not None and prior not in PRIOR_KINDS:
             raise ValueError(f"prior {prior!r}: expected None or one of {', '.join(PRIOR_KINDS)}")
         names = list(names)
+        if prior_mode is None:
+            prior_mode = "residual" if prior in (None, "line") else "blend"
         free = [k for k, o in enumerate(FREE_OBJECTIVES)
                 if prior and prior_mode != "blend" and o.name not in names and o.name in self.objectives]
         if prior == "line" and not free:
             raise ValueError("prior: the free labels are among the objectives trained, nothing is left to "
                              "predict from them")
+        if config is None:
+            config = tune_config(len(arch_ids), decoder_only=prior is None or prior_mode == "blend",
+                                 progress=progress)
         graph = prior not in (None, "line")
         texts, labels = texts_and_free_labels(space, arch_ids, graph=graph, progress=progress)
         free_names = [FREE_OBJECTIVES[k].name for k in free]

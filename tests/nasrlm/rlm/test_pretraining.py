@@ -167,9 +167,9 @@ def test_from_base_keeps_known_tags_renames_the_space_and_adds_new_ones(tasks, t
     from nasrlm.rlm.training import TrainConfig
 
     tuned.fine_tune(space, ids, np.linspace(50, 90, 12), ["acc"], TrainConfig(max_epochs=1, progress=False),
-                    refit_normalizers=["acc"])
+                    prior_mode="residual", refit_normalizers=["acc"])
     assert tuned.normalizers["raspi4"] == base.normalizers["nb201:raspi4"]
-    known = tuned.known_labels(space, ids[:2])  # the default forest prior reads free and graph labels
+    known = tuned.known_labels(space, ids[:2])  # the forest prior reads free and graph labels
     assert set(known["given"]) == {"params_m", "macs_m"} and len(known["features"]) == len(GRAPH_OBJECTIVES)
     samples = tuned.sample([space.to_text(space.parse(i)) for i in ids[:2]], ["acc"], num_samples=4,
                            calibrated=False, **known)  # as decoded: the calibrated floor may reach further
@@ -246,3 +246,29 @@ def test_ctrl_c_saves_the_steps_done_and_says_so(tasks, tmp_path, monkeypatch) -
     monkeypatch.setattr(RegressionLM, "forward", forward)
     resumed = pretrain(RLMPredictor.load(tmp_path), rows, config, output=tmp_path, state=saved)
     assert resumed.step == 12 and resumed.finished
+
+
+def test_fine_tune_with_its_defaults_blends_a_forest_and_tunes_the_decoder_alone(tasks, tmp_path) -> None:
+    from nasrlm.rlm.predictor import tune_config
+    from nasrlm.rlm.presets import DECODER_TUNE, FINE_TUNE
+
+    base = _base(tasks)
+    base.save(tmp_path)
+    tuned = RLMPredictor.from_base(tmp_path, [Objective("acc", "%", "accuracy", "test", True)], space="nb201")
+    encoder = {k: v.clone() for k, v in tuned.model.named_parameters() if ".encoder." in k}
+    decoder = {k: v.clone() for k, v in tuned.model.named_parameters() if ".decoder." in k}
+    assert encoder and decoder
+    space = get_space("nb201")
+    ids = space.sample_ids(12, seed=5)
+    tuned.fine_tune(space, ids, np.linspace(50, 90, 12), ["acc"], calibration_folds=0)  # as nasrlm train
+    assert tuned.prior_mode == "blend" and tuned.prior is not None
+    after = dict(tuned.model.named_parameters())
+    assert all(torch.equal(after[k], v) for k, v in encoder.items())  # the text is read as the base learned
+    assert any(not torch.equal(after[k], v) for k, v in decoder.items())
+    # the schedule nasrlm train prints: few steps without a validation split, the decoder's below 100 rows
+    assert tune_config(12, decoder_only=True).learning_rate == DECODER_TUNE.learning_rate
+    few, many = tune_config(12, decoder_only=True), tune_config(1000, decoder_only=True)
+    assert few.freeze_encoder and few.validation_fraction == 0 and many.validation_fraction > 0
+    assert not tune_config(1000, decoder_only=False).freeze_encoder
+    assert tune_config(1000, decoder_only=False).learning_rate == FINE_TUNE.learning_rate
+    assert tune_config(1000, decoder_only=True, max_epochs=3).max_epochs == 3
