@@ -22,8 +22,10 @@ from __future__ import annotations
 import hashlib
 import inspect
 import os
+import random
 import sqlite3
 import threading
+import time
 import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -50,6 +52,8 @@ CREATE TABLE IF NOT EXISTS described (
     PRIMARY KEY (space, version, arch_id)
 )
 """
+#: how long a process waits for another that holds the file (seconds)
+_BUSY_SECONDS = 60.0
 #: ids per query (SQLite limits the number of parameters of one statement)
 _CHUNK = 500
 
@@ -70,13 +74,31 @@ class LabelCache:
         try:
             if str(path) != ":memory:":
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(str(path), timeout=60.0, isolation_level=None,
+            self._conn = sqlite3.connect(str(path), timeout=_BUSY_SECONDS, isolation_level=None,
                                          check_same_thread=False)
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.executescript(_SCHEMA)
+            self._set_up()
             self._lock = threading.Lock()
         except (sqlite3.DatabaseError, OSError) as error:  # not a database, a folder, a path below a file
             raise LabelCacheError(f"{self.path}: cannot open it as a label cache ({error})") from None
+
+    def _set_up(self) -> None:
+        """Write-ahead logging and the table, tried again while another process holds the new file.
+
+        Workers that start together on a new file (``nasrlm search --workers N``) race to switch it to
+        write-ahead logging, and SQLite answers the losers "database is locked" at once, without waiting
+        out the connection's busy timeout: they wait and try again instead.
+        """
+        deadline = time.monotonic() + _BUSY_SECONDS
+        while True:
+            try:
+                if self._conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                    self._conn.execute("PRAGMA journal_mode=WAL")
+                self._conn.executescript(_SCHEMA)
+                return
+            except sqlite3.OperationalError as error:
+                if "locked" not in str(error) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05 + random.random() / 10)
 
     def close(self) -> None:
         """Close the connection (idempotent)."""

@@ -72,6 +72,29 @@ def test_two_processes_writing_at_once_lose_nothing(tmp_path) -> None:
     assert len(got) == 300 and all(got[f"id{j}"][1][0] == j for j in range(300))
 
 
+def _open_at_once(path: str, go, k: int) -> None:
+    go.wait()
+    with LabelCache(path) as cache:
+        cache.put_many("s", 1, {f"id{k}": (f"t{k}", np.array([float(k)]))})
+
+
+def test_processes_creating_one_new_file_at_once_all_open_it(tmp_path) -> None:
+    # workers started together on a new cache race to switch it to write-ahead logging; SQLite told the
+    # losers "database is locked" at once (a four-worker search lost a worker so)
+    context = multiprocessing.get_context("fork")
+    for attempt in range(5):
+        path, go = str(tmp_path / f"labels{attempt}.db"), context.Event()
+        openers = [context.Process(target=_open_at_once, args=(path, go, k)) for k in range(8)]
+        for p in openers:
+            p.start()
+        go.set()
+        for p in openers:
+            p.join(60)
+        assert [p.exitcode for p in openers] == [0] * 8
+        with LabelCache(path) as cache:
+            assert len(cache) == 8
+
+
 def test_a_version_bump_describes_every_architecture_again(tmp_path, monkeypatch) -> None:
     cache = LabelCache(tmp_path / "labels.db")
     ids = SPACE.sample_ids(4, seed=2)
