@@ -93,6 +93,23 @@ def wait_until(trials_in: optuna.trial.TrialState, at_least: int, url: str) -> N
     raise AssertionError(f"no {at_least} {trials_in.name} trials after 60 s")
 
 
+def wait_for_a_beat(url: str) -> None:
+    """Wait until some trial of the shared study has a heartbeat (Optuna's heartbeat table)."""
+    from optuna.storages._rdb.models import TrialHeartbeatModel
+
+    storage = optuna.storages.RDBStorage(url)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        session = storage.scoped_session()
+        try:
+            if session.query(TrialHeartbeatModel).count():
+                return
+        finally:
+            session.close()
+        time.sleep(0.05)
+    raise AssertionError("no trial beat within 60 s")
+
+
 def finish(processes: list[multiprocessing.Process], url: str) -> list[optuna.trial.FrozenTrial]:
     for p in processes:
         p.join(timeout=240)
@@ -122,6 +139,12 @@ def test_rlm_sampler_workers_share_one_study(postgres) -> None:
 def test_a_worker_killed_mid_trial_is_replaced_and_its_architecture_run_again(postgres) -> None:
     hung = start(postgres.url, 12, 99, None)  # evaluates forever: surely mid-trial when killed
     wait_until(optuna.trial.TrialState.RUNNING, 1, postgres.url)
+    # killed after its first beat, its trial is stale before the next workers start, and the first of them
+    # re-runs it before anything else. (Killed before it, the trial is adopted by a beat from the next
+    # workers and goes stale while they run: then a fresh draw may take the budget's last place in the
+    # instant between Optuna failing the trial and enqueueing its retry; test_search covers that path
+    # with one worker.)
+    wait_for_a_beat(postgres.url)
     os.kill(hung.pid, signal.SIGKILL)
     hung.join()
     time.sleep(QUICK.stale_after_seconds + 0.5)  # its trial is stale now: the next worker re-runs it first
