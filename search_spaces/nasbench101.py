@@ -202,6 +202,13 @@ def canonical_relabelling(cell: NB101Cell) -> NB101Cell:
     return _cell_from_key(n, *best)
 
 
+def canonical_id(cell: NB101Cell) -> str:
+    """The id of a cell that is its own canonical representative (as :meth:`NasBench101.enumerate`
+    yields them): :meth:`NasBench101.arch_id` without looking for the representative first."""
+    rows = ".".join("".join(map(str, row)) for row in cell.matrix)
+    return f"{rows}|{','.join(cell.ops)}"
+
+
 def _cell_from_key(n: int, bits: int, interior: Sequence[int]) -> NB101Cell:
     matrix = tuple(tuple(int(x < y and (bits >> _bit(x, y)) & 1) for y in range(n)) for x in range(n))
     return NB101Cell(matrix, (INPUT, *(OPS[k] for k in interior), OUTPUT))
@@ -265,9 +272,7 @@ class NasBench101(SearchSpace[NB101Cell]):
 
     # --- identity -------------------------------------------------------------------------
     def arch_id(self, arch: NB101Cell) -> str:
-        cell = self.canonical(arch)
-        rows = ".".join("".join(map(str, row)) for row in cell.matrix)
-        return f"{rows}|{','.join(cell.ops)}"
+        return canonical_id(self.canonical(arch))
 
     def parse(self, arch_id: str) -> NB101Cell:
         if not isinstance(arch_id, str):

@@ -7,10 +7,11 @@ hashes have to be attached to cells:
 
 * for given ``ids`` this is cheap: each id's module hash is computed and looked up (~0.1 ms per id);
 * for the whole table every cell of the space must be hashed (its hash is an MD5 digest, there is no
-  shortcut to the 20,001 smallest), about a minute on one core. The resulting hash -> id map is kept
-  for the process and on disk (``$NASRLM_CACHE``, else ``$XDG_CACHE_HOME/nasrlm`` or ``~/.cache/nasrlm``),
-  keyed by a digest of the file's hash list, so it is computed once per machine. A cached map is
-  spot-checked on reading (a sample of its ids re-hashed) and rebuilt if it is wrong.
+  shortcut to the 20,001 smallest), about a minute on one core, shared by up to four processes. The
+  resulting hash -> id map is kept for the process and on disk (``$NASRLM_CACHE``, else
+  ``$XDG_CACHE_HOME/nasrlm`` or ``~/.cache/nasrlm``), keyed by a digest of the file's hash list, so it is
+  computed once per machine. A cached map is spot-checked on reading (a sample of its ids re-hashed) and
+  rebuilt if it is wrong.
 
 The accuracies are fractions in the file and percent here. They are not the mean of the benchmark's three
 training runs: on the 17 cells this file shares with NASLib's ``zero_cost_500.json`` (which holds single
@@ -20,9 +21,12 @@ two cells it repeats, so they look like the best of the three runs.
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import hashlib
+import itertools
 import json
+import multiprocessing
 import os
 import sys
 import tempfile
@@ -36,7 +40,14 @@ from nasrlm.data._catalogue import Catalogue, Column, Query, Rows
 from nasrlm.data._datadir import DataFileError, data_file, file_version
 from nasrlm.data._loader_utils import extra_ids
 from nasrlm.data._table import BenchmarkTable, Objective
-from search_spaces.nasbench101 import NUM_CELLS, NasBench101, NB101Cell, hash_labels, hash_module
+from search_spaces.nasbench101 import (
+    NUM_CELLS,
+    NasBench101,
+    NB101Cell,
+    canonical_id,
+    hash_labels,
+    hash_module,
+)
 
 SPACE = NasBench101.name
 FIRST_20K_JSON = "nb101/first_20k_by_hash.json"
@@ -156,9 +167,11 @@ def _cell_hash(cell: NB101Cell) -> str:
 
 
 def match_hashes(keys: Iterable[str], cells: Iterable[NB101Cell], *, progress: bool = False,
-                 total: int | None = None) -> dict[str, str]:
+                 total: int | None = None, canonical: bool = False) -> dict[str, str]:
     """``{module hash: canonical id}`` for ``keys``, found by hashing ``cells`` until every key is met.
 
+    ``canonical``: every cell is its own canonical representative already (``NasBench101.enumerate``'s
+    are), so its id is written down without looking for it (half the time of a whole enumeration).
     Raises ``ValueError`` naming a key that no cell has (a file that is not of this space).
     """
     from tqdm.auto import tqdm
@@ -171,7 +184,7 @@ def match_hashes(keys: Iterable[str], cells: Iterable[NB101Cell], *, progress: b
     for cell in bar:
         h = _cell_hash(cell)
         if h in wanted and h not in found:
-            found[h] = space.arch_id(cell)
+            found[h] = canonical_id(cell) if canonical else space.arch_id(cell)
             if len(found) == len(wanted):
                 break
     bar.close()
@@ -179,6 +192,49 @@ def match_hashes(keys: Iterable[str], cells: Iterable[NB101Cell], *, progress: b
         missing = sorted(wanted - found.keys())
         raise ValueError(f"{len(missing)} module hash(es) match no NB101 cell, e.g. {missing[0]}")
     return found
+
+
+#: keys from which :func:`match_all_hashes` shares the whole space among processes (the published table's
+#: 20,001 smallest hashes are spread over all of it)
+_SHARDED_FROM = 1_000
+
+
+def match_all_hashes(keys: Iterable[str], jobs: int = 1) -> dict[str, str]:
+    """:func:`match_hashes` over the whole space, cell ``i`` of the enumeration hashed by process ``i %
+    jobs`` (each enumerates the space, which costs a sixth of the hashing, and hashes its share). Fewer
+    than :data:`_SHARDED_FROM` keys are looked for in one process, which stops at the last one found:
+    keys of cells early in the enumeration need no pass over the whole space."""
+    wanted = set(keys)
+    if jobs == 1 or len(wanted) < _SHARDED_FROM:
+        return match_hashes(wanted, NasBench101().enumerate(), progress=True, total=NUM_CELLS, canonical=True)
+    context = multiprocessing.get_context("fork")
+    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context) as pool:
+        shards = pool.map(_hashes_of_shard, [(k, jobs, wanted) for k in range(jobs)])
+        found = {h: arch_id for shard in shards for h, arch_id in shard.items()}
+    if len(found) != len(wanted):
+        missing = sorted(wanted - found.keys())
+        raise ValueError(f"{len(missing)} module hash(es) match no NB101 cell, e.g. {missing[0]}")
+    return found
+
+
+def _hashes_of_shard(job: tuple[int, int, set[str]]) -> dict[str, str]:
+    """``{hash: id}`` of the wanted hashes among the cells ``k, k + jobs, ...`` of the enumeration."""
+    k, jobs, wanted = job
+    found = {}
+    for cell in itertools.islice(NasBench101().enumerate(), k, None, jobs):
+        h = _cell_hash(cell)
+        if h in wanted:
+            found[h] = canonical_id(cell)
+    return found
+
+
+def _hash_jobs() -> int:
+    """Processes to hash the whole space in: every core (at most 4), one where fork is missing or inside a
+    daemonic process, which may have no children."""
+    if "fork" not in multiprocessing.get_all_start_methods() or multiprocessing.current_process().daemon:
+        return 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(4, cores))
 
 
 def cache_dir() -> Path:
@@ -201,9 +257,11 @@ def _ids_for_cached(keys: tuple[str, ...], cache_file: str) -> tuple[str, ...]:
     cached = _read_id_cache(Path(cache_file), keys)
     if cached is not None:
         return cached
+    jobs = _hash_jobs()
     print(f"nb101: attaching the {len(keys):,} module hashes of {FIRST_20K_JSON} to cells by hashing the "
-          f"whole space (once, 1-3 min; the map is cached in {Path(cache_file).parent})", file=sys.stderr)
-    found = match_hashes(keys, NasBench101().enumerate(), progress=True, total=NUM_CELLS)
+          f"whole space in {jobs} process{'es' if jobs > 1 else ''} (once, a minute or two; the map is "
+          f"cached in {Path(cache_file).parent})", file=sys.stderr)
+    found = match_all_hashes(keys, jobs)
     ids = tuple(found[k] for k in keys)
     _write_id_cache(Path(cache_file), ids)
     return ids

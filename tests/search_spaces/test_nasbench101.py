@@ -20,6 +20,7 @@ from search_spaces.nasbench101 import (
     EDGE_SLOTS,
     MAX_EDGES,
     OPS,
+    canonical_id,
     compute_vertex_channels,
     hash_labels,
     hash_module,
@@ -221,6 +222,8 @@ def test_enumeration_of_small_cells_matches_brute_force_hashing(space: NasBench1
     assert set(hashes) == expected
     assert all(space.canonical(c) == c for c in small)
     assert space.size == 423_624
+    later = list(itertools.islice(space.enumerate(), 100_000, 101_000))  # 7 vertices
+    assert all(canonical_id(c) == space.arch_id(c) for c in [*small, *later])
 
 
 # --- drawing --------------------------------------------------------------------------------------

@@ -128,6 +128,7 @@ def test_hashes_are_matched_by_enumeration(raw: dict, early_cells: list) -> None
     expected = {nb101._cell_hash(c): SPACE.arch_id(c) for c in early_cells if nb101._cell_hash(c) in in_file}
     assert 100 < len(expected) < 200
     assert nb101.match_hashes(expected, early_cells) == expected
+    assert nb101.match_hashes(expected, early_cells, canonical=True) == expected  # enumerated: canonical
     with pytest.raises(ValueError, match="match no NB101 cell"):
         nb101.match_hashes([*expected, "f" * 32], early_cells)
 
