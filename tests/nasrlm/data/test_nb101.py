@@ -156,8 +156,8 @@ def test_id_map_is_cached_on_disk_and_checked(raw: dict, early_cells: list, own_
 
 @pytest.mark.slow
 def test_full_table_has_every_row_of_the_file(nb101_dir: Path, raw: dict) -> None:
-    """All 20,001 hashes find a cell. Cold this hashes the whole space (1-3 min on two cores); the map is
-    then read from the cache directory ($NASRLM_CACHE or ~/.cache/nasrlm) in about a second."""
+    """All 20,001 hashes find a cell. Cold this hashes the whole space (under a minute on two cores); the
+    map is then read from the cache directory ($NASRLM_CACHE or ~/.cache/nasrlm) in about a second."""
     table = load_table("nb101", ["params_m", "acc"], nb101_dir)
     assert len(table.ids) == len(set(table.ids)) == len(raw["key"]) == 20001
     assert not np.isnan(table.values).any()
