@@ -272,10 +272,23 @@ def _searched_seconds(study: optuna.Study) -> float:
 
 def _interrupted(study: optuna.Study, number: int, trial_id: int) -> None:
     """Mark a trial that ctrl-C stopped as such and prune it: a resumed run evaluates its architecture,
-    and neither counts it as a failure."""
-    with suppress(Exception):
-        study._storage.set_trial_user_attr(trial_id, INTERRUPTED_ATTR, True)
-        study._storage.set_trial_state_values(trial_id, TrialState.PRUNED)
+    and neither counts it as a failure.
+
+    A ctrl-C inside a database call can leave this thread's database session unusable (a transaction
+    half done), so a first try that fails drops the session and tries again with a fresh one.
+    """
+    for _ in range(3):
+        try:
+            if study._storage.get_trial(trial_id).state.is_finished():
+                return
+            study._storage.set_trial_user_attr(trial_id, INTERRUPTED_ATTR, True)
+            study._storage.set_trial_state_values(trial_id, TrialState.PRUNED)
+            return
+        except Exception:
+            backend = getattr(study._storage, "_backend", study._storage)  # inside Optuna's cache
+            with suppress(Exception):
+                backend.scoped_session.remove()  # an RDB storage's thread-local session
+            time.sleep(0.1)
 
 
 def _open_study(storage: str | None, study_name: str, sampler: optuna.samplers.BaseSampler,
