@@ -24,6 +24,7 @@ import onnx
 from tqdm.auto import tqdm
 
 from exporters import FEATURE_NAMES, describe_graph, to_text
+from nasrlm._processes import can_fork_workers, usable_cores
 from nasrlm.data import Objective
 from nasrlm.errors import NasrlmError
 from nasrlm.label_cache import JOBS_ENV, LabelCache, default_cache, space_key
@@ -256,11 +257,10 @@ def _jobs(jobs: int | None, count: int) -> int:
             raise ValueError(f"{JOBS_ENV}={os.environ[JOBS_ENV]!r}: not a number of processes") from None
     if jobs is not None and jobs < 1:
         raise ValueError(f"jobs={jobs}: at least 1")
-    if (count < _PARALLEL_FROM or "fork" not in multiprocessing.get_all_start_methods()
-            or multiprocessing.current_process().daemon):
+    if count < _PARALLEL_FROM or not can_fork_workers():
         return 1
     if jobs is None:
-        jobs = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        jobs = usable_cores()
     return min(jobs, -(-count // _CHUNK))
 
 

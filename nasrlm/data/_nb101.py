@@ -36,6 +36,7 @@ from types import MappingProxyType
 
 import numpy as np
 
+from nasrlm._processes import can_fork_workers, usable_cores
 from nasrlm.data._catalogue import Catalogue, Column, Query, Rows
 from nasrlm.data._datadir import DataFileError, data_file, file_version
 from nasrlm.data._loader_utils import extra_ids
@@ -188,10 +189,7 @@ def match_hashes(keys: Iterable[str], cells: Iterable[NB101Cell], *, progress: b
             if len(found) == len(wanted):
                 break
     bar.close()
-    if len(found) != len(wanted):
-        missing = sorted(wanted - found.keys())
-        raise ValueError(f"{len(missing)} module hash(es) match no NB101 cell, e.g. {missing[0]}")
-    return found
+    return _all_found(wanted, found)
 
 
 #: keys from which :func:`match_all_hashes` shares the whole space among processes (the published table's
@@ -211,6 +209,11 @@ def match_all_hashes(keys: Iterable[str], jobs: int = 1) -> dict[str, str]:
     with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context) as pool:
         shards = pool.map(_hashes_of_shard, [(k, jobs, wanted) for k in range(jobs)])
         found = {h: arch_id for shard in shards for h, arch_id in shard.items()}
+    return _all_found(wanted, found)
+
+
+def _all_found(wanted: set[str], found: dict[str, str]) -> dict[str, str]:
+    """``found``, once it holds every wanted key; else ``ValueError`` naming one no cell has."""
     if len(found) != len(wanted):
         missing = sorted(wanted - found.keys())
         raise ValueError(f"{len(missing)} module hash(es) match no NB101 cell, e.g. {missing[0]}")
@@ -231,10 +234,7 @@ def _hashes_of_shard(job: tuple[int, int, set[str]]) -> dict[str, str]:
 def _hash_jobs() -> int:
     """Processes to hash the whole space in: every core (at most 4), one where fork is missing or inside a
     daemonic process, which may have no children."""
-    if "fork" not in multiprocessing.get_all_start_methods() or multiprocessing.current_process().daemon:
-        return 1
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, min(4, cores))
+    return min(4, usable_cores()) if can_fork_workers() else 1
 
 
 def cache_dir() -> Path:
