@@ -8,7 +8,9 @@ can take a minute), and tells a database that went away for a moment from a real
 
 from __future__ import annotations
 
+import copy
 import threading
+import time
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -16,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import optuna
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 
 
 @dataclass(frozen=True)
@@ -56,15 +58,54 @@ def rdb_storage(storage: str | optuna.storages.BaseStorage | None, settings: Wor
             engine_kwargs={"pool_pre_ping": True})
 
 
+#: System attribute of a trial failed as dead (its heartbeat stale): when it was marked, in seconds since
+#: the epoch. Until its retry is enqueued, the trial still holds its place in the budget (``awaiting_retry``).
+STALE_ATTR = "nasrlm:stale_since"
+#: How long a trial failed as dead holds its place without a retry: the worker that failed it enqueues the
+#: retry within milliseconds, unless it dies in between or the trial has used up its retries.
+RETRY_GRACE_SECONDS = 10.0
+
+
 def fail_stale_trials(study: optuna.Study) -> None:
-    """Fail (and enqueue for a retry) the trials of dead workers, where the storage keeps heartbeats."""
-    interval = getattr(study._storage, "get_heartbeat_interval", lambda: None)()
+    """Fail (and enqueue for a retry) the trials of dead workers, where the storage keeps heartbeats.
+
+    Optuna's ``fail_stale_trials`` in one respect changed: each trial is marked (:data:`STALE_ATTR`)
+    before it is failed, so that in the moment between its failing and its retry's enqueueing another
+    worker does not take its place in the budget for a fresh draw (:func:`awaiting_retry`). Of workers
+    failing one trial at once, the one whose state change lands enqueues the retry, as in Optuna.
+    """
+    storage = study._storage
+    interval = getattr(storage, "get_heartbeat_interval", lambda: None)()
     if interval is None:
         return
     _adopt_silent_trials(study, interval)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        optuna.storages.fail_stale_trials(study)
+    retry = storage.get_heartbeat_stale_trial_callback()
+    for trial_id in storage._get_stale_trial_ids(study._study_id):
+        try:
+            storage.set_trial_system_attr(trial_id, STALE_ATTR, time.time())
+            if not storage.set_trial_state_values(trial_id, state=TrialState.FAIL):
+                continue
+        except optuna.exceptions.UpdateFinishedTrialError:  # another worker failed it, or its own told
+            continue
+        if retry is not None:
+            failed = copy.deepcopy(storage.get_trial(trial_id))
+            del failed.system_attrs[STALE_ATTR]  # the retry inherits the system attributes: not this one
+            retry(study, failed)
+
+
+def place_of(trial: FrozenTrial) -> int:
+    """The trial's place in the budget's order: its own number, or for a retry of a dead worker's trial
+    the number of the trial first lost, so that the retry comes before the draws that came after it."""
+    return trial.system_attrs.get("failed_trial", trial.number)
+
+
+def awaiting_retry(trial: FrozenTrial, trials: list[FrozenTrial], now: float) -> bool:
+    """Whether ``trial``, failed as dead, still holds its place: marked less than
+    :data:`RETRY_GRACE_SECONDS` before ``now`` and no trial among ``trials`` retrying it yet."""
+    since = trial.system_attrs.get(STALE_ATTR)
+    if trial.state != TrialState.FAIL or since is None or now - since > RETRY_GRACE_SECONDS:
+        return False
+    return not any(trial.number in t.system_attrs.get("retry_history", ()) for t in trials)
 
 
 def _adopt_silent_trials(study: optuna.Study, interval: int) -> None:

@@ -32,8 +32,10 @@ from nasrlm.search._liveness import (
     CREATE_RACES,
     OUTAGES,
     WorkerSettings,
+    awaiting_retry,
     beating,
     fail_stale_trials,
+    place_of,
     rdb_storage,
 )
 from search_spaces import SearchSpace
@@ -135,7 +137,7 @@ def run_search(space: SearchSpace, evaluator: ArchEvaluator, sampler: optuna.sam
     def objective(trial: optuna.Trial) -> list[float]:
         arch_id = space.arch_id(space.suggest(trial))
         trial.set_user_attr("arch_id", arch_id)  # set before looking, so of two twins one sees the other
-        trials = _live_trials(study)
+        trials = _trials_now(study)
         twin = _twin(trials, trial.number, arch_id)
         if twin is not None:  # a resumed random stream replays its draws, two workers draw alike, ...
             trial.set_user_attr(DUPLICATE_ATTR, arch_id)
@@ -146,7 +148,7 @@ def run_search(space: SearchSpace, evaluator: ArchEvaluator, sampler: optuna.sam
                 raise optuna.TrialPruned(f"the budget of {budget} evaluations is spent")
             fail_stale_trials(study)
             time.sleep(workers.poll_seconds)
-            trials = _live_trials(study)
+            trials = _trials_now(study)
         try:
             return evaluator(arch_id)
         except MissingValueError:
@@ -365,24 +367,40 @@ def _states(study: optuna.Study) -> Counter[TrialState]:
     return Counter(t.state for t in study.get_trials(deepcopy=False))
 
 
-def _live_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
-    """The study's completed and running trials, in one query of the storage."""
-    return study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING))
+def _trials_now(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
+    """The study's trials, in one query of the storage: the budget's places are read off the completed,
+    running and waiting ones, and off the failed ones whose retries are still to come (:func:`_room`)."""
+    return study.get_trials(deepcopy=False)
 
 
 def _twin(trials: list[optuna.trial.FrozenTrial], number: int, arch_id: str) -> int | None:
-    """Number of another of these trials (:func:`_live_trials`) that holds ``arch_id``, if any."""
+    """Number of another completed or running trial among ``trials`` (:func:`_trials_now`) that holds
+    ``arch_id``, if any."""
     for t in trials:
-        if t.number != number and t.user_attrs.get("arch_id") == arch_id:
+        if (t.number != number and t.state in (TrialState.COMPLETE, TrialState.RUNNING)
+                and t.user_attrs.get("arch_id") == arch_id):
             return t.number
     return None
 
 
 def _room(trials: list[optuna.trial.FrozenTrial], number: int, budget: int) -> int | None:
-    """Evaluations left to trial ``number``: the budget less the completed trials and the running
-    trials numbered before it, among ``trials`` (:func:`_live_trials`; ``None`` when the completed
-    trials alone fill the budget)."""
+    """Evaluations left to trial ``number``: the budget less the completed trials and the places held
+    before its own (``None`` when the completed trials alone fill the budget).
+
+    A place is a trial's number, or for a retry the number of the trial first lost (``place_of``): it is
+    held while a trial of that place runs, a retry of it waits, or a dead worker's trial of it waits for
+    its retry (``awaiting_retry``), and not once one of them completed. So a killed worker's architecture
+    is re-run ahead of the draws that came after it, never replaced by one of them at the budget's end.
+    """
     complete = sum(t.state == TrialState.COMPLETE for t in trials)
     if complete >= budget:
         return None
-    return budget - complete - sum(t.state == TrialState.RUNNING and t.number < number for t in trials)
+    me = next((t for t in trials if t.number == number), None)
+    mine = place_of(me) if me is not None else number
+    done = {place_of(t) for t in trials if t.state == TrialState.COMPLETE}
+    now = time.time()
+    held = {place_of(t) for t in trials
+            if t.number != number and (t.state == TrialState.RUNNING
+                                      or t.state == TrialState.WAITING and "failed_trial" in t.system_attrs
+                                      or awaiting_retry(t, trials, now))}
+    return budget - complete - sum(place < mine for place in held - done)

@@ -651,6 +651,74 @@ def test_a_killed_workers_trial_is_failed_and_its_architecture_run_again(tmp_pat
     assert len(retried) == 1 and retried[0].user_attrs["arch_id"] == lost and lost in result.arch_ids
 
 
+def frozen(number: int, state: optuna.trial.TrialState, **system_attrs) -> optuna.trial.FrozenTrial:
+    return optuna.trial.FrozenTrial(
+        number=number, state=state, value=None, datetime_start=None, datetime_complete=None, params={},
+        distributions={}, user_attrs={}, system_attrs=system_attrs, intermediate_values={}, trial_id=number)
+
+
+def test_a_dead_workers_place_goes_to_its_retry_not_to_a_later_draw() -> None:
+    import time
+
+    from nasrlm.search._liveness import RETRY_GRACE_SECONDS, STALE_ATTR
+
+    S = optuna.trial.TrialState
+    done = [frozen(0, S.COMPLETE), frozen(1, S.COMPLETE)]
+    lost = frozen(2, S.FAIL, **{STALE_ATTR: time.time()})  # failed as dead, its retry not yet enqueued
+    fresh = frozen(3, S.RUNNING)
+    assert run_module._room([*done, frozen(2, S.RUNNING), fresh], 3, 3) == 0  # before: it runs
+    assert run_module._room([*done, lost, fresh], 3, 3) == 0  # the instant between failing and retrying
+    retry = frozen(4, S.WAITING, failed_trial=2, retry_history=[2])
+    assert run_module._room([*done, lost, fresh, retry], 3, 3) == 0  # the retry comes first
+    retry = frozen(4, S.RUNNING, failed_trial=2, retry_history=[2])
+    assert run_module._room([*done, lost, fresh, retry], 4, 3) == 1
+    # a fresh draw counts the running trials numbered before it, as ever, and nothing after it
+    assert run_module._room([*done, fresh, frozen(5, S.RUNNING)], 5, 4) == 1
+    assert run_module._room([*done, fresh, frozen(5, S.RUNNING)], 3, 4) == 2
+    # a trial failed as dead with no retry to come (its retries spent, or its failer died) frees its place
+    expired = frozen(2, S.FAIL, **{STALE_ATTR: time.time() - RETRY_GRACE_SECONDS - 1})
+    assert run_module._room([*done, expired, fresh], 3, 3) == 1
+    # two retries of one place (two workers failed it at once) hold it once; none once one completed
+    twins = [frozen(4, S.WAITING, failed_trial=2, retry_history=[2]),
+             frozen(5, S.WAITING, failed_trial=2, retry_history=[2])]
+    assert run_module._room([*done, lost, fresh, *twins], 3, 4) == 1
+    twins[0] = frozen(4, S.COMPLETE, failed_trial=2, retry_history=[2])
+    assert run_module._room([*done, lost, fresh, *twins], 3, 4) == 1
+
+
+def test_a_dead_trial_holds_its_place_from_its_failing_to_its_retry(tmp_path) -> None:
+    import time
+
+    from nasrlm.search._liveness import STALE_ATTR, fail_stale_trials, rdb_storage
+
+    quick = WorkerSettings(heartbeat_seconds=1, stale_after_seconds=2, poll_seconds=0.1)
+    storage = rdb_storage(f"sqlite:///{tmp_path / 's.db'}", quick)
+    study = optuna.create_study(study_name="nasrlm", storage=storage, directions=["maximize"])
+    for value in (1.0, 2.0):
+        study.add_trial(optuna.trial.create_trial(value=value))
+    dead = study.ask()  # its worker killed mid-evaluation
+    study._storage.record_heartbeat(dead._trial_id)
+    time.sleep(3)
+    fresh = study.ask()  # another worker's draw, waiting for room at the budget's last place
+    study._storage.record_heartbeat(fresh._trial_id)
+    enqueue = study._storage.get_heartbeat_stale_trial_callback()
+    seen = []
+
+    def retry(study: optuna.Study, failed: optuna.trial.FrozenTrial) -> None:  # the instant before it
+        seen.append(run_module._room(run_module._trials_now(study), fresh.number, 3))
+        enqueue(study, failed)
+
+    study._storage._backend.heartbeat_stale_trial_callback = retry
+    fail_stale_trials(study)
+    assert seen == [0]
+    trials = study.get_trials(deepcopy=False)
+    assert trials[dead.number].state == optuna.trial.TrialState.FAIL
+    assert STALE_ATTR in trials[dead.number].system_attrs
+    again = next(t for t in trials if t.system_attrs.get("failed_trial") == dead.number)
+    assert STALE_ATTR not in again.system_attrs  # a retry is not itself failed as dead
+    assert run_module._room(trials, fresh.number, 3) == 0 and run_module._room(trials, again.number, 3) == 1
+
+
 def test_report_files_and_scores(tmp_path) -> None:
     ids = [SPACE.arch_id(a) for a in SPACE.enumerate()]
     table = toy_table(ids)

@@ -136,18 +136,18 @@ def test_rlm_sampler_workers_share_one_study(postgres) -> None:
     assert any("predicted" in t.user_attrs for t in trials)  # the model proposed some of them
 
 
-def test_a_worker_killed_mid_trial_is_replaced_and_its_architecture_run_again(postgres) -> None:
+@pytest.mark.parametrize("after_a_beat", [True, False], ids=["after-its-first-beat", "before-it"])
+def test_a_worker_killed_mid_trial_is_replaced_and_its_architecture_run_again(postgres, after_a_beat) -> None:
     hung = start(postgres.url, 12, 99, None)  # evaluates forever: surely mid-trial when killed
     wait_until(optuna.trial.TrialState.RUNNING, 1, postgres.url)
     # killed after its first beat, its trial is stale before the next workers start, and the first of them
-    # re-runs it before anything else. (Killed before it, the trial is adopted by a beat from the next
-    # workers and goes stale while they run: then a fresh draw may take the budget's last place in the
-    # instant between Optuna failing the trial and enqueueing its retry; test_search covers that path
-    # with one worker.)
-    wait_for_a_beat(postgres.url)
+    # re-runs it before anything else; killed before it, the trial is adopted by a beat from the next
+    # workers and goes stale while they run, then its retry takes its place ahead of their later draws
+    if after_a_beat:
+        wait_for_a_beat(postgres.url)
     os.kill(hung.pid, signal.SIGKILL)
     hung.join()
-    time.sleep(QUICK.stale_after_seconds + 0.5)  # its trial is stale now: the next worker re-runs it first
+    time.sleep(QUICK.stale_after_seconds + 0.5)  # after a beat, its trial is stale by now
     trials = finish([start(postgres.url, 12, seed, 0.05) for seed in range(2)], postgres.url)
     ids = completed_ids(trials)
     assert len(ids) == 12 and len(set(ids)) == 12
