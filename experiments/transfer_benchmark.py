@@ -322,6 +322,8 @@ def run_accuracy(a, space_name: str, seed: int, record) -> None:
                     features=features, mode=mode)
                 record(f"{space_name} acc: central-80% coverage", f"N={n}", method,
                        float(central_coverage(draws[..., None], truth[:, None])[0]))
+                if a.also_mean:
+                    runs[f"{method}, mean of samples"] = draws.mean(axis=1)
                 if features is not None and method != "rlm-blend":
                     runs[f"{method} (prior alone)"] = alone
                 print(f"  {space_name} acc N={n} seed {seed} {method}: fine-tune {seconds:.0f} s", flush=True)
@@ -403,6 +405,8 @@ def run_unseen(a, seed: int, record) -> None:
                         features=features, mode="blend" if method == "rlm-blend" else "residual")
                     record(f"{space_name} unseen device: central-80% coverage", device, method,
                            float(central_coverage(draws[..., None], truth[:, None])[0]))
+                    if a.also_mean:
+                        runs[f"{method}, mean of samples"] = draws.mean(axis=1)
                     if method.startswith(("rlm-ctx", "rlm-graph")):
                         runs[f"{method} (prior alone)"] = alone
                     print(f"  {space_name} {device} seed {seed} {method}: fine-tune {seconds:.0f} s",
@@ -455,6 +459,8 @@ def main() -> None:
     p.add_argument("--train-encoder", action="store_true",
                    help="rlm: train the encoder too (nasrlm train --prior none keeps a base's frozen)")
     p.add_argument("--samples", type=int, default=32, help="decoded samples per test architecture")
+    p.add_argument("--also-mean", action="store_true", help="also score each language model's mean of its "
+                   "samples (nasrlm reads their median)")
     p.add_argument("--transfer", type=Path, help="a base model directory or transfer file (nasrlm "
                    "pretrain writes one) for transfer-forest and transfer-alone")
     p.add_argument("--prior-kind", default="auto", help="the feature prior of rlm-graph and rlm-ctx")

@@ -48,9 +48,10 @@ def test_smoke_run_prints_every_table(tmp_path: Path, data_dir: Path) -> None:
     assert run.returncode == 0, run.stderr[-2000:]
     assert "| nb201 acc | forest | transfer-forest |" in run.stdout
     # zero-shot needs a base with the cross-space accuracy rank: NB301's has one, NB201's alone not
-    run = _benchmark(data_dir, other, tmp_path, "--tasks", "acc", "--methods", "zero-shot,rlm")
+    run = _benchmark(data_dir, other, tmp_path, "--tasks", "acc", "--methods", "zero-shot,rlm", "--also-mean")
     assert run.returncode == 0, run.stderr[-2000:]
-    assert "| nb201 acc | zero-shot | rlm |" in run.stdout and "nb201 zero-shot:" in run.stdout
+    assert "| nb201 acc | zero-shot | rlm | rlm, mean of samples |" in run.stdout
+    assert "nb201 zero-shot:" in run.stdout
     run = _benchmark(data_dir, base, tmp_path, "--tasks", "acc", "--methods", "zero-shot")
     assert run.returncode != 0 and "no accuracy_rank tag" in run.stderr
 
