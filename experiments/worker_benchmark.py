@@ -5,7 +5,8 @@ processes on one study of NB201 from the published tables, each evaluation takin
 ``--eval-seconds`` (a sleep stands for training). Reports per run: completed trials, distinct
 architectures, hypervolume ratio to the true front (reference at the table's medians, as
 ``search_benchmark.py``), wall time, and with ``--kill-every S`` how many workers were killed (``kill
--9`` of a random live one every S seconds, a new worker started in its place) and trials re-run.
+-9`` of a random live one every S seconds, a new worker started in its place), trials re-run, and
+architectures lost (a killed trial's, never completed: its retries spent, or a later draw took its place).
 ``--single`` also runs one worker alone on each seed, for the wall-time ratio. "Model's picks": completed
 trials a fit proposed (the others are start-up draws and front mutants of workers that found another
 refitting).
@@ -34,6 +35,7 @@ import torch
 
 from nasrlm.search import (
     PREDICTED_USER_ATTR,
+    STALE_ATTR,
     ArchEvaluator,
     SearchResult,
     Truth,
@@ -118,6 +120,8 @@ class Job:
         result = SearchResult.from_study(study, self.evaluator.objectives, self.sampler)
         return {"result": result, "seconds": seconds, "killed": killed, "bad_exits": bad, "fits": FITS.value,
                 "retried": sum("failed_trial" in t.system_attrs for t in trials),
+                "lost": len({t.user_attrs.get("arch_id") for t in trials if STALE_ATTR in t.system_attrs}
+                            - set(result.arch_ids)),
                 "running": sum(t.state == optuna.trial.TrialState.RUNNING for t in trials),
                 "picked": sum(PREDICTED_USER_ATTR in t.user_attrs for t in trials
                               if t.state == optuna.trial.TrialState.COMPLETE)}
@@ -150,9 +154,9 @@ def main() -> None:
     reference = reference_point([], truth)
     heartbeat = max(1, min(WorkerSettings().heartbeat_seconds, args.stale_after // 4))
     settings = WorkerSettings(heartbeat_seconds=heartbeat, stale_after_seconds=args.stale_after)
-    print("| seed | workers | completed | distinct | HV ratio | wall s | model fits | killed | re-run "
+    print("| seed | workers | completed | distinct | HV ratio | wall s | model fits | killed | re-run | lost "
           "| bad exits | model's picks |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     options = json.loads(args.rlm_options)
     with temporary_postgres() as server, tempfile.TemporaryDirectory() as labels:
         job = Job(space, TimedEvaluator(evaluator, args.eval_seconds), args.sampler, options, args.budget,
@@ -165,7 +169,7 @@ def main() -> None:
                 hv = score(r, reference, truth).history[-1] if r.arch_ids else 0.0
                 print(f"| {seed} | {workers} | {len(r.arch_ids)} | {len(set(r.arch_ids))} | {hv:.3f} | "
                       f"{run['seconds']:.0f} | {run['fits']} | {run['killed']} | {run['retried']} | "
-                      f"{run['bad_exits'] or 0} | {run['picked']} |", flush=True)
+                      f"{run['lost']} | {run['bad_exits'] or 0} | {run['picked']} |", flush=True)
     shown = f" {args.rlm_options}" if options else ""
     print(f"\n{args.sampler} sampler{shown}, budget {args.budget}, {args.eval_seconds} s per evaluation; "
           f"{os.cpu_count()} cores {platform.machine()}, one torch thread per worker; "

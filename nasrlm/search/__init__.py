@@ -14,7 +14,7 @@ from nasrlm.search._arch_cache import ArchCache
 from nasrlm.search._candidates import CandidateSettings, candidate_params, draw_params
 from nasrlm.search._evaluate import ArchEvaluator, MissingValueError
 from nasrlm.search._job import SAMPLERS, JobOutput, make_sampler, restricted_to_table, search_job, summary
-from nasrlm.search._liveness import WorkerSettings
+from nasrlm.search._liveness import STALE_ATTR, WorkerSettings
 from nasrlm.search._options import sampler_keywords
 from nasrlm.search._proposals import ProposalSettings
 from nasrlm.search._report import (
@@ -48,6 +48,7 @@ __all__ = [
     "ERROR_ATTR",
     "SearchStopped",
     "PREDICTED_USER_ATTR",
+    "STALE_ATTR",
     "SURPLUS_ATTR",
     "TRAINED",
     "NetworkTrainer",

@@ -22,5 +22,6 @@ def test_smoke_run_completes_the_budget_exactly_without_duplicates(data_dir: Pat
                           "--smoke"], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     row = next(line for line in run.stdout.splitlines() if line.startswith("| 0 | 3 |"))
-    completed, distinct, running_bad = row.split("|")[3], row.split("|")[4], row.split("|")[10]
-    assert int(completed) == 12 and int(distinct) == 12 and running_bad.strip() == "0"
+    cells = [cell.strip() for cell in row.split("|")]
+    completed, distinct, lost, bad_exits = cells[3], cells[4], cells[10], cells[11]
+    assert int(completed) == 12 and int(distinct) == 12 and lost == "0" and bad_exits == "0"
