@@ -18,7 +18,8 @@ on the free and graph labels, ``--prior-kind``, default ``auto``; for a device t
 with a new device column), ``rlm-ctx`` (devices: the residual of a feature prior on the latencies of the
 devices the base saw, measured on the same architectures; ``rlm-ctx-free`` also on the free labels; all three
 also report the prior alone), ``rlm-read`` (devices: the language model alone, decoding the new device after
-its own greedy decoding of every device the base saw, as pre-training decodes one device after another),
+its own greedy decoding of every device the base saw, as pre-training decodes one device after another;
+``rlm-readK``, e.g. ``rlm-read5``: of the K devices whose reading ranks the measured architectures best),
 ``zero-shot`` (accuracy: the base's ``accuracy_rank`` with no label, ``RLMPredictor.zero_shot`` as ``nasrlm
 predict`` with no model directory), ``forest`` (a random forest on the free and graph labels read off the ONNX
 graph, ``nasrlm.free_labels``), ``transfer-forest`` (the same forest plus the prediction of a cross-space
@@ -349,7 +350,8 @@ def run_unseen(a, seed: int, record) -> None:
         texts, free = encoded(space, ids)
         source = np.log(values[:, len(devices):])
         predicted = None
-        if a.methods & {"ctx-ridge", "rlm-read"}:  # the base's own predictions of the same source devices
+        reads = "ctx-ridge" in a.methods or any(m.startswith("rlm-read") for m in a.methods)
+        if reads:  # the base's own predictions of the same source devices
             seen = [tag(space_name, d) for d in table.names[len(devices):]]
             predicted = np.log(base_predictions(a.base, space, texts, seen, a.cache))
             known = [stats.spearmanr(predicted[:, k], source[:, k]).statistic for k in range(len(seen))]
@@ -392,8 +394,14 @@ def run_unseen(a, seed: int, record) -> None:
             labels = {o.name: free[:, k] for k, o in enumerate(ALL_FREE_OBJECTIVES)}
             read = None if predicted is None else dict(zip(table.names[len(devices):], np.exp(predicted.T),
                                                            strict=True))  # the base's own reading
+            read_k = {}  # rlm-readK: only the K devices whose reading ranks the measured rows best
+            for method in sorted(m for m in a.methods if m.startswith("rlm-read") and m != "rlm-read"):
+                fit = {d: stats.spearmanr(v[train], y).statistic for d, v in (read or {}).items()}
+                best = sorted(fit, key=fit.get, reverse=True)[: int(method[len("rlm-read"):])]
+                read_k[method] = {d: read[d] for d in best}
             for method, kind, given, features in (("rlm", None, None, None),
                                                   ("rlm-read", None, read, None),
+                                                  *((m, None, r, None) for m, r in read_k.items()),
                                                   ("rlm-prior", "line", free_given, None),
                                                   ("rlm-graph", a.prior_kind, free_given, graph),
                                                   ("rlm-blend", a.prior_kind, None, labels),

@@ -27,6 +27,7 @@ import random
 import signal
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,6 +49,16 @@ from nasrlm.search import (
 )
 from nasrlm.testing import temporary_postgres
 from search_spaces import SearchSpace, get_space
+
+
+def lost(trials: list[optuna.trial.FrozenTrial], completed: set[str]) -> str:
+    """Architectures of killed trials (once drawn) that never completed, and how often each was killed:
+    ``"1 (3 kills)"``; a fourth kill of one is past ``WorkerSettings.max_retries`` (2) retries."""
+    kills = Counter(t.user_attrs["arch_id"] for t in trials
+                    if STALE_ATTR in t.system_attrs and "arch_id" in t.user_attrs)
+    gone = [kills[arch] for arch in kills if arch not in completed]
+    return f"{len(gone)} ({', '.join(map(str, gone))} kills)" if gone else "0"
+
 
 FORK = multiprocessing.get_context("fork")  # workers inherit the loaded tables
 #: model fits of the RLMSampler, summed over the workers that ended normally (a killed one's are lost)
@@ -120,8 +131,7 @@ class Job:
         result = SearchResult.from_study(study, self.evaluator.objectives, self.sampler)
         return {"result": result, "seconds": seconds, "killed": killed, "bad_exits": bad, "fits": FITS.value,
                 "retried": sum("failed_trial" in t.system_attrs for t in trials),
-                "lost": len({t.user_attrs.get("arch_id") for t in trials if STALE_ATTR in t.system_attrs}
-                            - set(result.arch_ids)),
+                "lost": lost(trials, set(result.arch_ids)),
                 "running": sum(t.state == optuna.trial.TrialState.RUNNING for t in trials),
                 "picked": sum(PREDICTED_USER_ATTR in t.user_attrs for t in trials
                               if t.state == optuna.trial.TrialState.COMPLETE)}
