@@ -37,6 +37,7 @@ from nasrlm.search._liveness import (
     fail_stale_trials,
     place_of,
     rdb_storage,
+    requeue,
 )
 from search_spaces import SearchSpace
 
@@ -146,6 +147,13 @@ def run_search(space: SearchSpace, evaluator: ArchEvaluator, sampler: optuna.sam
             if room is None:
                 trial.set_user_attr(SURPLUS_ATTR, True)
                 raise optuna.TrialPruned(f"the budget of {budget} evaluations is spent")
+            if _room(trials, trial.number, budget, waiting=False) > 0:  # a retry waits for this place:
+                # give it up, so that this worker (maybe the only one free) asks for the retry; a retry
+                # giving way to an earlier one waits in the queue again, behind it
+                if any(t.number == trial.number and "failed_trial" in t.system_attrs for t in trials):
+                    requeue(study, trial._trial_id)
+                trial.set_user_attr(SURPLUS_ATTR, True)
+                raise optuna.TrialPruned("its place in the budget goes to the retry of a dead worker's trial")
             fail_stale_trials(study)
             time.sleep(workers.poll_seconds)
             trials = _trials_now(study)
@@ -383,14 +391,17 @@ def _twin(trials: list[optuna.trial.FrozenTrial], number: int, arch_id: str) -> 
     return None
 
 
-def _room(trials: list[optuna.trial.FrozenTrial], number: int, budget: int) -> int | None:
+def _room(trials: list[optuna.trial.FrozenTrial], number: int, budget: int, *, waiting: bool = True
+          ) -> int | None:
     """Evaluations left to trial ``number``: the budget less the completed trials and the places held
     before its own (``None`` when the completed trials alone fill the budget).
 
     A place is a trial's number, or for a retry the number of the trial first lost (``place_of``): it is
-    held while a trial of that place runs, a retry of it waits, or a dead worker's trial of it waits for
-    its retry (``awaiting_retry``), and not once one of them completed. So a killed worker's architecture
-    is re-run ahead of the draws that came after it, never replaced by one of them at the budget's end.
+    held while a trial of that place runs, a retry of it waits (unless ``waiting`` is false), or a dead
+    worker's trial of it waits for its retry (``awaiting_retry``), and not once one of them completed.
+    So a killed worker's architecture is re-run ahead of the draws that came after it, never replaced by
+    one of them at the budget's end: a draw held back by a waiting retry alone gives its place up
+    (:func:`run_search`), as the retry runs only once a worker asks for it.
     """
     complete = sum(t.state == TrialState.COMPLETE for t in trials)
     if complete >= budget:
@@ -401,6 +412,7 @@ def _room(trials: list[optuna.trial.FrozenTrial], number: int, budget: int) -> i
     now = time.time()
     held = {place_of(t) for t in trials
             if t.number != number and (t.state == TrialState.RUNNING
-                                      or t.state == TrialState.WAITING and "failed_trial" in t.system_attrs
+                                      or waiting and t.state == TrialState.WAITING
+                                      and "failed_trial" in t.system_attrs
                                       or awaiting_retry(t, trials, now))}
     return budget - complete - sum(place < mine for place in held - done)

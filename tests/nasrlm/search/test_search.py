@@ -25,6 +25,7 @@ from nasrlm.search import (
     DUPLICATE_ATTR,
     PREDICTED_USER_ATTR,
     SAMPLERS,
+    SURPLUS_ATTR,
     ArchEvaluator,
     CandidateSettings,
     FitSettings,
@@ -717,6 +718,85 @@ def test_a_dead_trial_holds_its_place_from_its_failing_to_its_retry(tmp_path) ->
     again = next(t for t in trials if t.system_attrs.get("failed_trial") == dead.number)
     assert STALE_ATTR not in again.system_attrs  # a retry is not itself failed as dead
     assert run_module._room(trials, fresh.number, 3) == 0 and run_module._room(trials, again.number, 3) == 1
+
+
+def test_a_draw_held_back_by_a_waiting_retry_gives_its_place_up(tmp_path) -> None:
+    import threading
+    import time
+
+    from nasrlm.search._liveness import fail_stale_trials, rdb_storage
+
+    # one worker; the budget's last place is a dead worker's, and its retry waits behind a draw enqueued
+    # before it: waiting for the retry would never end (no other worker asks for it), so the draw gives way
+    quick = WorkerSettings(heartbeat_seconds=1, stale_after_seconds=2, poll_seconds=0.1)
+    ids = [SPACE.arch_id(a) for a in SPACE.enumerate()]
+    evaluator = ArchEvaluator(SPACE, toy_table(ids).objectives, toy_table(ids))
+    storage = f"sqlite:///{tmp_path / 's.db'}"
+    run_search(SPACE, evaluator, optuna.samplers.RandomSampler(seed=0), budget=2, storage=storage,
+               progress=False, workers=quick)
+    study = optuna.load_study(study_name="nasrlm", storage=rdb_storage(storage, quick))
+    dead = study.ask()
+    lost = SPACE.arch_id(SPACE.suggest(dead))
+    dead.set_user_attr("arch_id", lost)
+    study._storage.record_heartbeat(dead._trial_id)
+    other = study.ask()
+    SPACE.suggest(other)
+    study.tell(other, state=optuna.trial.TrialState.PRUNED)
+    study.enqueue_trial(other.params)  # e.g. a proposal another worker left for the next to ask
+    time.sleep(3)
+    fail_stale_trials(study)  # the retry is enqueued behind it
+    found = []
+    worker = threading.Thread(target=lambda: found.append(run_search(
+        SPACE, evaluator, optuna.samplers.RandomSampler(seed=1), budget=3, storage=storage, progress=False,
+        workers=quick)), daemon=True)
+    worker.start()
+    worker.join(timeout=60)
+    assert not worker.is_alive(), "the draw waited for a retry nobody could ask for"
+    assert len(found[0].arch_ids) == 3 and lost in found[0].arch_ids
+    gave_way = [t for t in optuna.load_study(study_name="nasrlm", storage=storage).trials
+                if t.user_attrs.get(SURPLUS_ATTR) and t.params == other.params]
+    assert len(gave_way) == 1
+
+
+def test_a_retry_held_back_by_an_earlier_retry_waits_again_behind_it(tmp_path) -> None:
+    import threading
+    import time
+
+    from nasrlm.search._liveness import fail_stale_trials, rdb_storage
+
+    # two dead workers' trials; the later one's retry is enqueued first and asked first, with one place
+    # left: it goes back in the queue (it is not a new failure), the earlier one's retry takes the place
+    quick = WorkerSettings(heartbeat_seconds=1, stale_after_seconds=2, poll_seconds=0.1)
+    ids = [SPACE.arch_id(a) for a in SPACE.enumerate()]
+    evaluator = ArchEvaluator(SPACE, toy_table(ids).objectives, toy_table(ids))
+    storage = f"sqlite:///{tmp_path / 's.db'}"
+    run_search(SPACE, evaluator, optuna.samplers.RandomSampler(seed=0), budget=1, storage=storage,
+               progress=False, workers=quick)
+    study = optuna.load_study(study_name="nasrlm", storage=rdb_storage(storage, quick))
+    first, second = study.ask(), study.ask()
+    for trial in (first, second):
+        trial.set_user_attr("arch_id", SPACE.arch_id(SPACE.suggest(trial)))
+    study._storage.record_heartbeat(second._trial_id)
+    time.sleep(2.2)
+    study._storage.record_heartbeat(first._trial_id)  # the first goes stale 2.2 s after the second
+    time.sleep(1.0)  # (heartbeat times may be whole seconds)
+    fail_stale_trials(study)
+    time.sleep(3.2)
+    fail_stale_trials(study)
+    waiting = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
+    assert [t.system_attrs["failed_trial"] for t in waiting] == [second.number, first.number]
+    found = []
+    worker = threading.Thread(target=lambda: found.append(run_search(
+        SPACE, evaluator, optuna.samplers.RandomSampler(seed=1), budget=2, storage=storage, progress=False,
+        workers=quick)), daemon=True)
+    worker.start()
+    worker.join(timeout=60)
+    assert not worker.is_alive(), "a retry waited for an earlier retry nobody could ask for"
+    assert found[0].arch_ids[-1] == first.user_attrs["arch_id"]
+    waiting = optuna.load_study(study_name="nasrlm", storage=storage).get_trials(
+        states=(optuna.trial.TrialState.WAITING,))
+    assert [(t.system_attrs["failed_trial"], t.system_attrs["retry_history"]) for t in waiting] == [
+        (second.number, [second.number])]  # still there for a larger budget, no retry used up
 
 
 def test_report_files_and_scores(tmp_path) -> None:
