@@ -93,13 +93,15 @@ def fail_stale_trials(study: optuna.Study) -> None:
             retry(study, failed)
 
 
-def requeue(study: optuna.Study, trial_id: int) -> None:
-    """Enqueue a running retry again as it was (same parameters, same place, same retry history), for
-    whichever worker asks next: it is not a new failure, so it uses up no retry."""
+def requeue(study: optuna.Study, trial_id: int, drop: tuple[str, ...] = ()) -> None:
+    """Enqueue a running retry again as it was (same parameters, same place, same retry history; its
+    user attributes but those in ``drop``), for whichever worker asks next: it is not a new failure, so
+    it uses up no retry."""
     trial = study._storage.get_trial(trial_id)
     study.add_trial(optuna.trial.create_trial(
         state=TrialState.WAITING, params=trial.params, distributions=trial.distributions,
-        user_attrs=trial.user_attrs, system_attrs=trial.system_attrs))
+        user_attrs={k: v for k, v in trial.user_attrs.items() if k not in drop},
+        system_attrs=trial.system_attrs))
 
 
 def place_of(trial: FrozenTrial) -> int:

@@ -149,10 +149,11 @@ def run_search(space: SearchSpace, evaluator: ArchEvaluator, sampler: optuna.sam
                 raise optuna.TrialPruned(f"the budget of {budget} evaluations is spent")
             if _room(trials, trial.number, budget, waiting=False) > 0:  # a retry waits for this place:
                 # give it up, so that this worker (maybe the only one free) asks for the retry; a retry
-                # giving way to an earlier one waits in the queue again, behind it
-                if any(t.number == trial.number and "failed_trial" in t.system_attrs for t in trials):
-                    requeue(study, trial._trial_id)
+                # giving way to an earlier one waits in the queue again, behind it (marked surplus first,
+                # so that its copy, asked at once by another worker, does not take it for a twin)
                 trial.set_user_attr(SURPLUS_ATTR, True)
+                if any(t.number == trial.number and "failed_trial" in t.system_attrs for t in trials):
+                    requeue(study, trial._trial_id, drop=(SURPLUS_ATTR,))
                 raise optuna.TrialPruned("its place in the budget goes to the retry of a dead worker's trial")
             fail_stale_trials(study)
             time.sleep(workers.poll_seconds)
@@ -383,10 +384,11 @@ def _trials_now(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
 
 def _twin(trials: list[optuna.trial.FrozenTrial], number: int, arch_id: str) -> int | None:
     """Number of another completed or running trial among ``trials`` (:func:`_trials_now`) that holds
-    ``arch_id``, if any."""
+    ``arch_id``, if any (a running trial already found surplus never evaluates: not a twin)."""
     for t in trials:
-        if (t.number != number and t.state in (TrialState.COMPLETE, TrialState.RUNNING)
-                and t.user_attrs.get("arch_id") == arch_id):
+        if (t.number != number and t.user_attrs.get("arch_id") == arch_id
+                and (t.state == TrialState.COMPLETE
+                     or t.state == TrialState.RUNNING and SURPLUS_ATTR not in t.user_attrs)):
             return t.number
     return None
 

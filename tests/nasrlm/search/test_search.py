@@ -797,6 +797,17 @@ def test_a_retry_held_back_by_an_earlier_retry_waits_again_behind_it(tmp_path) -
         states=(optuna.trial.TrialState.WAITING,))
     assert [(t.system_attrs["failed_trial"], t.system_attrs["retry_history"]) for t in waiting] == [
         (second.number, [second.number])]  # still there for a larger budget, no retry used up
+    assert SURPLUS_ATTR not in waiting[0].user_attrs
+
+
+def test_a_retry_giving_way_is_no_twin_of_its_own_copy() -> None:
+    S = optuna.trial.TrialState
+    giving_way = frozen(4, S.RUNNING, failed_trial=2, retry_history=[2])
+    giving_way.user_attrs = {"arch_id": "a", SURPLUS_ATTR: True}  # its copy, 5, is asked before it is told
+    assert run_module._twin([giving_way, frozen(5, S.RUNNING)], 5, "a") is None
+    running = frozen(4, S.RUNNING)
+    running.user_attrs = {"arch_id": "a"}
+    assert run_module._twin([running, frozen(5, S.RUNNING)], 5, "a") == 4
 
 
 def test_report_files_and_scores(tmp_path) -> None:
