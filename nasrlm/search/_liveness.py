@@ -104,6 +104,11 @@ def requeue(study: optuna.Study, trial_id: int, drop: tuple[str, ...] = ()) -> N
         system_attrs=trial.system_attrs))
 
 
+def is_retry(trial: FrozenTrial) -> bool:
+    """Whether ``trial`` re-runs a dead worker's trial (Optuna's retry callback enqueued it)."""
+    return "failed_trial" in trial.system_attrs
+
+
 def place_of(trial: FrozenTrial) -> int:
     """The trial's place in the budget's order: its own number, or for a retry of a dead worker's trial
     the number of the trial first lost, so that the retry comes before the draws that came after it."""

@@ -35,6 +35,7 @@ from nasrlm.search._liveness import (
     awaiting_retry,
     beating,
     fail_stale_trials,
+    is_retry,
     place_of,
     rdb_storage,
     requeue,
@@ -152,7 +153,7 @@ def run_search(space: SearchSpace, evaluator: ArchEvaluator, sampler: optuna.sam
                 # giving way to an earlier one waits in the queue again, behind it (marked surplus first,
                 # so that its copy, asked at once by another worker, does not take it for a twin)
                 trial.set_user_attr(SURPLUS_ATTR, True)
-                if any(t.number == trial.number and "failed_trial" in t.system_attrs for t in trials):
+                if any(t.number == trial.number and is_retry(t) for t in trials):
                     requeue(study, trial._trial_id, drop=(SURPLUS_ATTR,))
                 raise optuna.TrialPruned("its place in the budget goes to the retry of a dead worker's trial")
             fail_stale_trials(study)
@@ -414,7 +415,6 @@ def _room(trials: list[optuna.trial.FrozenTrial], number: int, budget: int, *, w
     now = time.time()
     held = {place_of(t) for t in trials
             if t.number != number and (t.state == TrialState.RUNNING
-                                      or waiting and t.state == TrialState.WAITING
-                                      and "failed_trial" in t.system_attrs
+                                      or waiting and t.state == TrialState.WAITING and is_retry(t)
                                       or awaiting_retry(t, trials, now))}
     return budget - complete - sum(place < mine for place in held - done)
