@@ -623,20 +623,44 @@ def test_a_study_extended_twice_with_a_model_sampler_never_repeats_an_architectu
     assert len(result.arch_ids) == 12 and len(set(result.arch_ids)) == 12
 
 
+#: Heartbeats every second, stale after two: dead workers' trials fail within seconds.
+QUICK = WorkerSettings(heartbeat_seconds=1, stale_after_seconds=2, poll_seconds=0.1)
+
+
+def a_searched_study(tmp_path, done: int) -> tuple[ArchEvaluator, str]:
+    """The toy table's evaluator and a SQLite study (named ``nasrlm``) with ``done`` random evaluations."""
+    ids = [SPACE.arch_id(a) for a in SPACE.enumerate()]
+    evaluator = ArchEvaluator(SPACE, toy_table(ids).objectives, toy_table(ids))
+    storage = f"sqlite:///{tmp_path / 's.db'}"
+    run_search(SPACE, evaluator, optuna.samplers.RandomSampler(seed=0), budget=done, storage=storage,
+               progress=False, workers=QUICK)
+    return evaluator, storage
+
+
+def search_within(seconds: float, evaluator: ArchEvaluator, storage: str, budget: int, why: str):
+    """One worker's ``run_search`` to ``budget`` (seed 1) in a thread, failing with ``why`` if it is not
+    done within ``seconds`` (a wait that never ends fails the test instead of hanging it)."""
+    import threading
+
+    found = []
+    worker = threading.Thread(target=lambda: found.append(run_search(
+        SPACE, evaluator, optuna.samplers.RandomSampler(seed=1), budget=budget, storage=storage,
+        progress=False, workers=QUICK)), daemon=True)
+    worker.start()
+    worker.join(timeout=seconds)
+    assert not worker.is_alive(), why
+    return found[0]
+
+
 @pytest.mark.parametrize("beat_once", [True, False], ids=["mid-evaluation", "before-its-first-beat"])
 def test_a_killed_workers_trial_is_failed_and_its_architecture_run_again(tmp_path, beat_once) -> None:
     import time
 
     from nasrlm.search._liveness import rdb_storage
 
-    quick = WorkerSettings(heartbeat_seconds=1, stale_after_seconds=2, poll_seconds=0.1)
-    ids = [SPACE.arch_id(a) for a in SPACE.enumerate()]
-    evaluator = ArchEvaluator(SPACE, toy_table(ids).objectives, toy_table(ids))
-    storage = f"sqlite:///{tmp_path / 's.db'}"
-    run_search(SPACE, evaluator, optuna.samplers.RandomSampler(seed=0), budget=2, storage=storage,
-               progress=False, workers=quick)
+    evaluator, storage = a_searched_study(tmp_path, 2)
     # a worker killed mid-evaluation, or between asking for its trial and its first heartbeat
-    killed = optuna.load_study(study_name="nasrlm", storage=rdb_storage(storage, quick))
+    killed = optuna.load_study(study_name="nasrlm", storage=rdb_storage(storage, QUICK))
     trial = killed.ask()
     lost = SPACE.arch_id(SPACE.suggest(trial))
     trial.set_user_attr("arch_id", lost)
@@ -644,7 +668,7 @@ def test_a_killed_workers_trial_is_failed_and_its_architecture_run_again(tmp_pat
         killed._storage.record_heartbeat(trial._trial_id)
     time.sleep(3)
     result = run_search(SPACE, evaluator, optuna.samplers.RandomSampler(seed=1), budget=4, storage=storage,
-                        progress=False, workers=quick)
+                        progress=False, workers=QUICK)
     trials = optuna.load_study(study_name="nasrlm", storage=storage).trials
     assert trials[trial.number].state == optuna.trial.TrialState.FAIL and len(result.arch_ids) == 4
     assert optuna.trial.TrialState.RUNNING not in {t.state for t in trials}
@@ -692,8 +716,7 @@ def test_a_dead_trial_holds_its_place_from_its_failing_to_its_retry(tmp_path) ->
 
     from nasrlm.search._liveness import STALE_ATTR, fail_stale_trials, rdb_storage
 
-    quick = WorkerSettings(heartbeat_seconds=1, stale_after_seconds=2, poll_seconds=0.1)
-    storage = rdb_storage(f"sqlite:///{tmp_path / 's.db'}", quick)
+    storage = rdb_storage(f"sqlite:///{tmp_path / 's.db'}", QUICK)
     study = optuna.create_study(study_name="nasrlm", storage=storage, directions=["maximize"])
     for value in (1.0, 2.0):
         study.add_trial(optuna.trial.create_trial(value=value))
@@ -721,20 +744,14 @@ def test_a_dead_trial_holds_its_place_from_its_failing_to_its_retry(tmp_path) ->
 
 
 def test_a_draw_held_back_by_a_waiting_retry_gives_its_place_up(tmp_path) -> None:
-    import threading
     import time
 
     from nasrlm.search._liveness import fail_stale_trials, rdb_storage
 
     # one worker; the budget's last place is a dead worker's, and its retry waits behind a draw enqueued
     # before it: waiting for the retry would never end (no other worker asks for it), so the draw gives way
-    quick = WorkerSettings(heartbeat_seconds=1, stale_after_seconds=2, poll_seconds=0.1)
-    ids = [SPACE.arch_id(a) for a in SPACE.enumerate()]
-    evaluator = ArchEvaluator(SPACE, toy_table(ids).objectives, toy_table(ids))
-    storage = f"sqlite:///{tmp_path / 's.db'}"
-    run_search(SPACE, evaluator, optuna.samplers.RandomSampler(seed=0), budget=2, storage=storage,
-               progress=False, workers=quick)
-    study = optuna.load_study(study_name="nasrlm", storage=rdb_storage(storage, quick))
+    evaluator, storage = a_searched_study(tmp_path, 2)
+    study = optuna.load_study(study_name="nasrlm", storage=rdb_storage(storage, QUICK))
     dead = study.ask()
     lost = SPACE.arch_id(SPACE.suggest(dead))
     dead.set_user_attr("arch_id", lost)
@@ -745,34 +762,22 @@ def test_a_draw_held_back_by_a_waiting_retry_gives_its_place_up(tmp_path) -> Non
     study.enqueue_trial(other.params)  # e.g. a proposal another worker left for the next to ask
     time.sleep(3)
     fail_stale_trials(study)  # the retry is enqueued behind it
-    found = []
-    worker = threading.Thread(target=lambda: found.append(run_search(
-        SPACE, evaluator, optuna.samplers.RandomSampler(seed=1), budget=3, storage=storage, progress=False,
-        workers=quick)), daemon=True)
-    worker.start()
-    worker.join(timeout=60)
-    assert not worker.is_alive(), "the draw waited for a retry nobody could ask for"
-    assert len(found[0].arch_ids) == 3 and lost in found[0].arch_ids
+    result = search_within(60, evaluator, storage, 3, "the draw waited for a retry nobody could ask for")
+    assert len(result.arch_ids) == 3 and lost in result.arch_ids
     gave_way = [t for t in optuna.load_study(study_name="nasrlm", storage=storage).trials
                 if t.user_attrs.get(SURPLUS_ATTR) and t.params == other.params]
     assert len(gave_way) == 1
 
 
 def test_a_retry_held_back_by_an_earlier_retry_waits_again_behind_it(tmp_path) -> None:
-    import threading
     import time
 
     from nasrlm.search._liveness import fail_stale_trials, rdb_storage
 
     # two dead workers' trials; the later one's retry is enqueued first and asked first, with one place
     # left: it goes back in the queue (it is not a new failure), the earlier one's retry takes the place
-    quick = WorkerSettings(heartbeat_seconds=1, stale_after_seconds=2, poll_seconds=0.1)
-    ids = [SPACE.arch_id(a) for a in SPACE.enumerate()]
-    evaluator = ArchEvaluator(SPACE, toy_table(ids).objectives, toy_table(ids))
-    storage = f"sqlite:///{tmp_path / 's.db'}"
-    run_search(SPACE, evaluator, optuna.samplers.RandomSampler(seed=0), budget=1, storage=storage,
-               progress=False, workers=quick)
-    study = optuna.load_study(study_name="nasrlm", storage=rdb_storage(storage, quick))
+    evaluator, storage = a_searched_study(tmp_path, 1)
+    study = optuna.load_study(study_name="nasrlm", storage=rdb_storage(storage, QUICK))
     first, second = study.ask(), study.ask()
     for trial in (first, second):
         trial.set_user_attr("arch_id", SPACE.arch_id(SPACE.suggest(trial)))
@@ -785,14 +790,9 @@ def test_a_retry_held_back_by_an_earlier_retry_waits_again_behind_it(tmp_path) -
     fail_stale_trials(study)
     waiting = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
     assert [t.system_attrs["failed_trial"] for t in waiting] == [second.number, first.number]
-    found = []
-    worker = threading.Thread(target=lambda: found.append(run_search(
-        SPACE, evaluator, optuna.samplers.RandomSampler(seed=1), budget=2, storage=storage, progress=False,
-        workers=quick)), daemon=True)
-    worker.start()
-    worker.join(timeout=60)
-    assert not worker.is_alive(), "a retry waited for an earlier retry nobody could ask for"
-    assert found[0].arch_ids[-1] == first.user_attrs["arch_id"]
+    result = search_within(60, evaluator, storage, 2,
+                           "a retry waited for an earlier retry nobody could ask for")
+    assert result.arch_ids[-1] == first.user_attrs["arch_id"]
     waiting = optuna.load_study(study_name="nasrlm", storage=storage).get_trials(
         states=(optuna.trial.TrialState.WAITING,))
     assert [(t.system_attrs["failed_trial"], t.system_attrs["retry_history"]) for t in waiting] == [
