@@ -124,6 +124,13 @@ def awaiting_retry(trial: FrozenTrial, trials: list[FrozenTrial], now: float) ->
     return not any(trial.number in t.system_attrs.get("retry_history", ()) for t in trials)
 
 
+def rdb_backend(study: optuna.Study) -> optuna.storages.RDBStorage | None:
+    """The study's relational storage, unwrapped from the cache ``create_study`` puts around it; ``None``
+    for any other storage."""
+    backend = getattr(study._storage, "_backend", study._storage)
+    return backend if isinstance(backend, optuna.storages.RDBStorage) else None
+
+
 def _adopt_silent_trials(study: optuna.Study, interval: int) -> None:
     """Give a first heartbeat to each running trial that has not beaten in its first ``interval`` seconds.
 
@@ -137,9 +144,8 @@ def _adopt_silent_trials(study: optuna.Study, interval: int) -> None:
     """
     from optuna.storages._rdb.models import TrialHeartbeatModel
 
-    storage = study._storage
-    backend = getattr(storage, "_backend", storage)  # create_study wraps an RDBStorage in a cache
-    if not isinstance(backend, optuna.storages.RDBStorage):
+    backend = rdb_backend(study)
+    if backend is None:
         return
     since = datetime.now() - timedelta(seconds=interval)  # FrozenTrial times are local, like now()
     old = [t._trial_id for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
@@ -153,7 +159,7 @@ def _adopt_silent_trials(study: optuna.Study, interval: int) -> None:
     finally:
         session.close()
     for trial_id in set(old) - beating:
-        storage.record_heartbeat(trial_id)
+        study._storage.record_heartbeat(trial_id)
 
 
 @contextmanager

@@ -37,6 +37,7 @@ from nasrlm.search._liveness import (
     fail_stale_trials,
     is_retry,
     place_of,
+    rdb_backend,
     rdb_storage,
     requeue,
 )
@@ -297,9 +298,10 @@ def _interrupted(study: optuna.Study, number: int, trial_id: int) -> None:
             study._storage.set_trial_state_values(trial_id, TrialState.PRUNED)
             return
         except Exception:
-            backend = getattr(study._storage, "_backend", study._storage)  # inside Optuna's cache
-            with suppress(Exception):
-                backend.scoped_session.remove()  # an RDB storage's thread-local session
+            backend = rdb_backend(study)
+            if backend is not None:
+                with suppress(Exception):
+                    backend.scoped_session.remove()  # its thread-local session
             time.sleep(0.1)
 
 
