@@ -18,8 +18,10 @@ on the free and graph labels, ``--prior-kind``, default ``auto``; for a device t
 with a new device column), ``rlm-ctx`` (devices: the residual of a feature prior on the latencies of the
 devices the base saw, measured on the same architectures; ``rlm-ctx-free`` also on the free labels; all three
 also report the prior alone), ``rlm-read`` (devices: the language model alone, decoding the new device after
-its own greedy decoding of every device the base saw, as pre-training decodes one device after another;
-``rlm-readK``, e.g. ``rlm-read5``: of the K devices whose reading ranks the measured architectures best),
+its own greedy decoding of every device the base saw, as pre-training decodes one device after another:
+``fit(reads=)``; ``rlm-readK``, e.g. ``rlm-read5``: of the K devices whose reading ranks the measured
+architectures best, ``choose_reads``; ``rlm-readfK``: the parameter count and MACs before them, as
+pre-training decodes every column after those; ``rlm-blend-read[K]``: the same in ``rlm-blend``),
 ``zero-shot`` (accuracy: the base's ``accuracy_rank`` with no label, ``RLMPredictor.zero_shot`` as ``nasrlm
 predict`` with no model directory), ``forest`` (a random forest on the free and graph labels read off the ONNX
 graph, ``nasrlm.free_labels``), ``transfer-forest`` (the same forest plus the prediction of a cross-space
@@ -173,13 +175,16 @@ def factors(source: np.ndarray, k: int) -> np.ndarray:
 def fine_tuned(base: Path, space: SearchSpace, name: str, texts: list[str], train: np.ndarray, y: np.ndarray,
                test: np.ndarray, a: argparse.Namespace, seed: int, *, kind: str | None = None,
                given: dict[str, np.ndarray] | None = None, features: dict[str, np.ndarray] | None = None,
-               mode: str = "residual") -> tuple[np.ndarray, np.ndarray | None, float, np.ndarray]:
+               mode: str = "residual", reads: tuple[str, ...] = (), k: int = 0
+               ) -> tuple[np.ndarray, np.ndarray | None, float, np.ndarray]:
     """The base fine-tuned on ``train``: its median predictions on ``test``, its prior's alone (or
     ``None``), the fine-tune's seconds, and the decoded samples (test rows, samples).
 
     ``given`` columns (every row) are decoded before ``name``; with a prior ``kind`` they are its
     inputs, with ``features`` (every row, not decoded) beside them; ``mode="blend"``: the model learns
     ``name`` itself, decoder only, beside the prior on ``features`` (``nasrlm train``'s default).
+    ``reads``: labels of the base it reads first (``fit(reads=)``), the ``k`` whose reading ranks the
+    labelled rows best (``choose_reads``; 0: all).
     """
     from nasrlm.data import Objective
 
@@ -198,14 +203,21 @@ def fine_tuned(base: Path, space: SearchSpace, name: str, texts: list[str], trai
              "prior_kind": kind, "prior_mode": mode} if kind else {}
     refit = True if kind == "line" else [name]  # the line prior's free labels were measured refitted
     start = time.perf_counter()
+    if reads and k:
+        first = tuple(r for r in reads if r in FREE)  # the free labels, always read (rlm-readfK)
+        rest = tuple(r for r in reads if r not in FREE)
+        reads = (*first, *predictor.choose_reads([texts[i] for i in train], y, rest, k))
     predictor.fit([texts[i] for i in train], values, [*given, name], config, refit_normalizers=refit,
-                  calibration_folds=a.calibration_folds, **prior)
+                  calibration_folds=a.calibration_folds, reads=reads, **prior)
     seconds = time.perf_counter() - start
     if mode == "blend":
         print(f"  {name}: the language model's share {predictor.residual_weights[name]:.2f}", flush=True)
-    draws = predictor.sample([texts[i] for i in test], [name], given={k: v[test] for k, v in given.items()},
-                             features={k: v[test] for k, v in features.items()}, num_samples=a.samples,
+    start = time.perf_counter()
+    draws = predictor.sample([texts[i] for i in test], [name], given={c: v[test] for c, v in given.items()},
+                             features={c: v[test] for c, v in features.items()}, num_samples=a.samples,
                              batch_size=64, seed=seed)
+    speed = f"{len(test) / (time.perf_counter() - start):.0f} archs/s"
+    print(f"  {name}: " + (f"read first {', '.join(reads)}; " if reads else "") + speed, flush=True)
     alone = None
     if kind:
         x = np.column_stack([*(given[k][test] for k in given), *(features[k][test] for k in features)])
@@ -233,8 +245,9 @@ def base_predictions(base: Path, space: SearchSpace, texts: list[str], tags: lis
 
 
 # --- tasks ------------------------------------------------------------------------------------------
-def base_tags(base: Path) -> set[str]:
-    return set(json.loads((base / "config.json").read_text())["model"]["objectives"])
+def base_tags(base: Path) -> list[str]:
+    """The base's tags in its own order (the order a fit reads them in, and so the same in every run)."""
+    return list(json.loads((base / "config.json").read_text())["model"]["objectives"])
 
 
 def run_accuracy(a, space_name: str, seed: int, record) -> None:
@@ -350,8 +363,7 @@ def run_unseen(a, seed: int, record) -> None:
         texts, free = encoded(space, ids)
         source = np.log(values[:, len(devices):])
         predicted = None
-        reads = "ctx-ridge" in a.methods or any(m.startswith("rlm-read") for m in a.methods)
-        if reads:  # the base's own predictions of the same source devices
+        if "ctx-ridge" in a.methods:  # the base's own predictions of the same source devices
             seen = [tag(space_name, d) for d in table.names[len(devices):]]
             predicted = np.log(base_predictions(a.base, space, texts, seen, a.cache))
             known = [stats.spearmanr(predicted[:, k], source[:, k]).statistic for k in range(len(seen))]
@@ -392,25 +404,27 @@ def run_unseen(a, seed: int, record) -> None:
             with_free = {**sources, **free_given}
             graph = {o.name: free[:, k] for k, o in enumerate(ALL_FREE_OBJECTIVES) if k >= len(FREE)}
             labels = {o.name: free[:, k] for k, o in enumerate(ALL_FREE_OBJECTIVES)}
-            read = None if predicted is None else dict(zip(table.names[len(devices):], np.exp(predicted.T),
-                                                           strict=True))  # the base's own reading
-            read_k = {}  # rlm-readK: only the K devices whose reading ranks the measured rows best
-            for method in sorted(m for m in a.methods if m.startswith("rlm-read") and m != "rlm-read"):
-                fit = {d: stats.spearmanr(v[train], y).statistic for d, v in (read or {}).items()}
-                best = sorted(fit, key=fit.get, reverse=True)[: int(method[len("rlm-read"):])]
-                read_k[method] = {d: read[d] for d in best}
+            reading = [m for m in a.methods if m.startswith(("rlm-read", "rlm-blend-read"))]
             for method, kind, given, features in (("rlm", None, None, None),
-                                                  ("rlm-read", None, read, None),
-                                                  *((m, None, r, None) for m, r in read_k.items()),
+                                                  *((m, None, None, None) for m in reading),
                                                   ("rlm-prior", "line", free_given, None),
                                                   ("rlm-graph", a.prior_kind, free_given, graph),
                                                   ("rlm-blend", a.prior_kind, None, labels),
                                                   ("rlm-ctx", a.prior_kind, None, sources),
                                                   ("rlm-ctx-free", a.prior_kind, None, with_free)):
+                blend = method.startswith("rlm-blend")
+                if blend and method != "rlm-blend":  # rlm-blend-readK: the default, reading first
+                    kind, features = a.prior_kind, labels
+                reads, k = (), 0
+                if "-read" in method:  # the devices the base saw, K of them (all without a number)
+                    count = method.split("-read")[1]
+                    reads, k = tuple(table.names[len(devices):]), int(count.lstrip("f") or 0)
+                    if count.startswith("f"):  # rlm-readfK: the free labels first, as pre-training decodes
+                        reads = (*FREE, *reads)
                 if method in a.methods:
                     runs[method], alone, seconds, draws = fine_tuned(
                         a.base, space, device, texts, train, y, test, a, seed, kind=kind, given=given,
-                        features=features, mode="blend" if method == "rlm-blend" else "residual")
+                        features=features, mode="blend" if blend else "residual", reads=reads, k=k)
                     record(f"{space_name} unseen device: central-80% coverage", device, method,
                            float(central_coverage(draws[..., None], truth[:, None])[0]))
                     if a.also_mean:

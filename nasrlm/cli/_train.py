@@ -38,7 +38,7 @@ from nasrlm.cli._inputs import (
     _table_columns,
     _table_space,
 )
-from nasrlm.rlm.presets import DECODER_TUNE, FINE_TUNE, SIZES, TRAIN, TRAIN_SIZE
+from nasrlm.rlm.presets import DECODER_TUNE, FINE_TUNE, READ_LATENCIES, SIZES, TRAIN, TRAIN_SIZE
 
 
 class Train(Command):
@@ -77,6 +77,11 @@ class Train(Command):
                             "unexplained, as it does with 'line' (a straight line through the best free "
                             "label: params, MACs); 'none': the language model alone; predict/eval compute "
                             "the labels a prior reads (default: %(default)s)")
+        p.add_argument("--read", type=_count, default=READ_LATENCIES, metavar="K",
+                       help="for a latency column the base never decoded (a new device), the model first "
+                            "reads K of the latencies of this space it does decode, those whose reading "
+                            "ranks the labelled rows best, and predicts the new one after them (0: none; "
+                            "default: %(default)s)")
         p.add_argument("--equivalents", type=_count, default=0, metavar="K",
                        help="also train on up to K architectures equivalent to each labelled one (e.g. NB201 "
                             "cells differing only in dead edges), labelled with the --carry objectives only")
@@ -171,7 +176,11 @@ class Train(Command):
         refit = list(names) if prior and not blend else (True if scratch else new)
         report = predictor.fine_tune(space, ids, values, names, config, prior=prior,
                                      prior_mode="blend" if blend else "residual", refit_normalizers=refit,
-                                     derived_from=derived_from, progress=not args.quiet)
+                                     derived_from=derived_from, progress=not args.quiet,
+                                     read_latencies=args.read)
+        if predictor.reads_first:
+            print(f"the model reads {', '.join(predictor.reads_first)} first (the latencies it knows whose "
+                  "reading ranks the labelled rows best) and predicts after them", file=sys.stderr)
         if prior not in (None, "line") and predictor.transfer is not None:
             print(f"the prior also reads what {predictor.transfer.sources[0].space}'s published accuracy "
                   "says of each architecture (the base's transfer forest of the space most like this one)",

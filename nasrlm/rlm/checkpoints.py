@@ -82,11 +82,11 @@ def _read_model_config(path: Path) -> dict:
         raise ModelFileError(f"{path} is not a nasrlm model config (format={meta.get('format')!r})")
     shapes = {"model": dict, "objectives": list, "normalizers": dict, "decode_order": list}
     wrong = [key for key, kind in shapes.items() if not isinstance(meta.get(key), kind)]
-    wrong += [key for key, kind in (("spaces", list), ("spreads", dict))
+    wrong += [key for key, kind in (("spaces", list), ("spreads", dict), ("reads_first", list))
               if not isinstance(meta.get(key, kind()), kind)]
     if wrong:
         raise ModelFileError(f"{path}: missing or malformed {', '.join(wrong)}")
-    keys = {"format", "nasrlm_version", "prior", "spaces", "spreads", *shapes}
+    keys = {"format", "nasrlm_version", "prior", "spaces", "spreads", "reads_first", *shapes}
     unknown = sorted(set(meta) - keys)
     if unknown:
         raise ModelFileError(f"{path}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(keys))}")
@@ -139,6 +139,7 @@ def _write_files(predictor: RLMPredictor, path: Path, *, half: bool = False) -> 
         "objectives": [asdict(o) for o in predictor.objectives.values()],
         "normalizers": {k: v.to_dict() for k, v in predictor.normalizers.items()},
         "decode_order": list(predictor.decode_order),
+        "reads_first": list(predictor.reads_first),
         "spaces": list(predictor.spaces),
         "spreads": {k: v.to_dict() for k, v in predictor.spreads.items()},
     }
@@ -184,6 +185,10 @@ def load_predictor(cls: type[Predictor], path: str | Path) -> Predictor:
         if "prior" in meta:
             _load_prior(predictor, path, meta["prior"])
         predictor.spaces = tuple(str(name) for name in meta.get("spaces", ()))
+        predictor.reads_first = tuple(str(name) for name in meta.get("reads_first", ()))
+        unread = [name for name in predictor.reads_first if name not in normalizers]
+        if unread:
+            raise ValueError(f"reads_first {unread} have no normaliser")
         predictor.spreads = {k: Spread.from_dict(v) for k, v in meta.get("spreads", {}).items()}
     except (AttributeError, KeyError, TypeError, ValueError, SafetensorError) as error:
         raise ModelFileError(f"{files[0]}: not a nasrlm model config ({type(error).__name__}: "

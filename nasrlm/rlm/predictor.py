@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from scipy import stats
 from tqdm.auto import tqdm
 
 from nasrlm.data import Objective
@@ -44,7 +45,7 @@ from nasrlm.rlm.checkpoints import (  # noqa: F401  (PRIOR_FILE: importable from
 from nasrlm.rlm.inference import sample_scaled
 from nasrlm.rlm.model import RegressionLM, RLMConfig
 from nasrlm.rlm.normalize import Normalizer
-from nasrlm.rlm.presets import DECODER_TUNE, FINE_TUNE, TRAIN_SIZE, size_options
+from nasrlm.rlm.presets import DECODER_TUNE, FINE_TUNE, READ_LATENCIES, TRAIN_SIZE, size_options
 from nasrlm.rlm.tokenizers import OnnxTokenizer
 from nasrlm.rlm.training import TrainConfig, TrainReport, derived_sources, pad_batch, train, validation_size
 from search_spaces import SearchSpace
@@ -138,7 +139,7 @@ class RLMPredictor:
         self.spaces: tuple[str, ...] = ()
         #: labels :meth:`sample` first decodes greedily from the text itself, then conditions its samples
         #: on, never reporting them: a base model pre-trained with the free labels decoded first reads a
-        #: space zero-shot best in that order (:meth:`zero_shot`); a fit clears it
+        #: space zero-shot best in that order (:meth:`zero_shot`); a fit sets it to its ``reads``
         self.reads_first: tuple[str, ...] = ()
 
     @classmethod
@@ -224,7 +225,8 @@ class RLMPredictor:
             headroom: float = 0.0, prior_from: Sequence[str] = (),
             prior_inputs: Mapping[str, np.ndarray] | None = None, prior_kind: str = "line",
             prior_reference: np.ndarray | None = None, prior_mode: str = "residual",
-            derived_from: Sequence[int] | None = None, calibration_folds: int = 0) -> TrainReport:
+            derived_from: Sequence[int] | None = None, calibration_folds: int = 0,
+            reads: Sequence[str] = ()) -> TrainReport:
         """Train on ``values`` (n, len(objectives); NaN = unknown), decoding ``objectives`` in this order.
 
         Call it twice to pre-train on free labels and then fine-tune on the expensive ones; each
@@ -269,12 +271,24 @@ class RLMPredictor:
         ``calibration_folds`` cross-fits (each the same fit on the other folds' rows, from the same
         starting weights: that many fits more; 0 or 1: none, the samples stay as decoded;
         :meth:`fine_tune` does :data:`~nasrlm.rlm.calibration.CALIBRATION_FOLDS`).
+
+        ``reads`` are labels the model already decodes (a base's tags, e.g. the latencies of the devices
+        it was pre-trained on) that it then reads before ``objectives``, as pre-training decodes one
+        column after another: the fit takes the model's own greedy reading of them for every text, as it
+        stands before the fit, and trains on it as the first columns of each row (their normalisers
+        kept), and :meth:`sample` reads them first (:attr:`reads_first`), each prediction conditioned
+        on them. An unseen device's latency ranks better read after the devices the base knows
+        (experiments/README.md, "Who carries the prediction").
         """
-        objectives = tuple(objectives)
+        objectives, reads = tuple(objectives), tuple(reads)
         values = np.asarray(values, dtype=np.float64).reshape(len(texts), len(objectives))
         unknown = [o for o in objectives if o not in self.objectives]
         if unknown:
             raise ValueError(f"objective(s) {unknown} are not among this model's {list(self.objectives)}")
+        unread = [o for o in reads if o not in self.normalizers or o in objectives]
+        if unread:
+            raise ValueError(f"reads {unread}: a label read first must be one the model already decodes "
+                             f"({list(self.trained_objectives)}), and not one the fit trains")
         source = derived_sources(derived_from, len(texts))
         original = source < 0
         config = config or TrainConfig()
@@ -288,6 +302,8 @@ class RLMPredictor:
             raise ValueError("prior_mode='blend' needs a feature prior (prior_kind not 'line') whose inputs "
                              "are all prior_inputs: the model decodes none of them")
         residuals = values
+        # what the model reads now, before the fit (the cross-fits start from the same weights)
+        reading = self.read(texts, reads) if reads else None
         if inputs:  # validated before anything changes: a refused call leaves the predictor as it was
             x = prior_matrix(values, objectives, tuple(prior_from), dict(prior_inputs or {}))
             prior, predicted, residuals = fit_prior(x, values, objectives, tuple(prior_from), prior_kind,
@@ -300,7 +316,7 @@ class RLMPredictor:
         folds = min(calibration_folds, int(original.sum()) // 2)
         validated = validation_size(int(original.sum()), config.validation_fraction) >= MIN_VALIDATION_ROWS
         if folds >= 2 and not validated:
-            options = {"refit_normalizers": refit_normalizers, "headroom": headroom,
+            options = {"refit_normalizers": refit_normalizers, "headroom": headroom, "reads": reads,
                        "prior_kind": prior_kind, "prior_reference": prior_reference, "prior_mode": prior_mode}
             spreads, widths, held_out_weights = self._cross_fitted_spreads(texts, raw, objectives, config,
                                                                            source, folds, held_out, options)
@@ -317,10 +333,12 @@ class RLMPredictor:
             if refit or name not in self.normalizers:
                 self.normalizers[name] = Normalizer.fit(values[original, k], headroom=headroom)
         targets = self._targets(values, objectives)
-        report = train(self.model, self.encode_texts(texts), targets, objectives, config,
+        if reading is not None:
+            targets = np.concatenate([self._targets(reading, reads), targets], axis=1)
+        report = train(self.model, self.encode_texts(texts), targets, (*reads, *objectives), config,
                        derived_from=derived_from)
         report.cross_fits = folds if widths is not None else 0
-        self.decode_order, self.reads_first = objectives, ()
+        self.decode_order, self.reads_first = objectives, reads
         if prior is not None and len(report.validation_rows) >= MIN_VALIDATION_ROWS:
             rows = report.validation_rows
             self.residual_weights = (blend_weights(self, texts, x, raw, residuals, objectives, rows) if blend
@@ -355,7 +373,8 @@ class RLMPredictor:
                   config: TrainConfig | None = None, *, prior: str | None = "forest",
                   prior_mode: str | None = None, refit_normalizers: bool | Collection[str] = True,
                   derived_from: Sequence[int] | None = None, progress: bool = False,
-                  calibration_folds: int = CALIBRATION_FOLDS) -> TrainReport:
+                  calibration_folds: int = CALIBRATION_FOLDS, read_latencies: int = READ_LATENCIES
+                  ) -> TrainReport:
         """Train on labelled architectures of ``space``: the recipe every caller shares.
 
         With its defaults it does what ``nasrlm train`` does with a base: a forest prior blended with the
@@ -375,6 +394,11 @@ class RLMPredictor:
         text alone, and the prior reads the free labels beside the graph labels (:meth:`fit`).
         The spread is calibrated as :meth:`fit` says, by ``calibration_folds`` cross-fits where the
         validation rows are too few.
+
+        Where ``names`` holds a latency the model has never decoded (a new device), the model first reads
+        ``read_latencies`` of the latencies of ``space`` it does decode (:meth:`fit`'s ``reads``,
+        :meth:`latencies_to_read`): those whose greedy reading ranks the labelled rows of the new ones best
+        (:meth:`choose_reads`); 0: none.
         """
         if prior is not None and prior not in PRIOR_KINDS:
             raise ValueError(f"prior {prior!r}: expected None or one of {', '.join(PRIOR_KINDS)}")
@@ -397,11 +421,28 @@ class RLMPredictor:
         if graph and self.transfer is not None:  # from the source space most like this one, kept
             self.transfer = self.transfer.for_space(space)
             inputs[TRANSFER_LABEL] = self.transfer.predict(labels)
-        table = np.hstack([labels[:, free], np.asarray(values, dtype=np.float64).reshape(len(texts), -1)])
+        values = np.asarray(values, dtype=np.float64).reshape(len(texts), -1)
+        table = np.hstack([labels[:, free], values])
+        reads = self.latencies_to_read(texts, values, names, read_latencies)
         self.spaces = tuple(sorted({*self.spaces, space.name}))
         return self.fit(texts, table, [*free_names, *names], config, refit_normalizers=refit_normalizers,
                         prior_from=tuple(free_names), prior_inputs=inputs, prior_kind=prior or "line",
-                        prior_mode=prior_mode, derived_from=derived_from, calibration_folds=calibration_folds)
+                        prior_mode=prior_mode, derived_from=derived_from, calibration_folds=calibration_folds,
+                        reads=reads)
+
+    def latencies_to_read(self, texts: Sequence[str], values: np.ndarray, names: Sequence[str], k: int
+                          ) -> tuple[str, ...]:
+        """What :meth:`fine_tune` reads first where ``names`` holds a latency this model has never decoded
+        (a new device): of the latencies of its space it does decode (:meth:`space_columns` in ms), the
+        ``k`` whose reading ranks ``values`` (columns ``names``) best in the new ones. None where there is
+        no new latency, or ``k`` is 0."""
+        names = list(names)
+        latency = {n for n, o in self.objectives.items() if o.unit == "ms"}
+        new = [j for j, n in enumerate(names) if n in latency and n not in self.normalizers]
+        known = [c for c in self.space_columns() if c in latency and c not in names]
+        if not k or not new or not known:
+            return ()
+        return self.choose_reads(texts, np.asarray(values)[:, new], known, k)
 
     def known_labels(self, space: SearchSpace, arch_ids: Sequence[str]) -> dict[str, dict[str, np.ndarray]]:
         """The labels this model's prior reads, computed from each architecture's graph, as the keyword
@@ -425,6 +466,41 @@ class RLMPredictor:
         decoded = set(self.decode_order)
         return {"given": {f: v for f, v in columns.items() if f in decoded},
                 "features": {f: v for f, v in columns.items() if f not in decoded}}
+
+    def choose_reads(self, texts: Sequence[str], values: np.ndarray, candidates: Sequence[str], k: int
+                     ) -> tuple[str, ...]:
+        """The ``k`` of ``candidates`` (labels the model decodes) whose greedy reading (:meth:`read`) ranks
+        the labelled ``values`` (len(texts), columns; NaN = unknown) best: by the mean over the columns of
+        the Spearman correlation, in the order of ``candidates``; all of them where ``k`` is no smaller."""
+        candidates = tuple(candidates)
+        if k >= len(candidates):
+            return candidates
+        values = np.asarray(values, dtype=np.float64).reshape(len(texts), -1)
+        reading = self.read(texts, candidates)
+        fit = np.zeros(len(candidates))
+        for column in values.T:
+            known = np.isfinite(column)
+            if known.sum() < 3:
+                continue
+            ranks = stats.rankdata(column[known])
+            fit += [np.nan_to_num(np.corrcoef(stats.rankdata(r[known]), ranks)[0, 1]) for r in reading.T]
+        best = set(np.argsort(-fit, kind="stable")[:k].tolist())
+        return tuple(c for j, c in enumerate(candidates) if j in best)
+
+    def read(self, texts: Sequence[str], labels: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
+        """The model's greedy reading of ``labels`` for every text, (len(texts), len(labels)) in their
+        units: the most likely digit at every step, decoded in the order given from the text alone (no
+        label of :attr:`reads_first` before them, no prior added, no spread)."""
+        labels = tuple(labels)
+        ids, device = self.encode_texts(texts), self.device
+        out = np.empty((len(texts), len(labels)))
+        for start in range(0, len(texts), batch_size):
+            input_ids, mask = pad_batch(ids[start : start + batch_size], self.model.config.text_pad_id)
+            scaled = sample_scaled(self.model, input_ids.to(device), mask.to(device), labels, 1,
+                                   temperature=0.0)[:, 0]
+            for k, name in enumerate(labels):
+                out[start : start + len(input_ids), k] = self.normalizers[name].inverse(scaled[:, k])
+        return out
 
     def _targets(self, values: np.ndarray, objectives: tuple[str, ...]) -> np.ndarray:
         numbers = self.model.vocab.numbers

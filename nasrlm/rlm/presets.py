@@ -71,3 +71,9 @@ FINE_TUNE = Schedule(max_epochs=1000, learning_rate=5e-4, steps=300, min_validat
 #: "Who carries the prediction").
 DECODER_TUNE = Schedule(max_epochs=1000, learning_rate=5e-4, steps=1500, min_validation_rows=100,
                         unvalidated_steps=30)
+
+#: Fine-tuned on a latency it never decoded (a new device), a model first reads this many of the latencies of
+#: the same space it does decode, those whose reading ranks the labelled rows best
+#: (:meth:`~nasrlm.rlm.predictor.RLMPredictor.fine_tune`), and predicts the new one after them: six or all
+#: of them rank no better and decode slower (experiments/README.md, "Who carries the prediction").
+READ_LATENCIES = 3

@@ -265,6 +265,19 @@ def test_pretrain_then_fine_tune_a_new_column_with_init(capsys, tmp_path: Path, 
     assert code == 0 and "new: acc" in err, err
     code, out, _ = run(capsys, "predict", str(model), "--space", "nb201", "--arch", ids[0], "--samples", "4")
     assert code == 0 and 60 <= json.loads(out)[ids[0]]["acc"]["median"] <= 90
+    # a device the base never saw: read after the three latencies it knows that rank its rows best
+    device = Objective("my_device", "ms", "a device the base never saw", "test", False)
+    latencies = BenchmarkTable("nb201", ids, [device], np.geomspace(2, 9, 12)[:, None])
+    data = latencies.to_csv(tmp_path / "latencies.csv")
+    for name, read, expected in (("reading", [], 3), ("alone", ["--read", "0"], 0)):
+        code, _, err = run(capsys, "train", "--data", str(data), "-o", str(tmp_path / name), "--init",
+                           str(base), "--epochs", "1", "--device", "cpu", "--quiet", *read)
+        assert code == 0 and "new: my_device" in err, err
+        reads = RLMPredictor.load(tmp_path / name).reads_first
+        assert len(reads) == expected and all(f"nb201:{r}" in tags for r in reads), reads
+        assert ("first" in err) == bool(expected), err
+    code, out, _ = run(capsys, "predict", str(tmp_path / "reading"), "--space", "nb201", "--arch", ids[0])
+    assert code == 0 and json.loads(out)[ids[0]]["my_device"]["median"] > 0
 
 
 @pytest.mark.slow

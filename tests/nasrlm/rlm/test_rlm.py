@@ -533,3 +533,47 @@ def test_a_stepper_clips_the_gradients_of_its_own_training_only() -> None:
     assert model[0].weight.grad is None and torch.equal(model[1].weight, before)
     total = torch.sqrt(sum(p.grad.pow(2).sum() for p in model[1].parameters()))
     assert total <= 1.0 + 1e-6
+
+
+def test_a_fit_reading_labels_first_trains_on_its_own_reading_and_samples_after_it(corpus, tmp_path,
+                                                                                    monkeypatch) -> None:
+    tokenizer, texts, values = corpus
+    config = TrainConfig(max_epochs=3, batch_size=16, learning_rate=3e-3, validation_fraction=0.0,
+                         progress=False)
+    predictor = RLMPredictor.from_scratch(OBJECTIVES, size=None, tokenizer=tokenizer, **TINY)
+    predictor.fit(texts, values, ("acc", "lat"), config)  # a "base" that decodes lat
+    reading = predictor.read(texts, ("lat",))
+    assert reading.shape == (len(texts), 1) and np.isfinite(reading).all()
+    with pytest.raises(ValueError, match="reads"):  # a label the fit trains is no reading
+        predictor.fit(texts, values[:, :1], ("acc",), config, reads=("acc",))
+    trained, fit = [], nasrlm.rlm.predictor.train
+
+    def recording(model, inputs, targets, objectives, *args, **kwargs):
+        trained.append((objectives, targets.copy()))
+        return fit(model, inputs, targets, objectives, *args, **kwargs)
+
+    monkeypatch.setattr(nasrlm.rlm.predictor, "train", recording)
+    predictor.fit(texts, values[:, :1], ("acc",), config, reads=("lat",), calibration_folds=2)
+    assert [objectives for objectives, _ in trained] == [("lat", "acc")] * 3  # two cross-fits, then the fit
+    np.testing.assert_array_equal(trained[-1][1][:, 0], predictor._targets(reading, ("lat",))[:, 0])
+    assert predictor.reads_first == ("lat",) and predictor.predicts == ("acc",)
+    samples = predictor.sample(texts[:6], num_samples=8, seed=2)
+    assert samples.shape == (6, 8, 1)
+    predictor.save(tmp_path / "model")
+    loaded = RLMPredictor.load(tmp_path / "model")
+    assert loaded.reads_first == ("lat",)
+    np.testing.assert_array_equal(loaded.sample(texts[:6], num_samples=8, seed=2), samples)
+
+
+def test_the_reads_chosen_are_those_whose_reading_ranks_the_labels_best(corpus, monkeypatch) -> None:
+    tokenizer, texts, _ = corpus
+    predictor = RLMPredictor.from_scratch(OBJECTIVES, size=None, tokenizer=tokenizer, **TINY)
+    truth = np.arange(10.0)
+    columns = {"a": -truth, "b": truth ** 3, "c": np.roll(truth, 3), "d": truth + np.where(truth == 4, 9, 0)}
+    monkeypatch.setattr(RLMPredictor, "read", lambda self, texts, labels: np.column_stack(
+        [columns[name] for name in labels]))
+    chosen = predictor.choose_reads(texts[:10], truth, ("a", "b", "c", "d"), 2)
+    assert chosen == ("b", "d")  # in the order given; a ranks the labels backwards
+    assert predictor.choose_reads(texts[:10], truth, ("a", "b", "c"), 5) == ("a", "b", "c")
+    unknown = np.where(truth < 6, truth, np.nan)  # only labelled rows count
+    assert predictor.choose_reads(texts[:10], unknown, ("c", "d"), 1) == ("d",)
