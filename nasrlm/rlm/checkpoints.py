@@ -139,10 +139,11 @@ def _write_files(predictor: RLMPredictor, path: Path, *, half: bool = False) -> 
         "objectives": [asdict(o) for o in predictor.objectives.values()],
         "normalizers": {k: v.to_dict() for k, v in predictor.normalizers.items()},
         "decode_order": list(predictor.decode_order),
-        "reads_first": list(predictor.reads_first),
         "spaces": list(predictor.spaces),
         "spreads": {k: v.to_dict() for k, v in predictor.spreads.items()},
     }
+    if predictor.reads_first:  # absent otherwise, as models saved before it existed
+        meta["reads_first"] = list(predictor.reads_first)
     arrays = {}
     if predictor.prior is not None:
         meta["prior"] = {"inputs": list(predictor.prior_inputs), "predicts": list(predictor.prior_objectives),

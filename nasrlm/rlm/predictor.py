@@ -289,6 +289,9 @@ class RLMPredictor:
         if unread:
             raise ValueError(f"reads {unread}: a label read first must be one the model already decodes "
                              f"({list(self.trained_objectives)}), and not one the fit trains")
+        if reads and prior_from:
+            raise ValueError("reads and prior_from: the prior's inputs are given before anything is read, "
+                             "so a reading would follow them at inference but not in training; give one")
         source = derived_sources(derived_from, len(texts))
         original = source < 0
         config = config or TrainConfig()
@@ -423,7 +426,8 @@ class RLMPredictor:
             inputs[TRANSFER_LABEL] = self.transfer.predict(labels)
         values = np.asarray(values, dtype=np.float64).reshape(len(texts), -1)
         table = np.hstack([labels[:, free], values])
-        reads = self.latencies_to_read(texts, values, names, read_latencies)
+        # the line prior's free labels are given first, which a reading cannot precede (fit)
+        reads = () if free_names else self.latencies_to_read(texts, values, names, read_latencies)
         self.spaces = tuple(sorted({*self.spaces, space.name}))
         return self.fit(texts, table, [*free_names, *names], config, refit_normalizers=refit_normalizers,
                         prior_from=tuple(free_names), prior_inputs=inputs, prior_kind=prior or "line",
@@ -471,19 +475,25 @@ class RLMPredictor:
                      ) -> tuple[str, ...]:
         """The ``k`` of ``candidates`` (labels the model decodes) whose greedy reading (:meth:`read`) ranks
         the labelled ``values`` (len(texts), columns; NaN = unknown) best: by the mean over the columns of
-        the Spearman correlation, in the order of ``candidates``; all of them where ``k`` is no smaller."""
+        the Spearman correlation, in the order of ``candidates``; all of them where ``k`` is no smaller, none
+        where no column has three different labelled values to rank."""
         candidates = tuple(candidates)
+        if k < 0:
+            raise ValueError(f"k={k}: the number of labels to read must be 0 or more")
         if k >= len(candidates):
             return candidates
         values = np.asarray(values, dtype=np.float64).reshape(len(texts), -1)
         reading = self.read(texts, candidates)
-        fit = np.zeros(len(candidates))
+        fit, scored = np.zeros(len(candidates)), False
         for column in values.T:
             known = np.isfinite(column)
-            if known.sum() < 3:
+            if known.sum() < 3 or np.ptp(column[known]) == 0:
                 continue
-            ranks = stats.rankdata(column[known])
-            fit += [np.nan_to_num(np.corrcoef(stats.rankdata(r[known]), ranks)[0, 1]) for r in reading.T]
+            scored = True
+            fit += [stats.spearmanr(r[known], column[known]).statistic if np.ptp(r[known]) > 0 else 0.0
+                    for r in reading.T]
+        if not scored:  # nothing to rank by: no reading is chosen blindly
+            return ()
         best = set(np.argsort(-fit, kind="stable")[:k].tolist())
         return tuple(c for j, c in enumerate(candidates) if j in best)
 
@@ -542,7 +552,8 @@ class RLMPredictor:
         excepted), keeping each text's median; ``False``: the samples as decoded.
 
         The labels of :attr:`reads_first` that ``given`` lacks are decoded greedily before everything
-        else (after ``given``), and the samples are conditioned on them.
+        else (after ``given``), and the samples are conditioned on them; one that ``objectives`` asks for
+        is sampled instead, still before the others.
         """
         objectives = tuple(objectives or self.predicts)
         given = dict(given or {})
@@ -563,6 +574,9 @@ class RLMPredictor:
                 raise ValueError("given values must all be known (finite)")
             given_tokens = torch.as_tensor(self._targets(known, tuple(given)))
         reads = tuple(o for o in self.reads_first if o not in given and o not in objectives)
+        # a label read first that is asked for is sampled, still before the others
+        first = tuple(o for o in self.reads_first if o in objectives and o not in given)
+        order = (*first, *(o for o in objectives if o not in first))
         device = self.device
         generator = torch.Generator(device=device).manual_seed(seed)
         ids = self.encode_texts(texts)
@@ -573,10 +587,11 @@ class RLMPredictor:
             prefix = None
             if given_tokens is not None:
                 prefix = (tuple(given), given_tokens[start : start + len(input_ids)])
-            scaled = sample_scaled(self.model, input_ids.to(device), mask.to(device), objectives, num_samples,
+            scaled = sample_scaled(self.model, input_ids.to(device), mask.to(device), order, num_samples,
                                    temperature=temperature, generator=generator, given=prefix, reads=reads)
             for k, name in enumerate(objectives):
-                out[start : start + len(input_ids), :, k] = self.normalizers[name].inverse(scaled[..., k])
+                column = scaled[..., order.index(name)]
+                out[start : start + len(input_ids), :, k] = self.normalizers[name].inverse(column)
         add_prior(self, out, objectives, inputs, residual, residual_weight=residual_weight,
                   residual_spread=residual_spread, seed=seed)
         if calibrated and self.spreads:

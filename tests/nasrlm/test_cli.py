@@ -277,7 +277,7 @@ def test_pretrain_then_fine_tune_a_new_column_with_init(capsys, tmp_path: Path, 
         assert len(reads) == expected and all(f"nb201:{r}" in tags for r in reads), reads
         assert ("first" in err) == bool(expected), err
     code, out, _ = run(capsys, "predict", str(tmp_path / "reading"), "--space", "nb201", "--arch", ids[0])
-    assert code == 0 and json.loads(out)[ids[0]]["my_device"]["median"] > 0
+    assert code == 0 and set(json.loads(out)[ids[0]]) == {"my_device"}  # what it reads is not reported
 
 
 @pytest.mark.slow

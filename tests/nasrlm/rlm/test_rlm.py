@@ -542,6 +542,8 @@ def test_a_fit_reading_labels_first_trains_on_its_own_reading_and_samples_after_
                          progress=False)
     predictor = RLMPredictor.from_scratch(OBJECTIVES, size=None, tokenizer=tokenizer, **TINY)
     predictor.fit(texts, values, ("acc", "lat"), config)  # a "base" that decodes lat
+    predictor.save(tmp_path / "plain")  # nothing read: a config as before reading existed
+    assert "reads_first" not in (tmp_path / "plain" / "config.json").read_text()
     reading = predictor.read(texts, ("lat",))
     assert reading.shape == (len(texts), 1) and np.isfinite(reading).all()
     with pytest.raises(ValueError, match="reads"):  # a label the fit trains is no reading
@@ -559,6 +561,16 @@ def test_a_fit_reading_labels_first_trains_on_its_own_reading_and_samples_after_
     assert predictor.reads_first == ("lat",) and predictor.predicts == ("acc",)
     samples = predictor.sample(texts[:6], num_samples=8, seed=2)
     assert samples.shape == (6, 8, 1)
+    raw = predictor.sample(texts[:6], num_samples=8, seed=2, calibrated=False)
+    asked = predictor.sample(texts[:6], ("acc", "lat"), num_samples=8, seed=2, calibrated=False)
+    predictor.reads_first = ()  # the samples are conditioned on the reading
+    assert not np.array_equal(predictor.sample(texts[:6], num_samples=8, seed=2, calibrated=False), raw)
+    # a read label asked for is sampled, still first
+    in_order = predictor.sample(texts[:6], ("lat", "acc"), num_samples=8, seed=2, calibrated=False)
+    np.testing.assert_array_equal(asked, in_order[..., ::-1])
+    predictor.reads_first = ("lat",)
+    with pytest.raises(ValueError, match="prior_from"):  # given labels come first at inference
+        predictor.fit(texts, values[:, :1], ("acc",), config, reads=("lat",), prior_from=("acc",))
     predictor.save(tmp_path / "model")
     loaded = RLMPredictor.load(tmp_path / "model")
     assert loaded.reads_first == ("lat",)
@@ -577,3 +589,7 @@ def test_the_reads_chosen_are_those_whose_reading_ranks_the_labels_best(corpus, 
     assert predictor.choose_reads(texts[:10], truth, ("a", "b", "c"), 5) == ("a", "b", "c")
     unknown = np.where(truth < 6, truth, np.nan)  # only labelled rows count
     assert predictor.choose_reads(texts[:10], unknown, ("c", "d"), 1) == ("d",)
+    assert predictor.choose_reads(texts[:10], np.where(truth < 2, truth, np.nan), ("a", "b"), 1) == ()
+    assert predictor.choose_reads(texts[:10], np.ones(10), ("a", "b"), 1) == ()  # nothing to rank
+    with pytest.raises(ValueError, match="k=-1"):
+        predictor.choose_reads(texts[:10], truth, ("a", "b"), -1)
