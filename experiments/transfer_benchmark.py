@@ -404,35 +404,34 @@ def run_unseen(a, seed: int, record) -> None:
             with_free = {**sources, **free_given}
             graph = {o.name: free[:, k] for k, o in enumerate(ALL_FREE_OBJECTIVES) if k >= len(FREE)}
             labels = {o.name: free[:, k] for k, o in enumerate(ALL_FREE_OBJECTIVES)}
-            reading = [m for m in a.methods if m.startswith(("rlm-read", "rlm-blend-read"))]
-            for method, kind, given, features in (("rlm", None, None, None),
-                                                  *((m, None, None, None) for m in reading),
+            reading = [(m, None, None, None) for m in a.methods if m.startswith("rlm-read")]
+            reading += [(m, a.prior_kind, None, labels) for m in a.methods if m.startswith("rlm-blend-read")]
+            for method, kind, given, features in (("rlm", None, None, None), *reading,
                                                   ("rlm-prior", "line", free_given, None),
                                                   ("rlm-graph", a.prior_kind, free_given, graph),
                                                   ("rlm-blend", a.prior_kind, None, labels),
                                                   ("rlm-ctx", a.prior_kind, None, sources),
                                                   ("rlm-ctx-free", a.prior_kind, None, with_free)):
-                blend = method.startswith("rlm-blend")
-                if blend and method != "rlm-blend":  # rlm-blend-readK: the default, reading first
-                    kind, features = a.prior_kind, labels
+                if method not in a.methods:
+                    continue
+                blend = method.startswith("rlm-blend")  # rlm-blend-readK: the default, reading first
                 reads, k = (), 0
                 if "-read" in method:  # the devices the base saw, K of them (all without a number)
                     count = method.split("-read")[1]
                     reads, k = tuple(table.names[len(devices):]), int(count.lstrip("f") or 0)
                     if count.startswith("f"):  # rlm-readfK: the free labels first, as pre-training decodes
                         reads = (*FREE, *reads)
-                if method in a.methods:
-                    runs[method], alone, seconds, draws = fine_tuned(
-                        a.base, space, device, texts, train, y, test, a, seed, kind=kind, given=given,
-                        features=features, mode="blend" if blend else "residual", reads=reads, k=k)
-                    record(f"{space_name} unseen device: central-80% coverage", device, method,
-                           float(central_coverage(draws[..., None], truth[:, None])[0]))
-                    if a.also_mean:
-                        runs[f"{method}, mean of samples"] = draws.mean(axis=1)
-                    if method.startswith(("rlm-ctx", "rlm-graph")):
-                        runs[f"{method} (prior alone)"] = alone
-                    print(f"  {space_name} {device} seed {seed} {method}: fine-tune {seconds:.0f} s",
-                          flush=True)
+                runs[method], alone, seconds, draws = fine_tuned(
+                    a.base, space, device, texts, train, y, test, a, seed, kind=kind, given=given,
+                    features=features, mode="blend" if blend else "residual", reads=reads, k=k)
+                record(f"{space_name} unseen device: central-80% coverage", device, method,
+                       float(central_coverage(draws[..., None], truth[:, None])[0]))
+                if a.also_mean:
+                    runs[f"{method}, mean of samples"] = draws.mean(axis=1)
+                if method.startswith(("rlm-ctx", "rlm-graph")):
+                    runs[f"{method} (prior alone)"] = alone
+                print(f"  {space_name} {device} seed {seed} {method}: fine-tune {seconds:.0f} s",
+                      flush=True)
             for method, pred in runs.items():
                 record(f"{space_name} unseen device", device, method,
                        float(stats.spearmanr(pred, truth).statistic))

@@ -501,15 +501,26 @@ class RLMPredictor:
         """The model's greedy reading of ``labels`` for every text, (len(texts), len(labels)) in their
         units: the most likely digit at every step, decoded in the order given from the text alone (no
         label of :attr:`reads_first` before them, no prior added, no spread)."""
-        labels = tuple(labels)
-        ids, device = self.encode_texts(texts), self.device
-        out = np.empty((len(texts), len(labels)))
-        for start in range(0, len(texts), batch_size):
+        return self._decoded(texts, tuple(labels), 1, batch_size=batch_size, temperature=0.0)[:, 0]
+
+    def _decoded(self, texts: Sequence[str], objectives: tuple[str, ...], num_samples: int, *,
+                 batch_size: int, temperature: float, generator: torch.Generator | None = None,
+                 progress: bool = False, given: tuple[tuple[str, ...], torch.Tensor] | None = None,
+                 reads: tuple[str, ...] = ()) -> np.ndarray:
+        """Samples of ``objectives`` as the decoder writes them, (len(texts), num_samples, len(objectives)) in
+        their units, batch by batch: ``given`` (names, digit ids of every text) fed first, then ``reads`` read
+        (:func:`~nasrlm.rlm.inference.sample_digits`)."""
+        device = self.device
+        ids = self.encode_texts(texts)
+        out = np.empty((len(texts), num_samples, len(objectives)))
+        starts = range(0, len(texts), batch_size)
+        for start in tqdm(starts, desc="predicting", unit="batch", disable=not progress):
             input_ids, mask = pad_batch(ids[start : start + batch_size], self.model.config.text_pad_id)
-            scaled = sample_scaled(self.model, input_ids.to(device), mask.to(device), labels, 1,
-                                   temperature=0.0)[:, 0]
-            for k, name in enumerate(labels):
-                out[start : start + len(input_ids), k] = self.normalizers[name].inverse(scaled[:, k])
+            prefix = None if given is None else (given[0], given[1][start : start + len(input_ids)])
+            scaled = sample_scaled(self.model, input_ids.to(device), mask.to(device), objectives, num_samples,
+                                   temperature=temperature, generator=generator, given=prefix, reads=reads)
+            for k, name in enumerate(objectives):
+                out[start : start + len(input_ids), :, k] = self.normalizers[name].inverse(scaled[..., k])
         return out
 
     def _targets(self, values: np.ndarray, objectives: tuple[str, ...]) -> np.ndarray:
@@ -577,21 +588,11 @@ class RLMPredictor:
         # a label read first that is asked for is sampled, still before the others
         first = tuple(o for o in self.reads_first if o in objectives and o not in given)
         order = (*first, *(o for o in objectives if o not in first))
-        device = self.device
-        generator = torch.Generator(device=device).manual_seed(seed)
-        ids = self.encode_texts(texts)
-        out = np.empty((len(texts), num_samples, len(objectives)))
-        starts = range(0, len(texts), batch_size)
-        for start in tqdm(starts, desc="predicting", unit="batch", disable=not progress):
-            input_ids, mask = pad_batch(ids[start : start + batch_size], self.model.config.text_pad_id)
-            prefix = None
-            if given_tokens is not None:
-                prefix = (tuple(given), given_tokens[start : start + len(input_ids)])
-            scaled = sample_scaled(self.model, input_ids.to(device), mask.to(device), order, num_samples,
-                                   temperature=temperature, generator=generator, given=prefix, reads=reads)
-            for k, name in enumerate(objectives):
-                column = scaled[..., order.index(name)]
-                out[start : start + len(input_ids), :, k] = self.normalizers[name].inverse(column)
+        generator = torch.Generator(device=self.device).manual_seed(seed)
+        decoded = self._decoded(texts, order, num_samples, batch_size=batch_size, temperature=temperature,
+                                generator=generator, progress=progress, reads=reads,
+                                given=None if given_tokens is None else (tuple(given), given_tokens))
+        out = decoded[..., [order.index(name) for name in objectives]]
         add_prior(self, out, objectives, inputs, residual, residual_weight=residual_weight,
                   residual_spread=residual_spread, seed=seed)
         if calibrated and self.spreads:
