@@ -151,16 +151,49 @@ def hash_module(matrix: Sequence[Sequence[int]], labeling: Sequence[int]) -> str
     the benchmark's keys.
     """
     n = len(matrix)
-    in_edges = [sum(matrix[w][v] for w in range(n)) for v in range(n)]
-    out_edges = [sum(matrix[v]) for v in range(n)]
-    hashes = [_md5(str(h)) for h in zip(out_edges, in_edges, [int(x) for x in labeling], strict=True)]
+    preds = tuple(tuple(w for w in range(n) if matrix[w][v]) for v in range(n))
+    succs = tuple(tuple(w for w in range(n) if matrix[v][w]) for v in range(n))
+    return _wl_hash(preds, succs, tuple(int(x) for x in labeling))
+
+
+def _wl_hash(preds: Sequence[Sequence[int]], succs: Sequence[Sequence[int]], labels: Sequence[int]) -> str:
+    """:func:`hash_module` of the graph given by each vertex's predecessors and successors."""
+    n = len(labels)
+    hashes = [_first_hash(len(succs[v]), len(preds[v]), labels[v]) for v in range(n)]
     for _ in range(n):
-        hashes = [
-            _md5("".join(sorted(hashes[w] for w in range(n) if matrix[w][v])) + "|"
-                 + "".join(sorted(hashes[w] for w in range(n) if matrix[v][w])) + "|" + hashes[v])
-            for v in range(n)
-        ]
+        hashes = [_md5("".join(sorted([hashes[w] for w in preds[v]])) + "|"
+                       + "".join(sorted([hashes[w] for w in succs[v]])) + "|" + hashes[v])
+                  for v in range(n)]
     return _md5(str(sorted(hashes)))
+
+
+@cache
+def _first_hash(out_degree: int, in_degree: int, label: int) -> str:
+    """A vertex's hash before the first round: of its (out-degree, in-degree, label) tuple."""
+    return _md5(str((out_degree, in_degree, label)))
+
+
+def module_hashes(part: int = 0, parts: int = 1) -> Iterator[tuple[str, tuple[int, int, tuple[int, ...]]]]:
+    """``(module hash, key)`` of every cell, ``NasBench101.cell_of(key)`` builds the cell (canonical).
+
+    ``parts > 1``: only the cells of every ``parts``-th edge mask from the ``part``-th on, so that
+    ``parts`` processes share the space, each building the graphs of its own masks alone. The hash is
+    computed from the mask's predecessor lists, shared by all of its labellings (three times as fast
+    as hashing each cell's matrix).
+    """
+    if not 0 <= part < parts:
+        raise ValueError(f"part {part} of {parts}: expected 0 <= part < parts")
+    index = 0
+    for n in range(2, MAX_VERTICES + 1):
+        for bits, interiors in _canonical_keys(n):
+            index += 1
+            if (index - 1) % parts != part:
+                continue
+            edges = [(x, y) for y in range(n) for x in range(y) if (bits >> _bit(x, y)) & 1]
+            preds = tuple(tuple(x for x, y in edges if y == v) for v in range(n))
+            succs = tuple(tuple(y for x, y in edges if x == v) for v in range(n))
+            for interior in interiors:
+                yield _wl_hash(preds, succs, (INPUT_LABEL, *interior, OUTPUT_LABEL)), (n, bits, interior)
 
 
 def _md5(text: str) -> str:
@@ -341,6 +374,10 @@ class NasBench101(SearchSpace[NB101Cell]):
             for bits, interiors in _canonical_keys(n):
                 for interior in interiors:
                     yield _cell_from_key(n, bits, interior)
+
+    def cell_of(self, key: tuple[int, int, tuple[int, ...]]) -> NB101Cell:
+        """The cell of a :func:`module_hashes` key: (vertices, edge mask, interior op codes)."""
+        return _cell_from_key(*key)
 
     @property
     def size(self) -> int:

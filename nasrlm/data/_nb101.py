@@ -24,7 +24,6 @@ from __future__ import annotations
 import concurrent.futures
 import functools
 import hashlib
-import itertools
 import json
 import multiprocessing
 import os
@@ -48,6 +47,7 @@ from search_spaces.nasbench101 import (
     canonical_id,
     hash_labels,
     hash_module,
+    module_hashes,
 )
 
 SPACE = NasBench101.name
@@ -198,8 +198,8 @@ _SHARDED_FROM = 1_000
 
 
 def match_all_hashes(keys: Iterable[str], jobs: int = 1) -> dict[str, str]:
-    """:func:`match_hashes` over the whole space, cell ``i`` of the enumeration hashed by process ``i %
-    jobs`` (each enumerates the space, which costs a sixth of the hashing, and hashes its share). Fewer
+    """:func:`match_hashes` over the whole space, shared among ``jobs`` processes by edge mask
+    (:func:`~search_spaces.nasbench101.module_hashes`, each building its own masks' cells alone). Fewer
     than :data:`_SHARDED_FROM` keys are looked for in one process, which stops at the last one found:
     keys of cells early in the enumeration need no pass over the whole space."""
     wanted = set(keys)
@@ -221,14 +221,10 @@ def _all_found(wanted: set[str], found: dict[str, str]) -> dict[str, str]:
 
 
 def _hashes_of_shard(job: tuple[int, int, set[str]]) -> dict[str, str]:
-    """``{hash: id}`` of the wanted hashes among the cells ``k, k + jobs, ...`` of the enumeration."""
+    """``{hash: id}`` of the wanted hashes among the cells of part ``k`` of ``jobs`` (``module_hashes``)."""
     k, jobs, wanted = job
-    found = {}
-    for cell in itertools.islice(NasBench101().enumerate(), k, None, jobs):
-        h = _cell_hash(cell)
-        if h in wanted:
-            found[h] = canonical_id(cell)
-    return found
+    space = NasBench101()
+    return {h: canonical_id(space.cell_of(key)) for h, key in module_hashes(k, jobs) if h in wanted}
 
 
 def _hash_jobs() -> int:
@@ -259,7 +255,7 @@ def _ids_for_cached(keys: tuple[str, ...], cache_file: str) -> tuple[str, ...]:
         return cached
     jobs = _hash_jobs()
     print(f"nb101: attaching the {len(keys):,} module hashes of {FIRST_20K_JSON} to cells by hashing the "
-          f"whole space in {jobs} process{'es' if jobs > 1 else ''} (once, a minute or two; the map is "
+          f"whole space in {jobs} process{'es' if jobs > 1 else ''} (once, about a minute; the map is "
           f"cached in {Path(cache_file).parent})", file=sys.stderr)
     found = match_all_hashes(keys, jobs)
     ids = tuple(found[k] for k in keys)

@@ -24,6 +24,7 @@ from search_spaces.nasbench101 import (
     compute_vertex_channels,
     hash_labels,
     hash_module,
+    module_hashes,
 )
 from search_spaces.testing import SearchSpaceTests
 
@@ -224,6 +225,22 @@ def test_enumeration_of_small_cells_matches_brute_force_hashing(space: NasBench1
     assert space.size == 423_624
     later = list(itertools.islice(space.enumerate(), 100_000, 101_000))  # 7 vertices
     assert all(canonical_id(c) == space.arch_id(c) for c in [*small, *later])
+
+
+def test_module_hashes_share_the_cells_among_parts_in_generation_order(space: NasBench101) -> None:
+    """Every cell once over the parts, its hash its cell's, in the order of ``enumerate`` within a part."""
+    def small(part: int, parts: int) -> list:
+        return list(itertools.takewhile(lambda item: item[1][0] <= 5, module_hashes(part, parts)))
+
+    whole = small(0, 1)
+    cells = list(itertools.takewhile(lambda c: c.num_vertices <= 5, space.enumerate()))
+    assert [space.cell_of(key) for _, key in whole] == cells
+    assert [h for h, _ in whole] == [space.module_hash(c) for c in cells]
+    parts = [small(k, 3) for k in range(3)]
+    assert all(parts) and sorted(item for part in parts for item in part) == sorted(whole)
+    assert all(part == [item for item in whole if item in part] for part in parts)
+    with pytest.raises(ValueError, match="part 3 of 3"):
+        next(module_hashes(3, 3))
 
 
 # --- drawing --------------------------------------------------------------------------------------
