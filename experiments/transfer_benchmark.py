@@ -21,9 +21,7 @@ also report the prior alone), ``rlm-read`` (devices: the language model alone, d
 its own greedy decoding of every device the base saw, as pre-training decodes one device after another:
 ``fit(reads=)``; ``rlm-readK``, e.g. ``rlm-read5``: of the K devices whose reading ranks the measured
 architectures best, ``choose_reads``; ``rlm-readfK``: the parameter count and MACs before them, as
-pre-training decodes every column after those; ``rlm-blend-read[K]``: the same in ``rlm-blend``; for
-accuracy, ``rlm-read[f]K`` reads the K graph labels whose reading ranks the labelled rows best before it;
-``rlm-readuK``: the readings fed to the decoder but not counted in the fine-tune's loss),
+pre-training decodes every column after those; ``rlm-blend-read[K]``: the same in ``rlm-blend``),
 ``zero-shot`` (accuracy: the base's ``accuracy_rank`` with no label, ``RLMPredictor.zero_shot`` as ``nasrlm
 predict`` with no model directory), ``forest`` (a random forest on the free and graph labels read off the ONNX
 graph, ``nasrlm.free_labels``), ``transfer-forest`` (the same forest plus the prediction of a cross-space
@@ -78,12 +76,6 @@ FREE = tuple(o.name for o in ALL_FREE_OBJECTIVES[:2])
 #: The methods that read the base model (the others ignore ``--base``).
 BASE_METHODS = {"rlm", "rlm-prior", "rlm-graph", "rlm-blend", "rlm-ctx", "rlm-ctx-free", "forest+rlm",
                 "ctx-forest", "ctx-ridge", "rlm-read", "zero-shot"}
-
-
-def base_methods(methods: set[str]) -> set[str]:
-    """Those of ``methods`` that read the base model: :data:`BASE_METHODS` and every reading one
-    (``rlm-readK``, ``rlm-readfK``, ``rlm-blend-readK``)."""
-    return {m for m in methods if m in BASE_METHODS or m.startswith(("rlm-read", "rlm-blend-read"))}
 #: The devices of HELP's NB201 test split (our base excludes each on every space).
 DEVICES = {"nb201": ("titan_rtx_1", "gold_6226", "pixel2", "raspi4", "eyeriss", "fpga"),
            "fbnet": ("titan_rtx_1", "gold_6226", "pixel2", "raspi4", "eyeriss", "fpga")}
@@ -183,7 +175,7 @@ def factors(source: np.ndarray, k: int) -> np.ndarray:
 def fine_tuned(base: Path, space: SearchSpace, name: str, texts: list[str], train: np.ndarray, y: np.ndarray,
                test: np.ndarray, a: argparse.Namespace, seed: int, *, kind: str | None = None,
                given: dict[str, np.ndarray] | None = None, features: dict[str, np.ndarray] | None = None,
-               mode: str = "residual", reads: tuple[str, ...] = (), k: int = 0, score_reads: bool = True
+               mode: str = "residual", reads: tuple[str, ...] = (), k: int = 0
                ) -> tuple[np.ndarray, np.ndarray | None, float, np.ndarray]:
     """The base fine-tuned on ``train``: its median predictions on ``test``, its prior's alone (or
     ``None``), the fine-tune's seconds, and the decoded samples (test rows, samples).
@@ -192,8 +184,7 @@ def fine_tuned(base: Path, space: SearchSpace, name: str, texts: list[str], trai
     inputs, with ``features`` (every row, not decoded) beside them; ``mode="blend"``: the model learns
     ``name`` itself, decoder only, beside the prior on ``features`` (``nasrlm train``'s default).
     ``reads``: labels of the base it reads first (``fit(reads=)``), the ``k`` whose reading ranks the
-    labelled rows best (``choose_reads``; 0: all); ``score_reads=False``: fed to the decoder, not counted
-    in the loss.
+    labelled rows best (``choose_reads``; 0: all).
     """
     from nasrlm.data import Objective
 
@@ -217,7 +208,7 @@ def fine_tuned(base: Path, space: SearchSpace, name: str, texts: list[str], trai
         rest = tuple(r for r in reads if r not in FREE)
         reads = (*first, *predictor.choose_reads([texts[i] for i in train], y, rest, k))
     predictor.fit([texts[i] for i in train], values, [*given, name], config, refit_normalizers=refit,
-                  calibration_folds=a.calibration_folds, reads=reads, score_reads=score_reads, **prior)
+                  calibration_folds=a.calibration_folds, reads=reads, **prior)
     seconds = time.perf_counter() - start
     if mode == "blend":
         print(f"  {name}: the language model's share {predictor.residual_weights[name]:.2f}", flush=True)
@@ -263,7 +254,7 @@ def run_accuracy(a, space_name: str, seed: int, record) -> None:
     space = get_space(space_name)
     tags = base_tags(a.base) if a.base else set()
     leaked = sorted(t for t in tags if is_excluded(t, [f"{space_name}:*acc*"]))
-    if leaked and base_methods(a.methods):
+    if leaked and a.methods & BASE_METHODS:
         raise SystemExit(f"base {a.base} saw {space_name} accuracy columns {leaked}: pre-train it with "
                          "--exclude")
     table = load_table(space_name, ["acc"], a.data_dir, ids=_rows(space, a))
@@ -350,15 +341,6 @@ def run_accuracy(a, space_name: str, seed: int, record) -> None:
                 if features is not None and method != "rlm-blend":
                     runs[f"{method} (prior alone)"] = alone
                 print(f"  {space_name} acc N={n} seed {seed} {method}: fine-tune {seconds:.0f} s", flush=True)
-        for method in sorted(m for m in a.methods if m.startswith("rlm-read")):  # its own graph reading first
-            count = method.split("-read")[1]
-            reads = (*(FREE if "f" in count else ()), *graph)
-            runs[method], _, seconds, draws = fine_tuned(a.base, space, "acc", texts, train, y, test, a, seed,
-                                                         reads=reads, k=int(count.lstrip("fu") or 0),
-                                                         score_reads="u" not in count)
-            record(f"{space_name} acc: central-80% coverage", f"N={n}", method,
-                   float(central_coverage(draws[..., None], truth[:, None])[0]))
-            print(f"  {space_name} acc N={n} seed {seed} {method}: fine-tune {seconds:.0f} s", flush=True)
         for method, pred in runs.items():
             record(f"{space_name} acc", f"N={n}", method, float(stats.kendalltau(pred, truth).statistic))
 
@@ -436,13 +418,12 @@ def run_unseen(a, seed: int, record) -> None:
                 reads, k = (), 0
                 if "-read" in method:  # the devices the base saw, K of them (all without a number)
                     count = method.split("-read")[1]
-                    reads, k = tuple(table.names[len(devices):]), int(count.lstrip("fu") or 0)
-                    if "f" in count:  # rlm-readfK: the free labels first, as pre-training decodes
+                    reads, k = tuple(table.names[len(devices):]), int(count.lstrip("f") or 0)
+                    if count.startswith("f"):  # rlm-readfK: the free labels first, as pre-training decodes
                         reads = (*FREE, *reads)
                 runs[method], alone, seconds, draws = fine_tuned(
                     a.base, space, device, texts, train, y, test, a, seed, kind=kind, given=given,
-                    features=features, mode="blend" if blend else "residual", reads=reads, k=k,
-                    score_reads="u" not in method.split("-read")[-1])
+                    features=features, mode="blend" if blend else "residual", reads=reads, k=k)
                 record(f"{space_name} unseen device: central-80% coverage", device, method,
                        float(central_coverage(draws[..., None], truth[:, None])[0]))
                 if a.also_mean:
@@ -516,8 +497,8 @@ def main() -> None:
         a.calibration_folds = min(a.calibration_folds, 2)  # the forests of five take most of its time
     torch.set_num_threads(a.threads)
     a.methods = set(a.methods.split(","))
-    if a.base is None and (base_methods(a.methods) or "unseen" in a.tasks):
-        p.error(f"--base is needed by {', '.join(sorted(base_methods(a.methods))) or 'the unseen task'}")
+    if a.base is None and (a.methods & BASE_METHODS or "unseen" in a.tasks):
+        p.error(f"--base is needed by {', '.join(sorted(a.methods & BASE_METHODS)) or 'the unseen task'}")
     if a.methods & {"transfer-forest", "transfer-alone"} and a.transfer is None:
         p.error("--transfer is needed by transfer-forest and transfer-alone")
     a.spaces = a.spaces.split(",")

@@ -147,11 +147,9 @@ class RegressionLM(nn.Module):
         return self.decoder_loss(self.encode(input_ids, attention_mask), attention_mask, objectives, targets)
 
     def decoder_loss(self, memory: torch.Tensor, attention_mask: torch.Tensor, objectives: tuple[str, ...],
-                     targets: torch.Tensor, scored: torch.Tensor | None = None) -> torch.Tensor:
+                     targets: torch.Tensor) -> torch.Tensor:
         """:meth:`forward` from encoder states already computed (``memory``, as :meth:`encode` returns):
-        a fine-tune that leaves the encoder as it is encodes each text once, not once per step.
-        ``scored`` (one bool per objective): the objectives whose digits count; the others are only fed
-        to the decoder, as the context the scored ones are decoded after."""
+        a fine-tune that leaves the encoder as it is encodes each text once, not once per step."""
         decoded = self.t5.decoder(input_ids=self.decoder_inputs(objectives, targets),
                                   encoder_hidden_states=memory, encoder_attention_mask=attention_mask)
         # (batch, K * span, d); within each objective's span, position 1 + j predicts digit j
@@ -159,8 +157,6 @@ class RegressionLM(nn.Module):
         hidden = hidden.reshape(targets.shape[0], len(objectives), self.vocab.span, -1)[:, :, 1:, :]
         logits = self.head(hidden)
         known = targets >= 0
-        if scored is not None:
-            known = known & scored.view(1, -1, 1)
         return nn.functional.cross_entropy(logits[known], targets[known])
 
     # --- new objectives ---------------------------------------------------------------------------

@@ -226,7 +226,7 @@ class RLMPredictor:
             prior_inputs: Mapping[str, np.ndarray] | None = None, prior_kind: str = "line",
             prior_reference: np.ndarray | None = None, prior_mode: str = "residual",
             derived_from: Sequence[int] | None = None, calibration_folds: int = 0,
-            reads: Sequence[str] = (), score_reads: bool = True) -> TrainReport:
+            reads: Sequence[str] = ()) -> TrainReport:
         """Train on ``values`` (n, len(objectives); NaN = unknown), decoding ``objectives`` in this order.
 
         Call it twice to pre-train on free labels and then fine-tune on the expensive ones; each
@@ -320,7 +320,6 @@ class RLMPredictor:
         validated = validation_size(int(original.sum()), config.validation_fraction) >= MIN_VALIDATION_ROWS
         if folds >= 2 and not validated:
             options = {"refit_normalizers": refit_normalizers, "headroom": headroom, "reads": reads,
-                       "score_reads": score_reads,
                        "prior_kind": prior_kind, "prior_reference": prior_reference, "prior_mode": prior_mode}
             spreads, widths, held_out_weights = self._cross_fitted_spreads(texts, raw, objectives, config,
                                                                            source, folds, held_out, options)
@@ -339,9 +338,8 @@ class RLMPredictor:
         targets = self._targets(values, objectives)
         if reading is not None:
             targets = np.concatenate([self._targets(reading, reads), targets], axis=1)
-        scored = (score_reads,) * len(reads) + (True,) * len(objectives)
         report = train(self.model, self.encode_texts(texts), targets, (*reads, *objectives), config,
-                       derived_from=derived_from, scored=scored)
+                       derived_from=derived_from)
         report.cross_fits = folds if widths is not None else 0
         self.decode_order, self.reads_first = objectives, reads
         if prior is not None and len(report.validation_rows) >= MIN_VALIDATION_ROWS:

@@ -180,15 +180,13 @@ class EncoderStates:
 
 def train(model: RegressionLM, inputs: Sequence[Sequence[int]], targets: np.ndarray,
           objectives: tuple[str, ...], config: TrainConfig | None = None, *,
-          derived_from: Sequence[int] | None = None, scored: Sequence[bool] | None = None) -> TrainReport:
+          derived_from: Sequence[int] | None = None) -> TrainReport:
     """Fit ``model`` to number-token ``targets`` (n, objectives, digits; -1 = missing) of ``inputs``.
 
     The model ends up with the weights of the epoch with the lowest validation loss. ``derived_from``
     marks augmented rows: the index of the row each one was made from, -1 for an original. Only
     originals are held out for validation, and the rows made from a held-out one are left out
     altogether, so that the validation loss measures what the model makes of unseen architectures.
-    ``scored`` (one bool per objective, all by default): the objectives whose digits the loss counts;
-    the others are decoded before them as context only.
     """
     config = config or TrainConfig()
     if len(inputs) != len(targets):
@@ -209,10 +207,6 @@ def train(model: RegressionLM, inputs: Sequence[Sequence[int]], targets: np.ndar
     report = TrainReport(validation_rows=sorted(int(i) for i in val_idx))
     device = next(model.parameters()).device  # batches go where the model is
     targets_t = torch.as_tensor(targets, dtype=torch.long)
-    if scored is not None and len(scored) != len(objectives):
-        raise ValueError(f"scored has {len(scored)} flags for {len(objectives)} objectives")
-    counted = None if scored is None or all(scored) else torch.tensor(list(scored), dtype=torch.bool,
-                                                                      device=device)
     pad = model.config.text_pad_id
 
     steps_per_epoch = math.ceil(len(train_idx) / config.batch_size)
@@ -234,8 +228,9 @@ def train(model: RegressionLM, inputs: Sequence[Sequence[int]], targets: np.ndar
     def loss_on(index: np.ndarray) -> torch.Tensor:
         ids, mask = pad_batch([inputs[i] for i in index], pad)
         ids, mask, target = ids.to(device), mask.to(device), targets_t[index].to(device)
-        memory = model.encode(ids, mask) if not frozen else states(index, ids, mask)
-        return model.decoder_loss(memory, mask, objectives, target, counted)
+        if not frozen:
+            return model(ids, mask, objectives, target)
+        return model.decoder_loss(states(index, ids, mask), mask, objectives, target)
 
     best_state, best_loss, stale = None, math.inf, 0
     start = time.perf_counter()

@@ -75,28 +75,6 @@ def test_missing_labels_do_not_contribute_to_the_loss() -> None:
         assert model(ids, mask, ("a", "b"), swapped) == base
 
 
-def test_an_unscored_objective_is_context_only() -> None:
-    """Its digits are fed to the decoder (they change what follows) but count for nothing in the loss."""
-    model = tiny_model().eval()
-    ids, mask = pad_batch([[3, 4, 5], [6, 7]], pad_id=0)
-    numbers = model.vocab.numbers
-    targets = torch.tensor(np.stack([numbers.encode_many(np.array([2.5, 7.25])),
-                                     numbers.encode_many(np.array([3.0, 4.0]))]))
-    scored = torch.tensor([False, True])
-    with torch.no_grad():
-        memory = model.encode(ids, mask)
-        hidden = model.t5.decoder(input_ids=model.decoder_inputs(("a", "b"), targets),
-                                  encoder_hidden_states=memory, encoder_attention_mask=mask).last_hidden_state
-        logits = model.head(hidden.reshape(2, 2, model.vocab.span, -1)[:, :, 1:])
-        expected = torch.nn.functional.cross_entropy(logits[:, 1].reshape(-1, logits.shape[-1]),
-                                                     targets[:, 1].reshape(-1))
-        loss = model.decoder_loss(memory, mask, ("a", "b"), targets, scored)
-        torch.testing.assert_close(loss, expected)
-        other = targets.clone()
-        other[:, 0] = torch.tensor(numbers.encode_many(np.array([9.0, 1.0])))
-        assert model.decoder_loss(memory, mask, ("a", "b"), other, scored) != loss  # as context, it counts
-
-
 def teacher_forced_argmax(model: RegressionLM, ids, mask, objectives, targets) -> torch.Tensor:
     """Greedy digit at each position of ``targets`` (batch, objectives, length), full forward pass."""
     with torch.no_grad():
