@@ -10,11 +10,14 @@ import math
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+
+from nasrlm._processes import usable_cores
 
 REPO = Path(__file__).resolve().parents[2]
 EXPERIMENTS = REPO / "experiments"
@@ -228,19 +231,45 @@ SMOKES: dict[str, Smoke] = {
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("script", sorted(SMOKES))
-def test_smoke_run_prints_its_tables(script: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+def _smoke_run(script: str, data_dir: Path | None, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """``experiments/SCRIPT --smoke`` with its options, its inputs prepared in ``tmp_path`` first."""
     smoke = SMOKES[script]
-    # only the scripts that read the published tables skip without them
-    data_dir = request.getfixturevalue("data_dir") if "{data}" in smoke.options else None
     if smoke.prepare is not None:
         smoke.prepare(data_dir, tmp_path)
     options = [o.format(data=data_dir, tmp=tmp_path) for o in smoke.options]
     env = {**os.environ, "NASRLM_CACHE": str(tmp_path / "label-cache")}  # cold: every script describes
-    run = subprocess.run([sys.executable, f"experiments/{script}", "--smoke", *options], cwd=REPO,
-                         capture_output=True, text=True, timeout=300, env=env)
+    return subprocess.run([sys.executable, f"experiments/{script}", "--smoke", *options], cwd=REPO,
+                          capture_output=True, text=True, timeout=300, env=env)
+
+
+@pytest.fixture(scope="module")
+def smoke_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str, Path | None], Future]]:
+    """Each script's smoke run, started when its test first asks and run on a pool of one per core: every
+    test asks for all of them before waiting for its own, so they run side by side (most are a single
+    process importing torch and fitting something small: two at once take little more than one)."""
+    pool = ThreadPoolExecutor(max_workers=usable_cores())
+    started: dict[str, Future] = {}
+
+    def start(script: str, data_dir: Path | None) -> Future:
+        if script not in started:
+            started[script] = pool.submit(_smoke_run, script, data_dir, tmp_path_factory.mktemp(script))
+        return started[script]
+
+    yield start
+    pool.shutdown(cancel_futures=True)
+
+
+@pytest.mark.parametrize("script", sorted(SMOKES))
+def test_smoke_run_prints_its_tables(script: str, smoke_runs, request: pytest.FixtureRequest) -> None:
+    # only the scripts that read the published tables skip without them
+    needs_data = {name for name, smoke in SMOKES.items() if "{data}" in smoke.options}
+    data_dir = request.getfixturevalue("data_dir") if script in needs_data else None
+    for other in sorted(SMOKES):  # the others start now too (those needing data only where it is)
+        if other not in needs_data or data_dir is not None:
+            smoke_runs(other, data_dir)
+    run = smoke_runs(script, data_dir).result()
     assert run.returncode == 0, run.stderr[-2000:]
-    smoke.check(run.stdout)
+    SMOKES[script].check(run.stdout)
 
 
 # --- what every script keeps to (issue 24) ------------------------------------------------------------

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
+from nasrlm._processes import usable_cores
 from nasrlm.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
@@ -16,47 +18,56 @@ EXCLUDE = "nb201:*acc*,*:titan_rtx_*,*:gold_6226,*:pixel2,*:raspi4,*:eyeriss,*:f
 
 @pytest.mark.slow
 def test_smoke_run_prints_every_table(tmp_path: Path, data_dir: Path) -> None:
-    base = tmp_path / "base"
+    base, leaky, other = tmp_path / "base", tmp_path / "leaky", tmp_path / "nb301"
     assert main(["pretrain", "--data-dir", str(data_dir), "-o", str(base), "--spaces", "nb201", "--exclude",
                  EXCLUDE, "--max-rows", "16", "--free-rows", "0", "--max-steps", "2", "--size", "tiny",
                  "--device", "cpu", "--quiet"]) == 0
-    run = _benchmark(data_dir, base, tmp_path, "--spaces", "nb201",
-                     "--methods", "rlm-graph,rlm-ctx,forest,forest+rlm,ctx-ridge,ridge")
+    # a base that saw its targets; NB301's, not NB101's: its table needs no hashing of the whole space
+    for out, space in ((leaky, "nb201"), (other, "nb301")):
+        assert main(["pretrain", "--data-dir", str(data_dir), "-o", str(out), "--spaces", space,
+                     "--max-rows", "24", "--free-rows", "0", "--max-steps", "1", "--size", "tiny",
+                     "--quiet"]) == 0
+    runs = {  # each a process of its own, side by side
+        "every table": (base, "--spaces", "nb201", "--methods",
+                        "rlm-graph,rlm-ctx,forest,forest+rlm,ctx-ridge,ridge"),
+        "a leaky base": (leaky, "--tasks", "acc"),
+        "a leaky transfer": (base, "--tasks", "acc", "--methods", "forest,transfer-forest",
+                             "--transfer", str(leaky)),
+        "another space's transfer": (base, "--tasks", "acc", "--methods", "forest,transfer-forest",
+                                     "--transfer", str(other)),
+        "zero-shot": (other, "--tasks", "acc", "--methods", "zero-shot,rlm", "--also-mean"),
+        "zero-shot without an accuracy rank": (base, "--tasks", "acc", "--methods", "zero-shot"),
+    }
+    with ThreadPoolExecutor(max_workers=usable_cores()) as pool:
+        started = {name: pool.submit(_benchmark, data_dir, model, tmp_path / f"cache-{k}", *options)
+                   for k, (name, (model, *options)) in enumerate(runs.items())}
+    done = {name: future.result() for name, future in started.items()}
+
+    run = done["every table"]
     assert run.returncode == 0, run.stderr[-2000:]
     header = "| nb201 acc | forest | forest+rlm | forest+rlm/2 | rlm-graph | rlm-graph (prior alone) |"
     assert header in run.stdout
     assert "| N=20 |" in run.stdout and "| rlm-ctx | rlm-ctx (prior alone) |" in run.stdout
     assert "| nb201 unseen device | ridge | ctx-ridge |" in run.stdout and "| fpga |" in run.stdout
     # a base that saw its targets is refused
-    leaky = tmp_path / "leaky"
-    assert main(["pretrain", "--data-dir", str(data_dir), "-o", str(leaky), "--spaces", "nb201",
-                 "--max-rows", "24", "--free-rows", "0", "--max-steps", "1", "--size", "tiny",
-                 "--quiet"]) == 0
-    run = _benchmark(data_dir, leaky, tmp_path, "--tasks", "acc")
+    run = done["a leaky base"]
     assert run.returncode != 0 and "saw nb201 accuracy columns" in run.stderr
     # so is a transfer forest fitted on them; one fitted on another space's accuracy is read
-    run = _benchmark(data_dir, base, tmp_path, "--tasks", "acc", "--methods", "forest,transfer-forest",
-                     "--transfer", str(leaky))
+    run = done["a leaky transfer"]
     assert run.returncode != 0 and "was fitted on nb201 accuracies ['nb201:acc']" in run.stderr
-    # NB301, not NB101: its table needs no hashing of the whole space (cold, 1-3 min)
-    other = tmp_path / "nb301"
-    assert main(["pretrain", "--data-dir", str(data_dir), "-o", str(other), "--spaces", "nb301",
-                 "--max-rows", "24", "--free-rows", "0", "--max-steps", "1", "--size", "tiny",
-                 "--quiet"]) == 0
-    run = _benchmark(data_dir, base, tmp_path, "--tasks", "acc", "--methods", "forest,transfer-forest",
-                     "--transfer", str(other))
+    run = done["another space's transfer"]
     assert run.returncode == 0, run.stderr[-2000:]
     assert "| nb201 acc | forest | transfer-forest |" in run.stdout
     # zero-shot needs a base with the cross-space accuracy rank: NB301's has one, NB201's alone not
-    run = _benchmark(data_dir, other, tmp_path, "--tasks", "acc", "--methods", "zero-shot,rlm", "--also-mean")
+    run = done["zero-shot"]
     assert run.returncode == 0, run.stderr[-2000:]
     assert "| nb201 acc | zero-shot | rlm | rlm, mean of samples |" in run.stdout
     assert "nb201 zero-shot:" in run.stdout
-    run = _benchmark(data_dir, base, tmp_path, "--tasks", "acc", "--methods", "zero-shot")
+    run = done["zero-shot without an accuracy rank"]
     assert run.returncode != 0 and "no accuracy_rank tag" in run.stderr
 
 
-def _benchmark(data_dir: Path, base: Path, tmp_path: Path, *options: str) -> subprocess.CompletedProcess:
+def _benchmark(data_dir: Path, base: Path, cache: Path, *options: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "experiments/transfer_benchmark.py", "--data-dir", str(data_dir),
-                           "--base", str(base), "--smoke", "--cache", str(tmp_path / "cache"), *options],
+                           "--base", str(base), "--smoke", "--cache", str(cache), *options],
                           cwd=REPO, capture_output=True, text=True, timeout=600)
