@@ -178,22 +178,19 @@ def module_hashes(part: int = 0, parts: int = 1) -> Iterator[tuple[str, tuple[in
 
     ``parts > 1``: only the cells of every ``parts``-th edge mask from the ``part``-th on, so that
     ``parts`` processes share the space, each building the graphs of its own masks alone. The hash is
-    computed from the mask's predecessor lists, shared by all of its labellings (three times as fast
-    as hashing each cell's matrix).
+    computed from the mask's predecessor lists, shared by all of its labellings: over twice as fast as
+    enumerating the cells and hashing each one's matrix.
     """
     if not 0 <= part < parts:
         raise ValueError(f"part {part} of {parts}: expected 0 <= part < parts")
-    index = 0
-    for n in range(2, MAX_VERTICES + 1):
-        for bits, interiors in _canonical_keys(n):
-            index += 1
-            if (index - 1) % parts != part:
-                continue
-            edges = [(x, y) for y in range(n) for x in range(y) if (bits >> _bit(x, y)) & 1]
-            preds = tuple(tuple(x for x, y in edges if y == v) for v in range(n))
-            succs = tuple(tuple(y for x, y in edges if x == v) for v in range(n))
-            for interior in interiors:
-                yield _wl_hash(preds, succs, (INPUT_LABEL, *interior, OUTPUT_LABEL)), (n, bits, interior)
+    masks = ((n, bits, interiors) for n in range(2, MAX_VERTICES + 1)
+             for bits, interiors in _canonical_keys(n))
+    for n, bits, interiors in itertools.islice(masks, part, None, parts):
+        edges = [(x, y) for y in range(n) for x in range(y) if (bits >> _bit(x, y)) & 1]
+        preds = tuple(tuple(x for x, y in edges if y == v) for v in range(n))
+        succs = tuple(tuple(y for x, y in edges if x == v) for v in range(n))
+        for interior in interiors:
+            yield _wl_hash(preds, succs, (INPUT_LABEL, *interior, OUTPUT_LABEL)), (n, bits, interior)
 
 
 def _md5(text: str) -> str:
