@@ -148,16 +148,21 @@ def hash_module(matrix: Sequence[Sequence[int]], labeling: Sequence[int]) -> str
     """``graph_util.hash_module``: Weisfeiler-Lehman-style MD5 hash, invariant under relabelling.
 
     Reproduced string for string (``str`` of Python-int tuples and lists) so that the digests equal
-    the benchmark's keys.
+    the benchmark's keys. ``matrix`` is square, of 0/1 entries (lists, tuples or a numpy array), with one
+    label per vertex; anything else raises ``ValueError``.
     """
     n = len(matrix)
+    if len(labeling) != n or any(len(row) != n or any(x not in (0, 1) for x in row) for row in matrix):
+        raise ValueError(f"hash_module: a square 0/1 matrix and one label per vertex, got {n} rows and "
+                         f"{len(labeling)} labels")
     preds = tuple(tuple(w for w in range(n) if matrix[w][v]) for v in range(n))
     succs = tuple(tuple(w for w in range(n) if matrix[v][w]) for v in range(n))
     return _wl_hash(preds, succs, tuple(int(x) for x in labeling))
 
 
 def _wl_hash(preds: Sequence[Sequence[int]], succs: Sequence[Sequence[int]], labels: Sequence[int]) -> str:
-    """:func:`hash_module` of the graph given by each vertex's predecessors and successors."""
+    """:func:`hash_module` of the graph given by each vertex's predecessors and successors (Python ints:
+    their ``str`` is hashed)."""
     n = len(labels)
     hashes = [_first_hash(len(succs[v]), len(preds[v]), labels[v]) for v in range(n)]
     for _ in range(n):

@@ -230,45 +230,55 @@ SMOKES: dict[str, Smoke] = {
 }
 
 
-@pytest.mark.slow
 def _smoke_run(script: str, data_dir: Path | None, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     """``experiments/SCRIPT --smoke`` with its options, its inputs prepared in ``tmp_path`` first."""
     smoke = SMOKES[script]
     if smoke.prepare is not None:
         smoke.prepare(data_dir, tmp_path)
     options = [o.format(data=data_dir, tmp=tmp_path) for o in smoke.options]
-    env = {**os.environ, "NASRLM_CACHE": str(tmp_path / "label-cache")}  # cold: every script describes
+    # cold: every script describes, in one process (the runs go side by side, one per core)
+    env = {**os.environ, "NASRLM_CACHE": str(tmp_path / "label-cache"), "NASRLM_JOBS": "1"}
     return subprocess.run([sys.executable, f"experiments/{script}", "--smoke", *options], cwd=REPO,
                           capture_output=True, text=True, timeout=300, env=env)
 
 
-@pytest.fixture(scope="module")
-def smoke_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str, Path | None], Future]]:
-    """Each script's smoke run, started when its test first asks and run on a pool of one per core: every
-    test asks for all of them before waiting for its own, so they run side by side (most are a single
-    process importing torch and fitting something small: two at once take little more than one)."""
-    pool = ThreadPoolExecutor(max_workers=usable_cores())
-    started: dict[str, Future] = {}
+#: the scripts that read the published tables (their tests skip without them)
+NEEDS_DATA = {name for name, smoke in SMOKES.items() if "{data}" in smoke.options}
 
-    def start(script: str, data_dir: Path | None) -> Future:
+
+@pytest.fixture(scope="module")
+def smoke_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+               ) -> Iterator[Callable[[str, Path | None], Future[subprocess.CompletedProcess[str]]]]:
+    """Start a script's smoke run (once) on a pool of one per core, and with it every other run this session
+    selected that can start: each test starts its own and then the others before waiting for its own, so
+    they run side by side (most are a single process importing torch and fitting something small)."""
+    selected = [item.callspec.params["script"] for item in request.session.items
+                if item.originalname == "test_smoke_run_prints_its_tables"]
+    pool = ThreadPoolExecutor(max_workers=usable_cores())
+    started: dict[str, Future[subprocess.CompletedProcess[str]]] = {}
+
+    def submit(script: str, data_dir: Path | None) -> None:
         if script not in started:
             started[script] = pool.submit(_smoke_run, script, data_dir, tmp_path_factory.mktemp(script))
+
+    def start(script: str, data_dir: Path | None) -> Future[subprocess.CompletedProcess[str]]:
+        submit(script, data_dir)
+        for other in selected:  # those needing data only where it is; the others without it, as alone
+            if other not in NEEDS_DATA:
+                submit(other, None)
+            elif data_dir is not None:
+                submit(other, data_dir)
         return started[script]
 
     yield start
     pool.shutdown(cancel_futures=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", sorted(SMOKES))
 def test_smoke_run_prints_its_tables(script: str, smoke_runs, request: pytest.FixtureRequest) -> None:
     # only the scripts that read the published tables skip without them
-    needs_data = {name for name, smoke in SMOKES.items() if "{data}" in smoke.options}
-    data_dir = request.getfixturevalue("data_dir") if script in needs_data else None
-    for other in sorted(SMOKES):  # the others start now too (those needing data only where it is)
-        if other not in needs_data:
-            smoke_runs(other, None)
-        elif data_dir is not None:
-            smoke_runs(other, data_dir)
+    data_dir = request.getfixturevalue("data_dir") if script in NEEDS_DATA else None
     run = smoke_runs(script, data_dir).result()
     assert run.returncode == 0, run.stderr[-2000:]
     SMOKES[script].check(run.stdout)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import hashlib
 import itertools
 import json
 import math
@@ -225,6 +226,37 @@ def test_enumeration_of_small_cells_matches_brute_force_hashing(space: NasBench1
     assert space.size == 423_624
     later = list(itertools.islice(space.enumerate(), 100_000, 101_000))  # 7 vertices
     assert all(canonical_id(c) == space.arch_id(c) for c in [*small, *later])
+
+
+def _reference_hash(matrix: list[list[int]], labeling: list[int]) -> str:
+    """``graph_util.hash_module`` as the benchmark writes it, on Python ints."""
+    def md5(text: str) -> str:
+        return hashlib.md5(text.encode("utf-8")).hexdigest()
+
+    n = len(matrix)
+    in_edges = [sum(matrix[w][v] for w in range(n)) for v in range(n)]
+    out_edges = [sum(matrix[v]) for v in range(n)]
+    hashes = [md5(str(h)) for h in zip(out_edges, in_edges, labeling, strict=True)]
+    for _ in range(n):
+        hashes = [md5("".join(sorted(hashes[w] for w in range(n) if matrix[w][v])) + "|"
+                      + "".join(sorted(hashes[w] for w in range(n) if matrix[v][w])) + "|" + hashes[v])
+                  for v in range(n)]
+    return md5(str(sorted(hashes)))
+
+
+def test_the_module_hash_is_the_benchmarks_on_any_01_matrix() -> None:
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        n = int(rng.integers(2, 8))
+        matrix = rng.integers(2, size=(n, n))  # not upper-triangular, self-loops too: the formula still holds
+        labels = [-1, *rng.integers(3, size=n - 2).tolist(), -2]
+        expected = _reference_hash(matrix.tolist(), labels)
+        assert hash_module(matrix.tolist(), labels) == expected
+        assert hash_module(matrix, np.array(labels)) == expected  # numpy in, Python ints hashed
+    with pytest.raises(ValueError, match="one label per vertex"):
+        hash_module([[0, 1, 0], [0, 0, 1], [0, 0, 0]], [-1, -2])
+    with pytest.raises(ValueError, match="0/1"):
+        hash_module([[0, 2], [0, 0]], [-1, -2])
 
 
 def test_module_hashes_share_the_cells_among_parts_in_generation_order(space: NasBench101) -> None:
