@@ -155,9 +155,19 @@ def hash_module(matrix: Sequence[Sequence[int]], labeling: Sequence[int]) -> str
     if len(labeling) != n or any(len(row) != n or any(x not in (0, 1) for x in row) for row in matrix):
         raise ValueError(f"hash_module: a square 0/1 matrix and one label per vertex, got {n} rows and "
                          f"{len(labeling)} labels")
+    return _wl_hash(*_neighbours(matrix), tuple(int(x) for x in labeling))
+
+
+def _neighbours(matrix: Sequence[Sequence[int]]) -> tuple[_Lists, _Lists]:
+    """Each vertex's predecessors and successors in ``matrix``, as :func:`_wl_hash` reads them."""
+    n = len(matrix)
     preds = tuple(tuple(w for w in range(n) if matrix[w][v]) for v in range(n))
     succs = tuple(tuple(w for w in range(n) if matrix[v][w]) for v in range(n))
-    return _wl_hash(preds, succs, tuple(int(x) for x in labeling))
+    return preds, succs
+
+
+#: one tuple of vertex indices per vertex
+_Lists = tuple[tuple[int, ...], ...]
 
 
 def _wl_hash(preds: Sequence[Sequence[int]], succs: Sequence[Sequence[int]], labels: Sequence[int]) -> str:
@@ -188,12 +198,8 @@ def module_hashes(part: int = 0, parts: int = 1) -> Iterator[tuple[str, tuple[in
     """
     if not 0 <= part < parts:
         raise ValueError(f"part {part} of {parts}: expected 0 <= part < parts")
-    masks = ((n, bits, interiors) for n in range(2, MAX_VERTICES + 1)
-             for bits, interiors in _canonical_keys(n))
-    for n, bits, interiors in itertools.islice(masks, part, None, parts):
-        edges = [(x, y) for y in range(n) for x in range(y) if (bits >> _bit(x, y)) & 1]
-        preds = tuple(tuple(x for x, y in edges if y == v) for v in range(n))
-        succs = tuple(tuple(y for x, y in edges if x == v) for v in range(n))
+    for n, bits, interiors in itertools.islice(_cell_classes(), part, None, parts):
+        preds, succs = _neighbours(_matrix_of(n, bits))
         for interior in interiors:
             yield _wl_hash(preds, succs, (INPUT_LABEL, *interior, OUTPUT_LABEL)), (n, bits, interior)
 
@@ -245,8 +251,12 @@ def canonical_id(cell: NB101Cell) -> str:
 
 
 def _cell_from_key(n: int, bits: int, interior: Sequence[int]) -> NB101Cell:
-    matrix = tuple(tuple(int(x < y and (bits >> _bit(x, y)) & 1) for y in range(n)) for x in range(n))
-    return NB101Cell(matrix, (INPUT, *(OPS[k] for k in interior), OUTPUT))
+    return NB101Cell(_matrix_of(n, bits), (INPUT, *(OPS[k] for k in interior), OUTPUT))
+
+
+def _matrix_of(n: int, bits: int) -> tuple[tuple[int, ...], ...]:
+    """The n-vertex upper-triangular adjacency matrix of edge mask ``bits`` (see :func:`_bit`)."""
+    return tuple(tuple(int(x < y and (bits >> _bit(x, y)) & 1) for y in range(n)) for x in range(n))
 
 
 def compute_vertex_channels(input_channels: int, output_channels: int,
@@ -372,10 +382,9 @@ class NasBench101(SearchSpace[NB101Cell]):
 
     def enumerate(self) -> Iterator[NB101Cell]:
         """All 423,624 cells, each as its canonical representative, in ``generate_graphs.py`` order."""
-        for n in range(2, MAX_VERTICES + 1):
-            for bits, interiors in _canonical_keys(n):
-                for interior in interiors:
-                    yield _cell_from_key(n, bits, interior)
+        for n, bits, interiors in _cell_classes():
+            for interior in interiors:
+                yield _cell_from_key(n, bits, interior)
 
     def cell_of(self, key: tuple[int, int, tuple[int, ...]]) -> NB101Cell:
         """The cell of a :func:`module_hashes` key: (vertices, edge mask, interior op codes)."""
@@ -453,6 +462,14 @@ def _repair(cell: NB101Cell) -> NB101Cell:
                 options.append(smaller)
         pruned = next((o for o in options if o.num_vertices == n), options[0])
     return pruned
+
+
+def _cell_classes() -> Iterator[tuple[int, int, list[tuple[int, ...]]]]:
+    """(vertices, edge mask, canonical interior labellings) of every cell class of every size, in generation
+    order: :func:`_canonical_keys` for 2 to :data:`MAX_VERTICES` vertices."""
+    for n in range(2, MAX_VERTICES + 1):
+        for bits, interiors in _canonical_keys(n):
+            yield n, bits, interiors
 
 
 def _canonical_keys(n: int) -> Iterator[tuple[int, list[tuple[int, ...]]]]:
