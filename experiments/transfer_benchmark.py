@@ -66,7 +66,7 @@ from nasrlm.priors.feature_prior import FeaturePrior
 from nasrlm.priors.transfer import ACCURACY_RANK, AccuracyTransfer
 from nasrlm.rlm.calibration import CALIBRATION_FOLDS, central_coverage
 from nasrlm.rlm.predictor import RLMPredictor
-from nasrlm.rlm.presets import DECODER_TUNE, FINE_TUNE
+from nasrlm.rlm.presets import ALONE_TUNE, DECODER_TUNE, FINE_TUNE
 from nasrlm.rlm.pretraining import PRETRAINING_FILE, is_excluded, tag
 from nasrlm.rlm.training import TrainConfig
 from nasrlm.selection import farthest_first
@@ -195,7 +195,9 @@ def fine_tuned(base: Path, space: SearchSpace, name: str, texts: list[str], trai
     # nasrlm train's rule and schedule with --prior none and, from a base, with a feature prior
     frozen = (kind is None or mode == "blend") and not a.train_encoder
     steps = {} if a.steps is None else {"steps": a.steps, "unvalidated_steps": None}  # however few the rows
-    schedule = dataclasses.replace(DECODER_TUNE if frozen else FINE_TUNE, learning_rate=a.lr, **steps)
+    schedule = (ALONE_TUNE if kind is None else DECODER_TUNE) if frozen else FINE_TUNE
+    members = {} if a.members is None else {"members": a.members}
+    schedule = dataclasses.replace(schedule, learning_rate=a.lr, **steps, **members)
     config = TrainConfig(batch_size=32, seed=seed, progress=False, freeze_encoder=frozen,
                          **schedule.settings(len(train), 32))
     values = np.column_stack([*(v[train] for v in given.values()), y])
@@ -477,6 +479,8 @@ def main() -> None:
     p.add_argument("--calibration-folds", type=int, default=CALIBRATION_FOLDS,
                    help="cross-fits that calibrate the spread where the validation rows are too few, as "
                         "nasrlm train (0: the samples as decoded; the fine-tune's seconds include them)")
+    p.add_argument("--members", type=int, help=f"decoders pooled (default: {ALONE_TUNE.members} for the "
+                   "language model alone, as nasrlm train --prior none, 1 blended or with a prior)")
     p.add_argument("--train-encoder", action="store_true",
                    help="rlm: train the encoder too (nasrlm train --prior none keeps a base's frozen)")
     p.add_argument("--samples", type=int, default=32, help="decoded samples per test architecture")

@@ -155,7 +155,8 @@ class Train(Command):
             config = TrainConfig(batch_size=args.batch_size, **{**TRAIN.settings(len(ids), args.batch_size),
                                                                   **fields})
         else:  # the recipe RLMPredictor.fine_tune follows by default
-            config = tune_config(len(ids), decoder_only=decoder_only, batch_size=args.batch_size, **fields)
+            config = tune_config(len(ids), decoder_only=decoder_only, alone=args.prior == "none",
+                                 batch_size=args.batch_size, **fields)
         if args.pretrain:
             pre_ids = space.sample_ids(args.pretrain, seed=args.seed + 1)
             pre_texts, labels = texts_and_free_labels(space, pre_ids, progress=not args.quiet)

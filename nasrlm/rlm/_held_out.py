@@ -85,6 +85,29 @@ class HeldOut:
         return np.median(high - low, axis=0)
 
 
+def first_member_spreads(predictor: RLMPredictor, held_out: HeldOut, texts: Sequence[str], values: np.ndarray,
+                         objectives: tuple[str, ...], rows: np.ndarray, trained: np.ndarray, *, seed: int,
+                         truth: np.ndarray | None = None) -> dict[str, Spread]:
+    """:meth:`HeldOut.spreads` on ``rows``, the validation rows of the first of the predictor's members, which
+    the others trained on (:mod:`nasrlm.rlm._members`): fitted to the first member's own samples, then
+    each stretched by the ratio of its :meth:`HeldOut.typical_width` to the pooled members' on the rows the
+    first one ``trained`` on (the pool decodes wider than one member)."""
+    def width() -> np.ndarray:
+        draws = held_out.sample(predictor, texts, values, objectives, trained, seed=seed)
+        return held_out.typical_width(draws, objectives)
+
+    members, predictor.members = predictor.members, []
+    try:
+        spreads = held_out.spreads(predictor, texts, values, objectives, rows, seed=seed, truth=truth)
+        one = width()
+    finally:
+        predictor.members = members
+    pool = width()
+    ratio = np.where(pool > 0, one / np.where(pool > 0, pool, 1.0), 1.0)
+    ratio = dict(zip(held_out.decoded(objectives), ratio.tolist(), strict=True))
+    return {name: spread.stretched(ratio[name]) for name, spread in spreads.items()}
+
+
 def cross_fitted_spreads(predictor: RLMPredictor, texts: Sequence[str], values: np.ndarray,
                          objectives: tuple[str, ...], config: TrainConfig, source: np.ndarray, folds: int,
                          held_out: HeldOut, options: dict
@@ -108,7 +131,9 @@ def cross_fitted_spreads(predictor: RLMPredictor, texts: Sequence[str], values: 
     # with a prior, whose residual is not weighed with this few rows, the folds' errors are the prior's
     # whatever the model learns, and the width ratio matches their spread to the final model's: the
     # decoder alone is trained, at a fraction of the time
-    quiet = replace(config, progress=False, freeze_encoder=config.freeze_encoder or bool(held_out.inputs))
+    # one decoder a fold: the final fit's members pool a wider spread, which the width ratio takes in
+    quiet = replace(config, progress=False, freeze_encoder=config.freeze_encoder or bool(held_out.inputs),
+                    members=1)
     blend = options.get("prior_mode") == "blend"
     draws: list[np.ndarray] = []
     rows: list[np.ndarray] = []

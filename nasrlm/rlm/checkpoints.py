@@ -18,10 +18,13 @@ from dataclasses import asdict, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+import torch
 from safetensors import SafetensorError
 from safetensors.numpy import load_file as load_arrays
 from safetensors.numpy import save_file as save_arrays
+from safetensors.torch import load_file as load_tensors
 from safetensors.torch import load_model, save_model
+from safetensors.torch import save_file as save_tensors
 
 from nasrlm import __version__
 from nasrlm.data import Objective
@@ -29,6 +32,7 @@ from nasrlm.errors import NasrlmError
 from nasrlm.priors.feature_prior import FeaturePrior
 from nasrlm.priors.prior import FreeLabelPrior
 from nasrlm.priors.transfer import TRANSFER_FILE, TRANSFER_LABEL, AccuracyTransfer, TransferFileError
+from nasrlm.rlm._members import own_weights
 from nasrlm.rlm._residuals import PRIOR_MODES
 from nasrlm.rlm.calibration import Spread
 from nasrlm.rlm.model import RegressionLM, RLMConfig
@@ -42,6 +46,8 @@ if TYPE_CHECKING:
 
 #: Where a feature prior's forests are saved, beside ``config.json``.
 PRIOR_FILE = "prior.safetensors"
+#: Where the weights of a fit's other decoders (``RLMPredictor.members``) are saved, keyed ``"{k}/{name}"``.
+MEMBERS_FILE = "members.safetensors"
 
 
 class ModelNotFoundError(NasrlmError, FileNotFoundError):
@@ -82,11 +88,11 @@ def _read_model_config(path: Path) -> dict:
         raise ModelFileError(f"{path} is not a nasrlm model config (format={meta.get('format')!r})")
     shapes = {"model": dict, "objectives": list, "normalizers": dict, "decode_order": list}
     wrong = [key for key, kind in shapes.items() if not isinstance(meta.get(key), kind)]
-    wrong += [key for key, kind in (("spaces", list), ("spreads", dict), ("reads_first", list))
-              if not isinstance(meta.get(key, kind()), kind)]
+    optional = (("spaces", list), ("spreads", dict), ("reads_first", list), ("members", int))
+    wrong += [key for key, kind in optional if not isinstance(meta.get(key, kind()), kind)]
     if wrong:
         raise ModelFileError(f"{path}: missing or malformed {', '.join(wrong)}")
-    keys = {"format", "nasrlm_version", "prior", "spaces", "spreads", "reads_first", *shapes}
+    keys = {"format", "nasrlm_version", "prior", "spaces", "spreads", "reads_first", "members", *shapes}
     unknown = sorted(set(meta) - keys)
     if unknown:
         raise ModelFileError(f"{path}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(keys))}")
@@ -118,7 +124,7 @@ def save_predictor(predictor: RLMPredictor, path: str | Path, *, half: bool = Fa
         written = {f.name for f in staging.iterdir()}
         for file in sorted(staging.iterdir(), key=lambda f: f.name == "config.json"):
             os.replace(file, path / file.name)
-        for name in {PRIOR_FILE, TRANSFER_FILE} - written:  # config.json no longer names them
+        for name in {PRIOR_FILE, TRANSFER_FILE, MEMBERS_FILE} - written:  # config.json no longer names them
             (path / name).unlink(missing_ok=True)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -144,6 +150,12 @@ def _write_files(predictor: RLMPredictor, path: Path, *, half: bool = False) -> 
     }
     if predictor.reads_first:  # absent otherwise, as models saved before it existed
         meta["reads_first"] = list(predictor.reads_first)
+    if predictor.members:  # the same
+        meta["members"] = len(predictor.members)
+        dtype = torch.float16 if half else torch.float32
+        save_tensors({f"{k}/{name}": value.to(dtype).contiguous()
+                      for k, weights in enumerate(predictor.members) for name, value in weights.items()},
+                     path / MEMBERS_FILE)
     arrays = {}
     if predictor.prior is not None:
         meta["prior"] = {"inputs": list(predictor.prior_inputs), "predicts": list(predictor.prior_objectives),
@@ -191,6 +203,8 @@ def load_predictor(cls: type[Predictor], path: str | Path) -> Predictor:
         if unread:
             raise ValueError(f"reads_first {unread} have no normaliser")
         predictor.spreads = {k: Spread.from_dict(v) for k, v in meta.get("spreads", {}).items()}
+        if meta.get("members"):
+            predictor.members = _load_members(path, meta["members"], own_weights(model))
     except (AttributeError, KeyError, TypeError, ValueError, SafetensorError) as error:
         raise ModelFileError(f"{files[0]}: not a nasrlm model config ({type(error).__name__}: "
                              f"{error})") from None
@@ -203,6 +217,30 @@ def load_predictor(cls: type[Predictor], path: str | Path) -> Predictor:
         raise ModelNotFoundError(f"{path} is not a complete nasrlm model directory: missing "
                                  f"{TRANSFER_FILE} (the transfer forest its prior reads)")
     return predictor
+
+
+def _load_members(path: Path, count: int, mine: dict[str, torch.Tensor]) -> list[dict[str, torch.Tensor]]:
+    """The ``count`` members' weights of :func:`load_predictor`, in float32, each checked against the
+    model's own (``mine``): the same names and shapes."""
+    file = path / MEMBERS_FILE
+    if count < 1:
+        raise ModelFileError(f"{path / 'config.json'}: members must be at least 1, got {count}")
+    if not file.is_file():
+        raise ModelNotFoundError(f"{path} is not a complete nasrlm model directory: missing {MEMBERS_FILE} "
+                                 f"(the weights of {count} more decoders, config.json says)")
+    try:
+        tensors = load_tensors(file)
+    except SafetensorError as error:
+        raise ModelFileError(f"{file}: not safetensors ({error})") from None
+    members = []
+    for k in range(count):
+        weights = {name: tensors.get(f"{k}/{name}") for name in mine}
+        wrong = [n for n, v in weights.items() if v is None or v.shape != mine[n].shape]
+        if wrong or len(tensors) != count * len(mine):
+            raise ModelFileError(f"{file}: not the weights of {count} members of the model config.json "
+                                 f"describes ({', '.join(wrong[:3]) or 'other tensors'})")
+        members.append({n: v.float() for n, v in weights.items()})
+    return members
 
 
 def _load_prior(predictor: RLMPredictor, path: Path, meta: dict) -> None:

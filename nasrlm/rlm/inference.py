@@ -21,14 +21,15 @@ def sample_scaled(model: RegressionLM, input_ids: torch.Tensor, attention_mask: 
                   objectives: tuple[str, ...], num_samples: int, *, temperature: float = 1.0,
                   generator: torch.Generator | None = None,
                   given: tuple[tuple[str, ...], torch.Tensor] | None = None,
-                  reads: tuple[str, ...] = ()) -> np.ndarray:
+                  reads: tuple[str, ...] = (), memory: torch.Tensor | None = None) -> np.ndarray:
     """Decoded numbers in the model's scaled space, shape (batch, num_samples, len(objectives)).
 
-    ``temperature=0`` decodes greedily (then all samples of an input are equal). ``given`` and
-    ``reads`` are passed on to :func:`sample_digits`.
+    ``temperature=0`` decodes greedily (then all samples of an input are equal). ``given``, ``reads``
+    and ``memory`` are passed on to :func:`sample_digits`.
     """
     digits = sample_digits(model, input_ids, attention_mask, objectives, num_samples,
-                           temperature=temperature, generator=generator, given=given, reads=reads)
+                           temperature=temperature, generator=generator, given=given, reads=reads,
+                           memory=memory)
     return model.vocab.numbers.decode_many(digits.cpu().numpy())
 
 
@@ -37,7 +38,7 @@ def sample_digits(model: RegressionLM, input_ids: torch.Tensor, attention_mask: 
                   objectives: tuple[str, ...], num_samples: int, *, temperature: float = 1.0,
                   generator: torch.Generator | None = None,
                   given: tuple[tuple[str, ...], torch.Tensor] | None = None,
-                  reads: tuple[str, ...] = ()) -> torch.Tensor:
+                  reads: tuple[str, ...] = (), memory: torch.Tensor | None = None) -> torch.Tensor:
     """Digit ids, shape (batch, num_samples, len(objectives), digits per number).
 
     ``given = (names, tokens)`` decodes conditioned on known values: their tags and digit ids
@@ -47,6 +48,9 @@ def sample_digits(model: RegressionLM, input_ids: torch.Tensor, attention_mask: 
     ``reads`` are decoded greedily after ``given``, one row per input shared by all its samples, and
     ``objectives`` are sampled conditioned on that reading (which is not returned): the same numbers
     as decoding ``reads`` with ``temperature=0`` and passing them as ``given``, with one encoding.
+
+    ``memory``: the encoder's states of ``input_ids``, already computed (decoders that share an encoder
+    decode from one encoding).
     """
     model.eval()
     vocab = model.vocab
@@ -64,8 +68,9 @@ def sample_digits(model: RegressionLM, input_ids: torch.Tensor, attention_mask: 
         prefix = torch.cat([tags.expand(batch, -1)[..., None], fed], dim=-1)
         pending = torch.cat([pending, prefix.reshape(batch, -1)], dim=1)
     total = pending.shape[1] + (len(reads) + len(objectives)) * vocab.span - 1  # the last digit is never fed
-    decoder = _IncrementalDecoder(model, model.encode(input_ids, attention_mask), attention_mask,
-                                  num_samples, total)
+    if memory is None:
+        memory = model.encode(input_ids, attention_mask)
+    decoder = _IncrementalDecoder(model, memory, attention_mask, num_samples, total)
     for name in reads:  # greedy, once per input: every sample's prefix stays the same
         pending = torch.cat([pending, torch.full((batch, 1), vocab.tags[name], dtype=torch.long,
                                                  device=device)], dim=1)

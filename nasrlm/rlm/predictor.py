@@ -24,7 +24,8 @@ from nasrlm.priors.feature_prior import PRIOR_KINDS
 from nasrlm.priors.prior import ScoresPrior, spans_decades
 from nasrlm.priors.transfer import ACCURACY_RANK, TAG_SEPARATOR, TRANSFER_LABEL, AccuracyTransfer
 from nasrlm.rlm._base import for_space
-from nasrlm.rlm._held_out import HeldOut, cross_fitted_spreads
+from nasrlm.rlm._held_out import HeldOut, cross_fitted_spreads, first_member_spreads
+from nasrlm.rlm._members import Weights, pooled, train_members, wearing
 from nasrlm.rlm._residuals import (
     PRIOR_MODES,
     add_prior,
@@ -45,9 +46,9 @@ from nasrlm.rlm.checkpoints import (  # noqa: F401  (PRIOR_FILE: importable from
 from nasrlm.rlm.inference import sample_scaled
 from nasrlm.rlm.model import RegressionLM, RLMConfig
 from nasrlm.rlm.normalize import Normalizer
-from nasrlm.rlm.presets import DECODER_TUNE, FINE_TUNE, READ_LATENCIES, TRAIN_SIZE, size_options
+from nasrlm.rlm.presets import ALONE_TUNE, DECODER_TUNE, FINE_TUNE, READ_LATENCIES, TRAIN_SIZE, size_options
 from nasrlm.rlm.tokenizers import OnnxTokenizer
-from nasrlm.rlm.training import TrainConfig, TrainReport, derived_sources, pad_batch, train, validation_size
+from nasrlm.rlm.training import TrainConfig, TrainReport, derived_sources, pad_batch, validation_size
 from search_spaces import SearchSpace
 
 #: Validation rows needed before the model's residual is weighed on them: weights fitted on the 10
@@ -64,13 +65,15 @@ QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 SHIPPED_BASE = Path(__file__).parent.parent / "base"  # nasrlm/base, beside this package
 
 
-def tune_config(rows: int, *, decoder_only: bool, batch_size: int = TrainConfig.batch_size,
-                **fields: Any) -> TrainConfig:
+def tune_config(rows: int, *, decoder_only: bool, alone: bool = False,
+                batch_size: int = TrainConfig.batch_size, **fields: Any) -> TrainConfig:
     """How a base model fine-tunes on ``rows`` labelled rows, as ``nasrlm train`` does: the decoder alone
-    (``decoder_only``: the language model alone or blended, the encoder reading the text as the base
-    learned to) by :data:`~nasrlm.rlm.presets.DECODER_TUNE`'s schedule, else the whole model by
+    (``decoder_only``: the language model blended, the encoder reading the text as the base learned to) by
+    :data:`~nasrlm.rlm.presets.DECODER_TUNE`'s schedule, the language model alone (``alone``, no prior) by
+    :data:`~nasrlm.rlm.presets.ALONE_TUNE`'s (an ensemble of decoders), else the whole model by
     :data:`~nasrlm.rlm.presets.FINE_TUNE`'s; ``fields`` override any :class:`TrainConfig` field."""
-    schedule = DECODER_TUNE if decoder_only else FINE_TUNE
+    schedule = ALONE_TUNE if alone else DECODER_TUNE if decoder_only else FINE_TUNE
+    decoder_only = decoder_only or alone
     settings = {**schedule.settings(rows, batch_size), **fields}
     return TrainConfig(batch_size=batch_size, freeze_encoder=decoder_only, **settings)
 
@@ -141,6 +144,9 @@ class RLMPredictor:
         #: on, never reporting them: a base model pre-trained with the free labels decoded first reads a
         #: space zero-shot best in that order (:meth:`zero_shot`); a fit sets it to its ``reads``
         self.reads_first: tuple[str, ...] = ()
+        #: the latest fit's other decoders, when it trained several (``TrainConfig.members``): their weights
+        #: (:mod:`nasrlm.rlm._members`); :meth:`sample` pools their samples with the model's own
+        self.members: list[Weights] = []
 
     @classmethod
     def from_scratch(cls, objectives: Sequence[Objective], *, size: str | None = TRAIN_SIZE, seed: int = 0,
@@ -295,6 +301,8 @@ class RLMPredictor:
         source = derived_sources(derived_from, len(texts))
         original = source < 0
         config = config or TrainConfig()
+        if config.members > 1 and (prior_from or prior_inputs):
+            raise ValueError("members > 1 pool the language model alone: with a prior, give members=1")
         logs = {name: spans_decades(values[original, k]) for k, name in enumerate(objectives)}
         raw, held_out = values, HeldOut(tuple(prior_from), dict(prior_inputs or {}), logs)
         prior, inputs, predicted, x = None, (*prior_from, *(prior_inputs or {})), (), None
@@ -305,6 +313,7 @@ class RLMPredictor:
             raise ValueError("prior_mode='blend' needs a feature prior (prior_kind not 'line') whose inputs "
                              "are all prior_inputs: the model decodes none of them")
         residuals = values
+        self.members = []  # an earlier fit's: the weights they differ in are the model's own now
         # what the model reads now, before the fit (the cross-fits start from the same weights)
         reading = self.read(texts, reads) if reads else None
         if inputs:  # validated before anything changes: a refused call leaves the predictor as it was
@@ -338,8 +347,8 @@ class RLMPredictor:
         targets = self._targets(values, objectives)
         if reading is not None:
             targets = np.concatenate([self._targets(reading, reads), targets], axis=1)
-        report = train(self.model, self.encode_texts(texts), targets, (*reads, *objectives), config,
-                       derived_from=derived_from)
+        report, self.members = train_members(self.model, self.encode_texts(texts), targets,
+                                             (*reads, *objectives), config, derived_from=derived_from)
         report.cross_fits = folds if widths is not None else 0
         self.decode_order, self.reads_first = objectives, reads
         if prior is not None and len(report.validation_rows) >= MIN_VALIDATION_ROWS:
@@ -354,7 +363,12 @@ class RLMPredictor:
             rows = np.asarray(report.validation_rows)
             truth = None if prior is None else out_of_sample_truth(prior, x, residuals, raw, objectives,
                                                                    predicted, rows)
-            spreads = held_out.spreads(self, texts, raw, objectives, rows, seed=config.seed, truth=truth)
+            if self.members:  # the other members trained on the first one's validation rows
+                trained = np.setdiff1d(np.flatnonzero(original), rows)
+                spreads = first_member_spreads(self, held_out, texts, raw, objectives, rows, trained,
+                                               seed=config.seed, truth=truth)
+            else:
+                spreads = held_out.spreads(self, texts, raw, objectives, rows, seed=config.seed, truth=truth)
         elif widths is not None:  # trained on all the rows, the model decodes narrower than the folds did
             mine = held_out.typical_width(held_out.sample(self, texts, raw, objectives,
                                                           np.flatnonzero(original), seed=config.seed,
@@ -414,7 +428,7 @@ class RLMPredictor:
             raise ValueError("prior: the free labels are among the objectives trained, nothing is left to "
                              "predict from them")
         if config is None:
-            config = tune_config(len(arch_ids), decoder_only=prior is None or prior_mode == "blend",
+            config = tune_config(len(arch_ids), decoder_only=prior_mode == "blend", alone=prior is None,
                                  progress=progress)
         graph = prior not in (None, "line")
         texts, labels = texts_and_free_labels(space, arch_ids, graph=graph, progress=progress)
@@ -514,11 +528,23 @@ class RLMPredictor:
         ids = self.encode_texts(texts)
         out = np.empty((len(texts), num_samples, len(objectives)))
         starts = range(0, len(texts), batch_size)
+        members = pooled([None, *self.members], num_samples)
         for start in tqdm(starts, desc="predicting", unit="batch", disable=not progress):
             input_ids, mask = pad_batch(ids[start : start + batch_size], self.model.config.text_pad_id)
+            input_ids, mask = input_ids.to(device), mask.to(device)
             prefix = None if given is None else (given[0], given[1][start : start + len(input_ids)])
-            scaled = sample_scaled(self.model, input_ids.to(device), mask.to(device), objectives, num_samples,
-                                   temperature=temperature, generator=generator, given=prefix, reads=reads)
+            memory = None
+            if len(members) > 1:  # the members share the encoder: one encoding
+                self.model.eval()
+                with torch.no_grad():
+                    memory = self.model.encode(input_ids, mask)
+            parts = []
+            for weights, share in members:
+                with wearing(self.model, weights):
+                    parts.append(sample_scaled(self.model, input_ids, mask, objectives, share,
+                                               temperature=temperature, generator=generator, given=prefix,
+                                               reads=reads, memory=memory))
+            scaled = np.concatenate(parts, axis=1)
             for k, name in enumerate(objectives):
                 out[start : start + len(input_ids), :, k] = self.normalizers[name].inverse(scaled[..., k])
         return out

@@ -47,6 +47,10 @@ class TrainConfig:
     # train the decoder only: a base's encoder (and the token embeddings it shares) stays as pre-trained,
     # and each text is encoded once, without dropout (experiments/README.md, "Who carries the prediction")
     freeze_encoder: bool = False
+    # with the encoder frozen, decoders fitted from the same start, each with its own validation split, batch
+    # order and dropout (:func:`train`'s ``member``), whose samples RLMPredictor.fit pools: an ensemble
+    # (experiments/README.md, "Who carries the prediction")
+    members: int = 1
     seed: int = 0
     progress: bool = True
 
@@ -180,13 +184,15 @@ class EncoderStates:
 
 def train(model: RegressionLM, inputs: Sequence[Sequence[int]], targets: np.ndarray,
           objectives: tuple[str, ...], config: TrainConfig | None = None, *,
-          derived_from: Sequence[int] | None = None) -> TrainReport:
+          derived_from: Sequence[int] | None = None, member: int = 0) -> TrainReport:
     """Fit ``model`` to number-token ``targets`` (n, objectives, digits; -1 = missing) of ``inputs``.
 
     The model ends up with the weights of the epoch with the lowest validation loss. ``derived_from``
     marks augmented rows: the index of the row each one was made from, -1 for an original. Only
     originals are held out for validation, and the rows made from a held-out one are left out
     altogether, so that the validation loss measures what the model makes of unseen architectures.
+    ``member`` k > 0 draws its validation split, batch order and dropout from ``(seed, k)`` instead of
+    ``seed``: one more member of an ensemble, each holding out rows of its own.
     """
     config = config or TrainConfig()
     if len(inputs) != len(targets):
@@ -195,8 +201,9 @@ def train(model: RegressionLM, inputs: Sequence[Sequence[int]], targets: np.ndar
     originals = np.flatnonzero(source < 0)
     if len(originals) < 2:
         raise ValueError("training needs at least two examples")
-    torch.manual_seed(config.seed)
-    rng = np.random.default_rng(config.seed)
+    seed = np.random.SeedSequence([config.seed, member]) if member else config.seed
+    rng = np.random.default_rng(seed)
+    torch.manual_seed(int(rng.integers(2**31)) if member else config.seed)
     order = rng.permutation(len(originals))
     n_val = validation_size(len(originals), config.validation_fraction)
     val_idx = originals[order[:n_val]]

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from nasrlm.rlm.model import RLMConfig
-from nasrlm.rlm.presets import DECODER_TUNE, FINE_TUNE, SIZES, TRAIN, size_options
+from nasrlm.rlm.predictor import MIN_VALIDATION_ROWS
+from nasrlm.rlm.presets import ALONE_TUNE, DECODER_TUNE, FINE_TUNE, SIZES, TRAIN, size_options
 
 
 def test_every_size_builds_a_config_and_unknown_sizes_are_named() -> None:
@@ -21,7 +22,7 @@ def test_fine_tuning_takes_a_fixed_number_of_steps_however_few_the_rows() -> Non
     assert many["max_epochs"] * 32 == pytest.approx(FINE_TUNE.steps, rel=0.1)  # 32 batches an epoch
     assert many["validation_fraction"] > 0 and many["patience"] >= 10
     assert TRAIN.settings(20, 32) == {"max_epochs": TRAIN.max_epochs, "learning_rate": TRAIN.learning_rate,
-                                      "validation_fraction": 0.1, "patience": 10}
+                                      "validation_fraction": 0.1, "patience": 10, "members": 1}
 
 
 def test_the_decoder_tunes_longer_only_where_a_validation_split_can_stop_it() -> None:
@@ -29,3 +30,11 @@ def test_the_decoder_tunes_longer_only_where_a_validation_split_can_stop_it() ->
     assert few["max_epochs"] == DECODER_TUNE.unvalidated_steps and few["validation_fraction"] == 0.0
     assert many["max_epochs"] * 32 == pytest.approx(DECODER_TUNE.steps, rel=0.1)
     assert many["validation_fraction"] > 0 and DECODER_TUNE.steps > FINE_TUNE.steps
+
+
+def test_the_model_alone_pools_members_only_where_its_validation_rows_calibrate_it() -> None:
+    few, many = ALONE_TUNE.settings(ALONE_TUNE.members_from - 1, 32), ALONE_TUNE.settings(1000, 32)
+    assert few["members"] == 1 and many["members"] == ALONE_TUNE.members > 1
+    assert round(ALONE_TUNE.members_from * many["validation_fraction"]) == MIN_VALIDATION_ROWS
+    assert {k: v for k, v in many.items() if k != "members"} == {
+        k: v for k, v in DECODER_TUNE.settings(1000, 32).items() if k != "members"}

@@ -9,6 +9,7 @@ import pytest
 import torch
 from scipy.stats import kendalltau, norm
 
+import nasrlm.rlm._members
 import nasrlm.rlm.checkpoints
 import nasrlm.rlm.predictor
 from nasrlm.data import Objective
@@ -548,13 +549,13 @@ def test_a_fit_reading_labels_first_trains_on_its_own_reading_and_samples_after_
     assert reading.shape == (len(texts), 1) and np.isfinite(reading).all()
     with pytest.raises(ValueError, match="reads"):  # a label the fit trains is no reading
         predictor.fit(texts, values[:, :1], ("acc",), config, reads=("acc",))
-    trained, fit = [], nasrlm.rlm.predictor.train
+    trained, fit = [], nasrlm.rlm._members.train
 
     def recording(model, inputs, targets, objectives, *args, **kwargs):
         trained.append((objectives, targets.copy()))
         return fit(model, inputs, targets, objectives, *args, **kwargs)
 
-    monkeypatch.setattr(nasrlm.rlm.predictor, "train", recording)
+    monkeypatch.setattr(nasrlm.rlm._members, "train", recording)  # every fit trains through it
     predictor.fit(texts, values[:, :1], ("acc",), config, reads=("lat",), calibration_folds=2)
     assert [objectives for objectives, _ in trained] == [("lat", "acc")] * 3  # two cross-fits, then the fit
     np.testing.assert_array_equal(trained[-1][1][:, 0], predictor._targets(reading, ("lat",))[:, 0])

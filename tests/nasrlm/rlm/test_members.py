@@ -1,0 +1,138 @@
+"""An ensemble of decoders on one frozen encoder (``TrainConfig.members``): trained, sampled, saved."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import nasrlm.rlm.predictor
+from nasrlm.data import Objective
+from nasrlm.rlm._members import own_weights, pooled, wearing
+from nasrlm.rlm.checkpoints import MEMBERS_FILE, ModelFileError, ModelNotFoundError
+from nasrlm.rlm.predictor import RLMPredictor
+from nasrlm.rlm.presets import ALONE_TUNE, DECODER_TUNE
+from nasrlm.rlm.tokenizers import OnnxTokenizer
+from nasrlm.rlm.training import FROZEN_WITH_THE_ENCODER, TrainConfig, train
+from search_spaces import NasBench201
+
+TINY = {"d_model": 32, "num_heads": 2, "d_ff": 64, "encoder_layers": 1, "decoder_layers": 1, "dropout": 0.1}
+ACC = Objective("acc", "%", "accuracy", "test", True)
+
+
+@pytest.fixture(scope="module")
+def corpus() -> tuple[OnnxTokenizer, list[str], np.ndarray]:
+    space = NasBench201()
+    ids = space.sample_ids(48, seed=2)
+    texts = [space.to_text(space.parse(i)) for i in ids]
+    convs = np.array([sum(op.startswith("nor_conv") for op in space.parse(i).ops) for i in ids], float)
+    return OnnxTokenizer.train(texts), texts, 80 + 2 * convs
+
+
+def config(**fields) -> TrainConfig:
+    return TrainConfig(**{"max_epochs": 4, "batch_size": 16, "learning_rate": 3e-3, "freeze_encoder": True,
+                          "validation_fraction": 0.25, "progress": False, "members": 3, **fields})
+
+
+@pytest.fixture(scope="module")
+def fitted(corpus) -> RLMPredictor:
+    tokenizer, texts, values = corpus
+    predictor = RLMPredictor.from_scratch((ACC,), size=None, tokenizer=tokenizer, **TINY)
+    predictor.fit(texts, values[:, None], ("acc",), config())
+    return predictor
+
+
+def test_each_member_holds_out_rows_of_its_own_and_member_0_is_the_plain_fit(corpus) -> None:
+    tokenizer, texts, values = corpus
+    predictor = RLMPredictor.from_scratch((ACC,), size=None, tokenizer=tokenizer, **TINY)
+    predictor.normalizers["acc"] = nasrlm.rlm.predictor.Normalizer.fit(values)
+    inputs, targets = predictor.encode_texts(texts), predictor._targets(values[:, None], ("acc",))
+    start = {k: v.clone() for k, v in predictor.model.state_dict().items()}
+    rows = []
+    for member in (0, 1, 2, 0):
+        predictor.model.load_state_dict(start)
+        rows.append(train(predictor.model, inputs, targets, ("acc",), config(members=1), member=member)
+                    .validation_rows)
+    plain = train(predictor.model, inputs, targets, ("acc",), config(members=1)).validation_rows
+    assert rows[0] == rows[3] == plain
+    assert rows[0] != rows[1] != rows[2] and len(rows[1]) == len(rows[0])
+
+
+def test_members_differ_in_the_decoder_only_and_pool_their_samples(fitted, corpus) -> None:
+    _, texts, _ = corpus
+    assert len(fitted.members) == 2
+    mine = own_weights(fitted.model)
+    assert not any(name.startswith(FROZEN_WITH_THE_ENCODER) for name in mine)
+    for weights in fitted.members:
+        assert set(weights) == set(mine)
+        assert any(not torch.equal(weights[n], mine[n]) for n in mine)  # each learned on its own
+    pooled_draws = fitted.sample(texts[:6], num_samples=12, seed=4, calibrated=False)
+    members, fitted.members = fitted.members, []
+    try:
+        alone = fitted.sample(texts[:6], num_samples=12, seed=4, calibrated=False)
+        first = fitted.sample(texts[:6], num_samples=4, seed=4, calibrated=False)
+        reading = fitted.read(texts[:6], ["acc"])
+    finally:
+        fitted.members = members
+    assert pooled_draws.shape == alone.shape == (6, 12, 1)
+    np.testing.assert_array_equal(pooled_draws[:, :4], first)  # the first member's share, drawn first
+    assert not np.array_equal(pooled_draws, alone)
+    np.testing.assert_array_equal(fitted.read(texts[:6], ["acc"]), reading)  # one greedy sample: the first's
+    before = own_weights(fitted.model)
+    with wearing(fitted.model, fitted.members[1]):
+        assert all(torch.equal(v, fitted.members[1][n]) for n, v in own_weights(fitted.model).items())
+    assert all(torch.equal(v, before[n]) for n, v in own_weights(fitted.model).items())  # its own again
+
+
+def test_samples_are_shared_as_evenly_as_they_go() -> None:
+    assert [share for _, share in pooled(["a", "b", "c"], 8)] == [3, 3, 2]
+    assert pooled(["a", "b", "c"], 1) == [("a", 1)]
+
+
+def test_members_are_saved_and_loaded_and_a_missing_file_is_named(fitted, corpus, tmp_path) -> None:
+    _, texts, _ = corpus
+    path = fitted.save(tmp_path / "model")
+    loaded = RLMPredictor.load(path)
+    assert len(loaded.members) == 2
+    np.testing.assert_array_equal(loaded.sample(texts[:5], num_samples=9, seed=1),
+                                  fitted.sample(texts[:5], num_samples=9, seed=1))
+    (path / MEMBERS_FILE).unlink()
+    with pytest.raises(ModelNotFoundError, match=MEMBERS_FILE):
+        RLMPredictor.load(path)
+    (path / MEMBERS_FILE).write_bytes(b"not safetensors")
+    with pytest.raises(ModelFileError, match=MEMBERS_FILE):
+        RLMPredictor.load(path)
+    single = RLMPredictor.load(fitted.save(tmp_path / "again"))
+    single.members = []
+    single.save(tmp_path / "again")  # saved again without members: the file goes
+    assert not (tmp_path / "again" / MEMBERS_FILE).exists()
+    assert RLMPredictor.load(tmp_path / "again").members == []
+
+
+def test_members_need_a_frozen_encoder_and_no_prior(corpus) -> None:
+    tokenizer, texts, values = corpus
+    predictor = RLMPredictor.from_scratch((ACC,), size=None, tokenizer=tokenizer, **TINY)
+    with pytest.raises(ValueError, match="freeze_encoder"):
+        predictor.fit(texts, values[:, None], ("acc",), config(freeze_encoder=False))
+    with pytest.raises(ValueError, match="prior"):
+        predictor.fit(texts, values[:, None], ("acc",), config(), prior_inputs={"x": values},
+                      prior_kind="ridge")
+    assert ALONE_TUNE.members > 1 and DECODER_TUNE.members == 1  # the model alone pools; blended, one
+
+
+def test_validation_rows_others_trained_on_calibrate_through_the_first_member(corpus, monkeypatch) -> None:
+    monkeypatch.setattr(nasrlm.rlm.predictor, "MIN_VALIDATION_ROWS", 12)  # the corpus is small
+    calls = []
+    real = nasrlm.rlm.predictor.first_member_spreads
+
+    def recording(predictor, *args, **kwargs):
+        calls.append(len(predictor.members))
+        spreads = real(predictor, *args, **kwargs)
+        assert len(predictor.members) == calls[-1]  # put back
+        return spreads
+
+    monkeypatch.setattr(nasrlm.rlm.predictor, "first_member_spreads", recording)
+    tokenizer, texts, values = corpus
+    predictor = RLMPredictor.from_scratch((ACC,), size=None, tokenizer=tokenizer, **TINY)
+    predictor.fit(texts, values[:, None], ("acc",), config())
+    assert calls == [2] and set(predictor.spreads) == {"acc"}
