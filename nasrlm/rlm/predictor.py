@@ -278,6 +278,11 @@ class RLMPredictor:
         starting weights: that many fits more; 0 or 1: none, the samples stay as decoded;
         :meth:`fine_tune` does :data:`~nasrlm.rlm.calibration.CALIBRATION_FOLDS`).
 
+        ``config.members`` > 1 (the encoder frozen, no prior) trains that many decoders from the weights the
+        model has, each holding out a validation split of its own, and :meth:`sample` pools their samples
+        (:attr:`members`, :mod:`nasrlm.rlm._members`); the spread is then calibrated on the first one's
+        validation rows, or on cross-fits of one decoder each, for the pool.
+
         ``reads`` are labels the model already decodes (a base's tags, e.g. the latencies of the devices
         it was pre-trained on) that it then reads before ``objectives``, as pre-training decodes one
         column after another: the fit takes the model's own greedy reading of them for every text, as it
