@@ -26,7 +26,7 @@ from scipy import stats
 from nasrlm.data import Objective, load_table
 from nasrlm.rlm.calibration import CALIBRATION_FOLDS, central_coverage
 from nasrlm.rlm.predictor import RLMPredictor
-from nasrlm.rlm.presets import DECODER_TUNE
+from nasrlm.rlm.presets import ALONE_TUNE
 from nasrlm.rlm.pretraining import is_excluded
 from nasrlm.rlm.training import TrainConfig
 from search_spaces import get_space
@@ -40,7 +40,7 @@ def fit_and_sample(base: Path, space: str, column: str, texts: list[str], y: np.
     objective = Objective(column, "", "target", "benchmark", True)
     predictor = RLMPredictor.from_base(base, [objective], space=space)
     config = TrainConfig(batch_size=32, seed=seed, progress=False, freeze_encoder=True,
-                         **DECODER_TUNE.settings(len(train), 32))
+                         **ALONE_TUNE.settings(len(train), 32))
     predictor.fit([texts[i] for i in train], y[train, None], [column], config, refit_normalizers=[column],
                   calibration_folds=folds)
     chosen = [texts[i] for i in test]

@@ -90,8 +90,8 @@ def first_member_spreads(predictor: RLMPredictor, held_out: HeldOut, texts: Sequ
                          truth: np.ndarray | None = None) -> dict[str, Spread]:
     """:meth:`HeldOut.spreads` on ``rows``, the validation rows of the first of the predictor's members, which
     the others trained on (:mod:`nasrlm.rlm._members`): fitted to the first member's own samples, then
-    each stretched by the ratio of its :meth:`HeldOut.typical_width` to the pooled members' on the rows the
-    first one ``trained`` on (the pool decodes wider than one member)."""
+    each stretched by the ratio of its :meth:`HeldOut.typical_width` to the pooled members' on rows every
+    member ``trained`` on (the pool decodes wider than one member)."""
     def width() -> np.ndarray:
         draws = held_out.sample(predictor, texts, values, objectives, trained, seed=seed)
         return held_out.typical_width(draws, objectives)

@@ -2,10 +2,11 @@
 <nasrlm.rlm.predictor.RLMPredictor.fit>` trains when ``TrainConfig.members`` > 1, and how its samples are
 drawn.
 
-Fine-tuned on a hundred labels, one decoder lands anywhere in a wide spread of rankings; several, each from
-the same start on the same rows with its own batch order and dropout, pooled, rank better than the typical
-one (experiments/README.md, "Who carries the prediction"). They share everything the encoder computes, so a
-member is only the weights that train with the encoder frozen, and sampling encodes each text once.
+One decoder fine-tuned on a few hundred labels, stopped early on a tenth of them, lands anywhere in a spread
+of rankings; several, each from the same start with a validation split, batch order and dropout of its own,
+pooled, rank better and vary less (experiments/README.md, "Who carries the prediction"). They share everything
+the encoder computes, so a member is only the weights that train with the encoder frozen, and sampling encodes
+each text once.
 
 The model's own weights are the first member; the others are kept as tensors (:data:`Weights`) and worn in
 turn (:func:`wearing`). This module does not import the predictor's.
@@ -54,28 +55,38 @@ def wearing(model: RegressionLM, weights: Weights | None) -> Iterator[Regression
                 parameters[name].copy_(value)
 
 
-def train_members(model: RegressionLM, inputs: Sequence[Sequence[int]], targets: np.ndarray,
-                  objectives: tuple[str, ...], config: TrainConfig, *,
-                  derived_from: Sequence[int] | None = None) -> tuple[TrainReport, list[Weights]]:
-    """:func:`~nasrlm.rlm.training.train` ``config.members`` times from the weights ``model`` has now, the
-    same validation split each time and a batch order and dropout of its own (``member``): the first
-    member's report, with the seconds of all, and the other members' weights; ``model`` ends with the
-    first member's. Several members need ``config.freeze_encoder`` (they share the encoder)."""
+def check_members(config: TrainConfig) -> None:
+    """``ValueError`` unless ``config.members`` can be trained: at least 1, and more only with the encoder
+    frozen (the members share it)."""
     if config.members < 1:
         raise ValueError(f"members must be at least 1, got {config.members}")
     if config.members > 1 and not config.freeze_encoder:
         raise ValueError("members > 1 need freeze_encoder=True: the members share the encoder")
+
+
+def train_members(model: RegressionLM, inputs: Sequence[Sequence[int]], targets: np.ndarray,
+                  objectives: tuple[str, ...], config: TrainConfig, *,
+                  derived_from: Sequence[int] | None = None
+                  ) -> tuple[TrainReport, list[Weights], np.ndarray]:
+    """:func:`~nasrlm.rlm.training.train` ``config.members`` times from the weights ``model`` has now, each
+    with a validation split, batch order and dropout of its own (``member``): the first member's report,
+    with the seconds of all, the other members' weights, and every row some member held out; ``model``
+    ends with the first member's weights (:func:`check_members` says which configs are refused)."""
+    check_members(config)
     start = own_weights(model) if config.members > 1 else None
     report = train(model, inputs, targets, objectives, config, derived_from=derived_from)
     others: list[Weights] = []
+    held_out = set(report.validation_rows)
     quiet = replace(config, progress=False)
     for member in range(1, config.members):
         # each from the start; leaving the block puts the first member's weights back
         with wearing(model, start):
-            report.seconds += train(model, inputs, targets, objectives, quiet, derived_from=derived_from,
-                                    member=member).seconds
+            theirs = train(model, inputs, targets, objectives, quiet, derived_from=derived_from,
+                           member=member)
             others.append(own_weights(model))
-    return report, others
+        report.seconds += theirs.seconds
+        held_out.update(theirs.validation_rows)
+    return report, others, np.array(sorted(held_out), dtype=np.int64)
 
 
 def pooled(members: Sequence[Weights | None], num_samples: int) -> list[tuple[Weights | None, int]]:

@@ -203,11 +203,11 @@ def load_predictor(cls: type[Predictor], path: str | Path) -> Predictor:
         if unread:
             raise ValueError(f"reads_first {unread} have no normaliser")
         predictor.spreads = {k: Spread.from_dict(v) for k, v in meta.get("spreads", {}).items()}
-        if meta.get("members"):
-            predictor.members = _load_members(path, meta["members"], own_weights(model))
     except (AttributeError, KeyError, TypeError, ValueError, SafetensorError) as error:
         raise ModelFileError(f"{files[0]}: not a nasrlm model config ({type(error).__name__}: "
                              f"{error})") from None
+    if meta.get("members"):  # its own errors name its own file
+        predictor.members = _load_members(path, meta["members"], own_weights(model))
     if (path / TRANSFER_FILE).is_file():
         try:
             predictor.transfer = AccuracyTransfer.load(path / TRANSFER_FILE)

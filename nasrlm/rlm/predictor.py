@@ -25,7 +25,7 @@ from nasrlm.priors.prior import ScoresPrior, spans_decades
 from nasrlm.priors.transfer import ACCURACY_RANK, TAG_SEPARATOR, TRANSFER_LABEL, AccuracyTransfer
 from nasrlm.rlm._base import for_space
 from nasrlm.rlm._held_out import HeldOut, cross_fitted_spreads, first_member_spreads
-from nasrlm.rlm._members import Weights, pooled, train_members, wearing
+from nasrlm.rlm._members import Weights, check_members, pooled, train_members, wearing
 from nasrlm.rlm._residuals import (
     PRIOR_MODES,
     add_prior,
@@ -306,6 +306,7 @@ class RLMPredictor:
         source = derived_sources(derived_from, len(texts))
         original = source < 0
         config = config or TrainConfig()
+        check_members(config)
         if config.members > 1 and (prior_from or prior_inputs):
             raise ValueError("members > 1 pool the language model alone: with a prior, give members=1")
         logs = {name: spans_decades(values[original, k]) for k, name in enumerate(objectives)}
@@ -318,7 +319,6 @@ class RLMPredictor:
             raise ValueError("prior_mode='blend' needs a feature prior (prior_kind not 'line') whose inputs "
                              "are all prior_inputs: the model decodes none of them")
         residuals = values
-        self.members = []  # an earlier fit's: the weights they differ in are the model's own now
         # what the model reads now, before the fit (the cross-fits start from the same weights)
         reading = self.read(texts, reads) if reads else None
         if inputs:  # validated before anything changes: a refused call leaves the predictor as it was
@@ -352,8 +352,10 @@ class RLMPredictor:
         targets = self._targets(values, objectives)
         if reading is not None:
             targets = np.concatenate([self._targets(reading, reads), targets], axis=1)
-        report, self.members = train_members(self.model, self.encode_texts(texts), targets,
-                                             (*reads, *objectives), config, derived_from=derived_from)
+        self.members = []  # an earlier fit's, if any: the weights they differ in are trained again
+        report, self.members, members_held_out = train_members(
+            self.model, self.encode_texts(texts), targets, (*reads, *objectives), config,
+            derived_from=derived_from)
         report.cross_fits = folds if widths is not None else 0
         self.decode_order, self.reads_first = objectives, reads
         if prior is not None and len(report.validation_rows) >= MIN_VALIDATION_ROWS:
@@ -369,7 +371,7 @@ class RLMPredictor:
             truth = None if prior is None else out_of_sample_truth(prior, x, residuals, raw, objectives,
                                                                    predicted, rows)
             if self.members:  # the other members trained on the first one's validation rows
-                trained = np.setdiff1d(np.flatnonzero(original), rows)
+                trained = np.setdiff1d(np.flatnonzero(original), members_held_out)  # by every member
                 spreads = first_member_spreads(self, held_out, texts, raw, objectives, rows, trained,
                                                seed=config.seed, truth=truth)
             else:
@@ -669,7 +671,8 @@ class RLMPredictor:
 
     # --- checkpoints ----------------------------------------------------------------------------
     def save(self, path: str | Path, *, half: bool = False) -> Path:
-        """Write ``config.json``, ``model.safetensors`` and ``tokenizer.model`` into directory ``path``;
+        """Write ``config.json``, ``model.safetensors`` and ``tokenizer.model`` into directory ``path`` (and a
+        prior's, a transfer forest's and the :attr:`members`' files where it has them);
         ``half`` stores the weights in float16 (half the bytes; :meth:`load` reads them back in float32).
 
         The files are written into a staging directory first, so no file is ever seen truncated. A new

@@ -335,6 +335,7 @@ def pretrain(predictor: RLMPredictor, tasks: Sequence[Task], config: PretrainCon
     # the spaces it learns objectives of (not those whose free labels only it reads): predict refuses others
     labelled = {t.space for t in tasks if len(t.objectives) > len(ALL_FREE_OBJECTIVES)}
     predictor.spaces = tuple(sorted({*predictor.spaces, *labelled}))
+    predictor.members = []  # a fine-tuned model's other decoders: pre-training moves the encoder under them
     model = predictor.model.to(device)
     free = len(FREE_OBJECTIVES)
     encoded = [predictor.encode_texts(t.texts) for t in tasks]

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+import nasrlm.rlm._held_out
 import nasrlm.rlm.predictor
 from nasrlm.data import Objective
 from nasrlm.rlm._members import own_weights, pooled, wearing
@@ -55,7 +56,7 @@ def test_each_member_holds_out_rows_of_its_own_and_member_0_is_the_plain_fit(cor
                     .validation_rows)
     plain = train(predictor.model, inputs, targets, ("acc",), config(members=1)).validation_rows
     assert rows[0] == rows[3] == plain
-    assert rows[0] != rows[1] != rows[2] and len(rows[1]) == len(rows[0])
+    assert rows[0] != rows[1] and rows[0] != rows[2] and rows[1] != rows[2] and len(rows[1]) == len(rows[0])
 
 
 def test_members_differ_in_the_decoder_only_and_pool_their_samples(fitted, corpus) -> None:
@@ -112,12 +113,20 @@ def test_members_are_saved_and_loaded_and_a_missing_file_is_named(fitted, corpus
 def test_members_need_a_frozen_encoder_and_no_prior(corpus) -> None:
     tokenizer, texts, values = corpus
     predictor = RLMPredictor.from_scratch((ACC,), size=None, tokenizer=tokenizer, **TINY)
+    predictor.fit(texts, values[:, None], ("acc",), config(max_epochs=1))
+    members, normalizers = predictor.members, dict(predictor.normalizers)
     with pytest.raises(ValueError, match="freeze_encoder"):
-        predictor.fit(texts, values[:, None], ("acc",), config(freeze_encoder=False))
+        predictor.fit(texts, values[:, None] + 5, ("acc",), config(freeze_encoder=False), calibration_folds=2)
+    with pytest.raises(ValueError, match="at least 1"):
+        predictor.fit(texts, values[:, None] + 5, ("acc",), config(members=0))
+    assert predictor.members is members and predictor.normalizers == normalizers  # refused: as it was
     with pytest.raises(ValueError, match="prior"):
         predictor.fit(texts, values[:, None], ("acc",), config(), prior_inputs={"x": values},
                       prior_kind="ridge")
     assert ALONE_TUNE.members > 1 and DECODER_TUNE.members == 1  # the model alone pools; blended, one
+    alone = nasrlm.rlm.predictor.tune_config(1000, decoder_only=False, alone=True)
+    assert alone.members == ALONE_TUNE.members and alone.freeze_encoder
+    assert nasrlm.rlm.predictor.tune_config(1000, decoder_only=True).members == 1
 
 
 def test_validation_rows_others_trained_on_calibrate_through_the_first_member(corpus, monkeypatch) -> None:
@@ -131,8 +140,16 @@ def test_validation_rows_others_trained_on_calibrate_through_the_first_member(co
         assert len(predictor.members) == calls[-1]  # put back
         return spreads
 
+    fitted_on = []  # the members sampled when the spread is fitted: the first one alone
+    spreads = nasrlm.rlm._held_out.HeldOut.spreads
+
+    def fitting(self, predictor, *args, **kwargs):
+        fitted_on.append(len(predictor.members))
+        return spreads(self, predictor, *args, **kwargs)
+
     monkeypatch.setattr(nasrlm.rlm.predictor, "first_member_spreads", recording)
+    monkeypatch.setattr(nasrlm.rlm._held_out.HeldOut, "spreads", fitting)
     tokenizer, texts, values = corpus
     predictor = RLMPredictor.from_scratch((ACC,), size=None, tokenizer=tokenizer, **TINY)
     predictor.fit(texts, values[:, None], ("acc",), config())
-    assert calls == [2] and set(predictor.spreads) == {"acc"}
+    assert calls == [2] and fitted_on == [0] and set(predictor.spreads) == {"acc"}
