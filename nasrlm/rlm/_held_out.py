@@ -74,6 +74,14 @@ class HeldOut:
         draws = self.sample(predictor, texts, values, objectives, rows, seed=seed)
         return self.fitted(draws, values[rows] if truth is None else truth, objectives)
 
+    def rescaled(self, spreads: dict[str, Spread], objectives: tuple[str, ...], fitted: np.ndarray,
+                 model: np.ndarray) -> dict[str, Spread]:
+        """``spreads`` fitted to samples of :meth:`typical_width` ``fitted``, for a model whose own is
+        ``model`` (both per decoded objective): each stretched by their ratio (1 where ``model``'s is 0)."""
+        ratio = np.where(model > 0, fitted / np.where(model > 0, model, 1.0), 1.0)
+        stretch = dict(zip(self.decoded(objectives), ratio.tolist(), strict=True))
+        return {name: spread.stretched(stretch[name]) for name, spread in spreads.items()}
+
     def typical_width(self, draws: np.ndarray, objectives: tuple[str, ...]) -> np.ndarray:
         """Per decoded objective, the median over rows of the central-80 % width of ``draws`` (rows,
         samples, decoded objectives), in logs where its spread is: how sure a model is of the rows it
@@ -102,10 +110,7 @@ def first_member_spreads(predictor: RLMPredictor, held_out: HeldOut, texts: Sequ
         one = width()
     finally:
         predictor.members = members
-    pool = width()
-    ratio = np.where(pool > 0, one / np.where(pool > 0, pool, 1.0), 1.0)
-    ratio = dict(zip(held_out.decoded(objectives), ratio.tolist(), strict=True))
-    return {name: spread.stretched(ratio[name]) for name, spread in spreads.items()}
+    return held_out.rescaled(spreads, objectives, one, width())
 
 
 def cross_fitted_spreads(predictor: RLMPredictor, texts: Sequence[str], values: np.ndarray,

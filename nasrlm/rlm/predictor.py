@@ -380,9 +380,7 @@ class RLMPredictor:
             mine = held_out.typical_width(held_out.sample(self, texts, raw, objectives,
                                                           np.flatnonzero(original), seed=config.seed,
                                                           model_alone=blend), objectives)
-            ratio = np.where(mine > 0, widths / np.where(mine > 0, mine, 1.0), 1.0)
-            stretch = dict(zip(held_out.decoded(objectives), ratio.tolist(), strict=True))
-            spreads = {name: spread.stretched(stretch[name]) for name, spread in spreads.items()}
+            spreads = held_out.rescaled(spreads, objectives, widths, mine)
         self.spreads = spreads
         return report
 

@@ -13,21 +13,16 @@ from nasrlm.rlm._members import own_weights, pooled, wearing
 from nasrlm.rlm.checkpoints import MEMBERS_FILE, ModelFileError, ModelNotFoundError
 from nasrlm.rlm.predictor import RLMPredictor
 from nasrlm.rlm.presets import ALONE_TUNE, DECODER_TUNE
-from nasrlm.rlm.tokenizers import OnnxTokenizer
 from nasrlm.rlm.training import FROZEN_WITH_THE_ENCODER, TrainConfig, train
-from search_spaces import NasBench201
 
 TINY = {"d_model": 32, "num_heads": 2, "d_ff": 64, "encoder_layers": 1, "decoder_layers": 1, "dropout": 0.1}
 ACC = Objective("acc", "%", "accuracy", "test", True)
 
 
-@pytest.fixture(scope="module")
-def corpus() -> tuple[OnnxTokenizer, list[str], np.ndarray]:
-    space = NasBench201()
-    ids = space.sample_ids(48, seed=2)
-    texts = [space.to_text(space.parse(i)) for i in ids]
-    convs = np.array([sum(op.startswith("nor_conv") for op in space.parse(i).ops) for i in ids], float)
-    return OnnxTokenizer.train(texts), texts, 80 + 2 * convs
+def accuracy(corpus: tuple) -> tuple:
+    """The shared corpus (conftest.py) with its accuracy column alone."""
+    tokenizer, texts, values = corpus
+    return tokenizer, texts, values[:, 0]
 
 
 def config(**fields) -> TrainConfig:
@@ -37,14 +32,14 @@ def config(**fields) -> TrainConfig:
 
 @pytest.fixture(scope="module")
 def fitted(corpus) -> RLMPredictor:
-    tokenizer, texts, values = corpus
+    tokenizer, texts, values = accuracy(corpus)
     predictor = RLMPredictor.from_scratch((ACC,), size=None, tokenizer=tokenizer, **TINY)
     predictor.fit(texts, values[:, None], ("acc",), config())
     return predictor
 
 
 def test_each_member_holds_out_rows_of_its_own_and_member_0_is_the_plain_fit(corpus) -> None:
-    tokenizer, texts, values = corpus
+    tokenizer, texts, values = accuracy(corpus)
     predictor = RLMPredictor.from_scratch((ACC,), size=None, tokenizer=tokenizer, **TINY)
     predictor.normalizers["acc"] = nasrlm.rlm.predictor.Normalizer.fit(values)
     inputs, targets = predictor.encode_texts(texts), predictor._targets(values[:, None], ("acc",))
@@ -111,7 +106,7 @@ def test_members_are_saved_and_loaded_and_a_missing_file_is_named(fitted, corpus
 
 
 def test_members_need_a_frozen_encoder_and_no_prior(corpus) -> None:
-    tokenizer, texts, values = corpus
+    tokenizer, texts, values = accuracy(corpus)
     predictor = RLMPredictor.from_scratch((ACC,), size=None, tokenizer=tokenizer, **TINY)
     predictor.fit(texts, values[:, None], ("acc",), config(max_epochs=1))
     members, normalizers = predictor.members, dict(predictor.normalizers)
@@ -149,7 +144,7 @@ def test_validation_rows_others_trained_on_calibrate_through_the_first_member(co
 
     monkeypatch.setattr(nasrlm.rlm.predictor, "first_member_spreads", recording)
     monkeypatch.setattr(nasrlm.rlm._held_out.HeldOut, "spreads", fitting)
-    tokenizer, texts, values = corpus
+    tokenizer, texts, values = accuracy(corpus)
     predictor = RLMPredictor.from_scratch((ACC,), size=None, tokenizer=tokenizer, **TINY)
     predictor.fit(texts, values[:, None], ("acc",), config())
     assert calls == [2] and fitted_on == [0] and set(predictor.spreads) == {"acc"}

@@ -17,24 +17,13 @@ from nasrlm.rlm.inference import _IncrementalDecoder, sample_digits
 from nasrlm.rlm.model import RegressionLM, RLMConfig
 from nasrlm.rlm.normalize import HIGH, LOW, Normalizer
 from nasrlm.rlm.predictor import UNVALIDATED_RESIDUAL_WEIGHT, RLMPredictor
-from nasrlm.rlm.tokenizers import DigitTokenizer, OnnxTokenizer
+from nasrlm.rlm.tokenizers import DigitTokenizer
 from nasrlm.rlm.training import Stepper, TrainConfig, pad_batch
-from search_spaces import NasBench201
 
 TINY = {"d_model": 32, "num_heads": 2, "d_ff": 64, "encoder_layers": 1, "decoder_layers": 1,
         "dropout": 0.0}
 OBJECTIVES = (Objective("acc", "%", "accuracy", "test", True),
               Objective("lat", "ms", "latency", "test", False))
-
-
-@pytest.fixture(scope="module")
-def corpus() -> tuple[OnnxTokenizer, list[str], np.ndarray]:
-    space = NasBench201()
-    ids = space.sample_ids(48, seed=1)
-    texts = [space.to_text(space.parse(i)) for i in ids]
-    convs = np.array([sum(op.startswith("nor_conv") for op in space.parse(i).ops) for i in ids], float)
-    values = np.stack([80 + 2 * convs, 1 + convs**2], axis=1)  # a learnable toy target
-    return OnnxTokenizer.train(texts), texts, values
 
 
 #: the product's format and a shorter one, so that no length of 4 is assumed anywhere
