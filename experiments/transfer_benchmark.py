@@ -26,8 +26,11 @@ pre-training decodes every column after those; ``rlm-blend-read[K]``: the same i
 predict`` with no model directory), ``forest`` (a random forest on the free and graph labels read off the ONNX
 graph, ``nasrlm.free_labels``), ``transfer-forest`` (the same forest plus the prediction of a cross-space
 accuracy forest, ``--transfer``: what other spaces' published accuracies say of each cell; ``transfer-alone``
-ranks by that prediction alone, no label used), ``cell-forest`` (the same forest on GRAF-style features of the
-NB201 cell, space-specific: what the generic labels miss), ``paths-forest`` (NB101: the forest on the graph
+ranks by that prediction alone, no label used), ``rank-blend`` (accuracy, with ``forest`` and ``rlm``:
+their normal ranks averaged at each model weight of ``RANK_BLEND_WEIGHTS``, as ``forest·rlm W``: whether any
+share of the language model alone would lift the forest; the best weight, chosen on the test cells, bounds
+what a blend could gain), ``cell-forest`` (the same forest on GRAF-style features of the NB201 cell,
+space-specific: what the generic labels miss), ``paths-forest`` (NB101: the forest on the graph
 labels plus the cell's path encoding, BANANAS's count of input-to-output paths per sequence of operations,
 space-specific: what order along a path adds), ``gbdt`` (gradient-boosted trees on the one-hot encoding of the
 cell or blocks plus the free labels), ``ctx-forest`` (the forest on the graph labels plus the base's own
@@ -76,6 +79,8 @@ FREE = tuple(o.name for o in ALL_FREE_OBJECTIVES[:2])
 #: The methods that read the base model (the others ignore ``--base``).
 BASE_METHODS = {"rlm", "rlm-prior", "rlm-graph", "rlm-blend", "rlm-ctx", "rlm-ctx-free", "forest+rlm",
                 "ctx-forest", "ctx-ridge", "rlm-read", "zero-shot"}
+#: The model's weights at which ``rank-blend`` averages the forest's and the language model's normal ranks.
+RANK_BLEND_WEIGHTS = (0.05, 0.1, 0.2, 0.5)
 #: The devices of HELP's NB201 test split (our base excludes each on every space).
 DEVICES = {"nb201": ("titan_rtx_1", "gold_6226", "pixel2", "raspi4", "eyeriss", "fpga"),
            "fbnet": ("titan_rtx_1", "gold_6226", "pixel2", "raspi4", "eyeriss", "fpga")}
@@ -343,8 +348,18 @@ def run_accuracy(a, space_name: str, seed: int, record) -> None:
                 if features is not None and method != "rlm-blend":
                     runs[f"{method} (prior alone)"] = alone
                 print(f"  {space_name} acc N={n} seed {seed} {method}: fine-tune {seconds:.0f} s", flush=True)
+        if "rank-blend" in a.methods and {"forest", "rlm"} <= runs.keys():
+            forest_ranks, model_ranks = normal_ranks(runs["forest"]), normal_ranks(runs["rlm"])
+            for w in RANK_BLEND_WEIGHTS:
+                runs[f"forest·rlm {w}"] = (1 - w) * forest_ranks + w * model_ranks
         for method, pred in runs.items():
             record(f"{space_name} acc", f"N={n}", method, float(stats.kendalltau(pred, truth).statistic))
+
+
+def normal_ranks(values: np.ndarray) -> np.ndarray:
+    """``values``' ranks, centred and scaled to unit variance: two rankings on one scale to average."""
+    ranks = stats.rankdata(values)
+    return (ranks - ranks.mean()) / ranks.std()
 
 
 def run_unseen(a, seed: int, record) -> None:

@@ -35,7 +35,7 @@ def test_smoke_run_prints_every_table(tmp_path: Path, data_dir: Path) -> None:
                              "--transfer", str(leaky)),
         "another space's transfer": (base, "--tasks", "acc", "--methods", "forest,transfer-forest",
                                      "--transfer", str(other)),
-        "zero-shot": (other, "--tasks", "acc", "--methods", "zero-shot,rlm", "--also-mean"),
+        "zero-shot": (other, "--tasks", "acc", "--methods", "zero-shot,rlm,forest,rank-blend", "--also-mean"),
         "zero-shot without an accuracy rank": (base, "--tasks", "acc", "--methods", "zero-shot"),
     }
     with ThreadPoolExecutor(max_workers=usable_cores()) as pool:
@@ -61,7 +61,8 @@ def test_smoke_run_prints_every_table(tmp_path: Path, data_dir: Path) -> None:
     # zero-shot needs a base with the cross-space accuracy rank: NB301's has one, NB201's alone not
     run = done["zero-shot"]
     assert run.returncode == 0, run.stderr[-2000:]
-    assert "| nb201 acc | zero-shot | rlm | rlm, mean of samples |" in run.stdout
+    blends = " | ".join(f"forest·rlm {w}" for w in (0.05, 0.1, 0.2, 0.5))  # rank-blend's columns
+    assert f"| nb201 acc | zero-shot | forest | rlm | rlm, mean of samples | {blends} |" in run.stdout
     assert "nb201 zero-shot:" in run.stdout
     run = done["zero-shot without an accuracy rank"]
     assert run.returncode != 0 and "no accuracy_rank tag" in run.stderr
