@@ -23,9 +23,11 @@ whitespace marker ``"▁"`` (U+2581), which it decodes to a space; it is escaped
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import re
+import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -123,6 +125,46 @@ _PROBE = "<a:  \"b\">\n\tx = f (y,z)\r\n  \u2581 \u00e9\u6f22\U0001f642 \x00"
 #: serialized models learned by :meth:`OnnxTokenizer.train_on_spaces` in this process, by arguments
 _TRAINED_ON_SPACES: dict[tuple, bytes] = {}
 
+def _kept_file(spaces: Sequence[Any], arguments: tuple) -> Path | None:
+    """Where :meth:`OnnxTokenizer.train_on_spaces` keeps the model it learned with ``arguments`` on
+    ``spaces``, in the label cache's folder (None where that cache is off). The name hashes each space's
+    fingerprint (its class's source and one canonical text, as the label cache keys it), the arguments,
+    sentencepiece's version and this file: a change to any of them learns anew."""
+    from nasrlm.label_cache import default_cache_dir, space_key  # lazy, like search_spaces
+
+    folder = default_cache_dir()
+    if folder is None:
+        return None
+    digest = hashlib.sha256(repr((sorted(space_key(s) for s in spaces), arguments, spm.__version__)).encode())
+    digest.update(Path(__file__).read_bytes())
+    return folder / "tokenizers" / f"onnx_{digest.hexdigest()[:20]}.model"
+
+
+def _read_kept(path: Path | None) -> bytes | None:
+    """The kept model's bytes, if it is there and loads as a lossless tokenizer."""
+    if path is None:
+        return None
+    try:
+        data = path.read_bytes()
+        OnnxTokenizer.from_bytes(data)
+    except (OSError, RuntimeError, ValueError):
+        return None
+    return data
+
+
+def _keep(path: Path | None, data: bytes) -> None:
+    """Write atomically; a model that cannot be kept only costs the next process its training."""
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("wb", dir=path.parent, suffix=".tmp", delete=False) as f:
+            f.write(data)
+        os.replace(f.name, path)
+    except OSError:
+        pass
+
+
 class OnnxTokenizer:
     """A sentencepiece model over canonical ONNX text, lossless on any string.
 
@@ -211,25 +253,33 @@ class OnnxTokenizer:
 
         The texts are those of ``space.sample_ids(samples_per_space, seed)`` for each space in sorted name
         order, so the result is reproducible from ``seed``. ``vocab_size`` defaults to
-        :data:`DEFAULT_VOCAB_SIZE` pieces per space, at most :data:`MAX_DEFAULT_VOCAB_SIZE`.
+        :data:`DEFAULT_VOCAB_SIZE` pieces per space, at most :data:`MAX_DEFAULT_VOCAB_SIZE`. The model is
+        learned once per process and kept in the label cache's folder (``$NASRLM_CACHE``, see
+        :mod:`nasrlm.label_cache`) for later processes.
         """
         import search_spaces  # lazy: keeps encode/decode free of the ONNX stack
 
         names = sorted(set(search_spaces.available_spaces() if spaces is None else spaces))
         if not names:
             raise ValueError("no search spaces to train on")
-        # the same spaces (by class), sizes and seed give the same model: learn it once per process
-        # (about 40 s on two cores for all 16 built-in spaces, mostly exporting their samples)
+        # the same spaces (by class), sizes and seed give the same model: learn it once per process, and
+        # keep it in the cache folder for the next (all 16 built-in spaces take ~40 s on two cores, mostly
+        # exporting their samples)
         built = {name: search_spaces.get_space(name) for name in names}
         spaces_by_class = tuple((name, type(space).__qualname__) for name, space in built.items())
         key = (spaces_by_class, samples_per_space, vocab_size, seed, repr(sorted(options.items())))
         if key not in _TRAINED_ON_SPACES:
-            texts: list[str] = []
-            for space in built.values():
-                ids = space.sample_ids(samples_per_space, seed=seed)
-                texts.extend(space.to_text(space.parse(i)) for i in ids)
-            size = vocab_size or min(MAX_DEFAULT_VOCAB_SIZE, DEFAULT_VOCAB_SIZE * len(names))
-            _TRAINED_ON_SPACES[key] = cls.train(texts, size, seed=seed, **options).to_bytes()
+            kept = _kept_file(list(built.values()), key[1:])
+            learned = _read_kept(kept)
+            if learned is None:
+                texts: list[str] = []
+                for space in built.values():
+                    ids = space.sample_ids(samples_per_space, seed=seed)
+                    texts.extend(space.to_text(space.parse(i)) for i in ids)
+                size = vocab_size or min(MAX_DEFAULT_VOCAB_SIZE, DEFAULT_VOCAB_SIZE * len(names))
+                learned = cls.train(texts, size, seed=seed, **options).to_bytes()
+                _keep(kept, learned)
+            _TRAINED_ON_SPACES[key] = learned
         return cls.from_bytes(_TRAINED_ON_SPACES[key])
 
     # --- encoding -----------------------------------------------------------------------------

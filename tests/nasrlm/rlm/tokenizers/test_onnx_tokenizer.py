@@ -183,6 +183,42 @@ def test_train_on_spaces_is_deterministic():
     assert other.to_bytes() != first.to_bytes()
 
 
+def test_train_on_spaces_keeps_its_model_for_the_next_process(tmp_path, monkeypatch):
+    from nasrlm.rlm.tokenizers import _onnx
+
+    monkeypatch.setenv("NASRLM_CACHE", str(tmp_path))
+    monkeypatch.setattr(_onnx, "_TRAINED_ON_SPACES", {})
+    first = OnnxTokenizer.train_on_spaces(["nb201"], samples_per_space=12, vocab_size=400, seed=5)
+    [kept] = (tmp_path / "tokenizers").iterdir()
+    assert kept.read_bytes() == first.to_bytes()
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("learned again")
+
+    monkeypatch.setattr(_onnx, "_TRAINED_ON_SPACES", {})  # a new process: nothing in memory
+    monkeypatch.setattr(OnnxTokenizer, "train", classmethod(refuse))
+    assert OnnxTokenizer.train_on_spaces(["nb201"], samples_per_space=12, vocab_size=400, seed=5) == first
+    with pytest.raises(AssertionError, match="learned again"):  # other arguments: another model
+        OnnxTokenizer.train_on_spaces(["nb201"], samples_per_space=12, vocab_size=400, seed=6)
+
+    monkeypatch.undo()
+    monkeypatch.setenv("NASRLM_CACHE", str(tmp_path))
+    monkeypatch.setattr(_onnx, "_TRAINED_ON_SPACES", {})
+    kept.write_bytes(b"not a model")  # a damaged file is learned anew and replaced
+    assert OnnxTokenizer.train_on_spaces(["nb201"], samples_per_space=12, vocab_size=400, seed=5) == first
+    assert kept.read_bytes() == first.to_bytes()
+
+
+def test_train_on_spaces_keeps_nothing_with_the_cache_off(tmp_path, monkeypatch):
+    from nasrlm.rlm.tokenizers import _onnx
+
+    monkeypatch.setenv("NASRLM_CACHE", "off")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(_onnx, "_TRAINED_ON_SPACES", {})
+    OnnxTokenizer.train_on_spaces(["nb201"], samples_per_space=12, vocab_size=400, seed=5)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_training_leaves_no_files(tmp_path, monkeypatch, nb201_texts):
     monkeypatch.chdir(tmp_path)
     OnnxTokenizer.train(nb201_texts[0][:5], vocab_size=400)
