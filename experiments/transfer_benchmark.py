@@ -472,7 +472,7 @@ def _latency(space: str, name: str, a) -> bool:
 
 
 # --- report -----------------------------------------------------------------------------------------
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data-dir", required=True)
     p.add_argument("--base", type=Path, help="base model directory (nasrlm pretrain); needed by the "
@@ -510,7 +510,7 @@ def main() -> None:
     p.add_argument("--smoke", action="store_true",
                    help="a tiny configuration (300 rows, one seed, 3 steps, 2 cross-fits): checks the "
                         "script, no numbers")
-    a = p.parse_args()
+    a = p.parse_args(argv)
     if a.smoke:
         a.seeds, a.sizes, a.test, a.measured, a.steps, a.samples = "0", "20", 100, 10, 3, 2
         a.calibration_folds = min(a.calibration_folds, 2)  # the forests of five take most of its time
@@ -520,6 +520,8 @@ def main() -> None:
         p.error(f"--base is needed by {', '.join(sorted(a.methods & BASE_METHODS)) or 'the unseen task'}")
     if a.methods & {"transfer-forest", "transfer-alone"} and a.transfer is None:
         p.error("--transfer is needed by transfer-forest and transfer-alone")
+    if "rank-blend" in a.methods and not {"forest", "rlm"} <= a.methods:
+        p.error("rank-blend averages the ranks of forest and rlm: name both in --methods")
     a.spaces = a.spaces.split(",")
     a.acc_spaces = a.acc_spaces.split(",")
     a.sizes = [int(n) for n in a.sizes.split(",")]

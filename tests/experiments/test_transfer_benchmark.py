@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -13,6 +14,7 @@ from nasrlm._processes import usable_cores
 from nasrlm.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
+SCRIPT = "transfer_benchmark.py"
 EXCLUDE = "nb201:*acc*,*:titan_rtx_*,*:gold_6226,*:pixel2,*:raspi4,*:eyeriss,*:fpga"
 
 
@@ -68,7 +70,20 @@ def test_smoke_run_prints_every_table(tmp_path: Path, data_dir: Path) -> None:
     assert run.returncode != 0 and "no accuracy_rank tag" in run.stderr
 
 
+def test_rank_blend_without_both_methods_it_blends_is_refused(capsys: pytest.CaptureFixture[str],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(REPO / "experiments"))  # as when run: its own folder first
+    spec = importlib.util.spec_from_file_location("_transfer_benchmark", REPO / "experiments" / SCRIPT)
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)  # in this process, whose imports are loaded already
+    with pytest.raises(SystemExit) as exit_:
+        script.main(["--data-dir", "DATA", "--base", "BASE", "--methods", "forest,rank-blend"])
+    assert exit_.value.code == 2
+    assert "rank-blend averages the ranks of forest and rlm: name both" in capsys.readouterr().err
+
+
 def _benchmark(data_dir: Path, base: Path, cache: Path, *options: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "experiments/transfer_benchmark.py", "--data-dir", str(data_dir),
+    return subprocess.run([sys.executable, f"experiments/{SCRIPT}", "--data-dir", str(data_dir),
                            "--base", str(base), "--smoke", "--cache", str(cache), *options],
                           cwd=REPO, capture_output=True, text=True, timeout=600)
