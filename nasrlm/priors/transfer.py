@@ -30,6 +30,7 @@ import numpy as np
 from safetensors import SafetensorError
 from safetensors.numpy import load_file, save_file
 
+from nasrlm._safetensors import sort_metadata
 from nasrlm.data import Objective
 from nasrlm.errors import NasrlmError
 from nasrlm.free_labels import ALL_FREE_OBJECTIVES, FREE_LABELS_VERSION, free_labels
@@ -168,6 +169,7 @@ class AccuracyTransfer:
         metadata = {"sources": json.dumps(meta), "free_labels_version": str(FREE_LABELS_VERSION),
                     "columns": json.dumps(_COLUMNS)}
         save_file(arrays, str(path), metadata=metadata)
+        sort_metadata(path)
 
     @classmethod
     def load(cls, path: str | Path) -> AccuracyTransfer:

@@ -27,6 +27,7 @@ from safetensors.torch import load_model, save_model
 from safetensors.torch import save_file as save_tensors
 
 from nasrlm import __version__
+from nasrlm._safetensors import sort_metadata
 from nasrlm.data import Objective
 from nasrlm.errors import NasrlmError
 from nasrlm.priors.feature_prior import FeaturePrior
@@ -136,6 +137,7 @@ def _write_files(predictor: RLMPredictor, path: Path, *, half: bool = False) -> 
     device = predictor.device
     model = copy.deepcopy(predictor.model).cpu().half() if half else predictor.model.cpu()
     save_model(model, path / "model.safetensors")  # de-duplicates the tied embeddings
+    sort_metadata(path / "model.safetensors")  # which names were tied, in the same order every time
     predictor.model.to(device)
     (path / "tokenizer.model").write_bytes(predictor.tokenizer.to_bytes())
     meta = {

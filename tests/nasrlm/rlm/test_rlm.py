@@ -226,6 +226,9 @@ def test_a_save_is_never_half_written_and_keeps_other_files(corpus, tmp_path, mo
     modes = {f.name: f.stat().st_mode & 0o777 for f in path.iterdir()}
     assert set(modes) == {"config.json", "model.safetensors", "tokenizer.model"}
     assert len(set(modes.values())) == 1  # one file mode for all
+    first = {f.name: f.read_bytes() for f in path.iterdir()}
+    predictor.save(path)  # the same model again: the same bytes, the names of its tied weights too
+    assert {f.name: f.read_bytes() for f in path.iterdir()} == first
     (path / "optimizer.safetensors").write_bytes(b"a pre-training's own file")
     before = {f.name: f.read_bytes() for f in path.iterdir()}
 
