@@ -177,14 +177,16 @@ class SearchSpaceTests:
             "print(hashlib.sha256(''.join(i + s.to_text(s.parse(i)) for i in ids).encode()).hexdigest())"
         )
         path = os.pathsep.join(p for p in sys.path if p)
+        runs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True, env={"PYTHONHASHSEED": str(seed), "PATH": "", "PYTHONPATH": path})
+                for seed in (1, 2)]  # side by side: each imports the space's stack, exports 20 architectures
         digests = set()
-        for seed in (1, 2):
-            run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                                 env={"PYTHONHASHSEED": str(seed), "PATH": "", "PYTHONPATH": path})
+        for run in runs:
+            out, err = run.communicate()
             if run.returncode != 0:  # say why: the child's own error, not a bare CalledProcessError
                 pytest.fail(f"a fresh Python process could not rebuild the space and print its texts "
-                            f"(exit {run.returncode}):\n{run.stderr.strip()[-3000:]}", pytrace=False)
-            digests.add(run.stdout.strip())
+                            f"(exit {run.returncode}):\n{err.strip()[-3000:]}", pytrace=False)
+            digests.add(out.strip())
         assert len(digests) == 1 and len(next(iter(digests))) == 64
 
     def _fresh_space_code(self) -> str:
