@@ -125,6 +125,7 @@ _PROBE = "<a:  \"b\">\n\tx = f (y,z)\r\n  \u2581 \u00e9\u6f22\U0001f642 \x00"
 #: serialized models learned by :meth:`OnnxTokenizer.train_on_spaces` in this process, by arguments
 _TRAINED_ON_SPACES: dict[tuple, bytes] = {}
 
+
 def _kept_file(spaces: Sequence[Any], arguments: tuple) -> Path | None:
     """Where :meth:`OnnxTokenizer.train_on_spaces` keeps the model it learned with ``arguments`` on
     ``spaces``, in the label cache's folder (None where that cache is off). The name hashes each space's
