@@ -28,13 +28,13 @@ import json
 import multiprocessing
 import os
 import sys
-import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
 
 import numpy as np
 
+from nasrlm._files import keep_file
 from nasrlm._processes import can_fork_workers, usable_cores
 from nasrlm.data._catalogue import Catalogue, Column, Query, Rows
 from nasrlm.data._datadir import DataFileError, data_file, file_version
@@ -284,15 +284,8 @@ def _read_id_cache(path: Path, keys: tuple[str, ...]) -> tuple[str, ...] | None:
 
 
 def _write_id_cache(path: Path, ids: tuple[str, ...]) -> None:
-    """Write atomically; a cache that cannot be written only costs the next process the enumeration."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".tmp", delete=False,
-                                         encoding="utf-8") as f:
-            json.dump(list(ids), f)
-        os.replace(f.name, path)
-    except OSError:
-        pass
+    """A cache that cannot be written only costs the next process the enumeration."""
+    keep_file(path, json.dumps(list(ids)).encode("utf-8"))
 
 
 # --- public loader ------------------------------------------------------------------------------------

@@ -27,12 +27,13 @@ import hashlib
 import io
 import os
 import re
-import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import sentencepiece as spm
+
+from nasrlm._files import keep_file
 
 __all__ = ["OnnxTokenizer"]
 
@@ -153,19 +154,6 @@ def _read_kept(path: Path | None) -> bytes | None:
     return data
 
 
-def _keep(path: Path | None, data: bytes) -> None:
-    """Write atomically; a model that cannot be kept only costs the next process its training."""
-    if path is None:
-        return
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("wb", dir=path.parent, suffix=".tmp", delete=False) as f:
-            f.write(data)
-        os.replace(f.name, path)
-    except OSError:
-        pass
-
-
 class OnnxTokenizer:
     """A sentencepiece model over canonical ONNX text, lossless on any string.
 
@@ -279,7 +267,8 @@ class OnnxTokenizer:
                     texts.extend(space.to_text(space.parse(i)) for i in ids)
                 size = vocab_size or min(MAX_DEFAULT_VOCAB_SIZE, DEFAULT_VOCAB_SIZE * len(names))
                 learned = cls.train(texts, size, seed=seed, **options).to_bytes()
-                _keep(kept, learned)
+                if kept is not None:
+                    keep_file(kept, learned)
             _TRAINED_ON_SPACES[key] = learned
         return cls.from_bytes(_TRAINED_ON_SPACES[key])
 
