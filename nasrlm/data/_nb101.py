@@ -8,10 +8,10 @@ hashes have to be attached to cells:
 * for given ``ids`` this is cheap: each id's module hash is computed and looked up (~0.1 ms per id);
 * for the whole table every cell of the space must be hashed (its hash is an MD5 digest, there is no
   shortcut to the 20,001 smallest), about a minute on one core, shared by up to four processes. The
-  resulting hash -> id map is kept for the process and on disk (``$NASRLM_CACHE``, else
-  ``$XDG_CACHE_HOME/nasrlm`` or ``~/.cache/nasrlm``), keyed by a digest of the file's hash list, so it is
-  computed once per machine. A cached map is spot-checked on reading (a sample of its ids re-hashed) and
-  rebuilt if it is wrong.
+  resulting hash -> id map is kept for the process and on disk in the label cache's folder
+  (:func:`~nasrlm.label_cache.default_cache_dir`; in memory alone where ``$NASRLM_CACHE`` is ``off``),
+  keyed by a digest of the file's hash list, so it is computed once per machine. A cached map is
+  spot-checked on reading (a sample of its ids re-hashed) and rebuilt if it is wrong.
 
 The accuracies are fractions in the file and percent here. They are not the mean of the benchmark's three
 training runs: on the 17 cells this file shares with NASLib's ``zero_cost_500.json`` (which holds single
@@ -40,6 +40,7 @@ from nasrlm.data._catalogue import Catalogue, Column, Query, Rows
 from nasrlm.data._datadir import DataFileError, data_file, file_version
 from nasrlm.data._loader_utils import extra_ids
 from nasrlm.data._table import BenchmarkTable, Objective
+from nasrlm.label_cache import default_cache_dir
 from search_spaces.nasbench101 import (
     NUM_CELLS,
     NasBench101,
@@ -52,7 +53,6 @@ from search_spaces.nasbench101 import (
 
 SPACE = NasBench101.name
 FIRST_20K_JSON = "nb101/first_20k_by_hash.json"
-CACHE_ENV_VAR = "NASRLM_CACHE"
 _ORIGIN = "NAS-Bench-101 via tiga1231/nasbench-vis; 20,001 smallest module hashes only"
 #: cells whose ids a cached hash -> id map must hash back to their keys before it is trusted.
 _SPOT_CHECKS = 64
@@ -233,33 +233,28 @@ def _hash_jobs() -> int:
     return min(4, usable_cores()) if can_fork_workers() else 1
 
 
-def cache_dir() -> Path:
-    """Where maps that take long to compute are kept: ``$NASRLM_CACHE``, else the XDG cache directory."""
-    env = os.environ.get(CACHE_ENV_VAR, "")
-    if env:
-        return Path(env).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME", "")
-    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "nasrlm"
-
-
 def _ids_for(keys: tuple[str, ...]) -> tuple[str, ...]:
     """Canonical id of every key, in key order (memory, then disk cache, then a full enumeration)."""
+    folder = default_cache_dir()  # None: the user turned the cache off, the map is kept in memory only
     digest = hashlib.sha256("\n".join(keys).encode("ascii")).hexdigest()[:20]
-    return _ids_for_cached(keys, str(cache_dir() / f"nb101_ids_{digest}.json"))
+    return _ids_for_cached(keys, None if folder is None else str(folder / f"nb101_ids_{digest}.json"))
 
 
 @functools.lru_cache(maxsize=2)
-def _ids_for_cached(keys: tuple[str, ...], cache_file: str) -> tuple[str, ...]:
-    cached = _read_id_cache(Path(cache_file), keys)
+def _ids_for_cached(keys: tuple[str, ...], cache_file: str | None) -> tuple[str, ...]:
+    cached = None if cache_file is None else _read_id_cache(Path(cache_file), keys)
     if cached is not None:
         return cached
     jobs = _hash_jobs()
+    kept = ("not kept: the cache is off" if cache_file is None
+            else f"the map is cached in {Path(cache_file).parent}")
     print(f"nb101: attaching the {len(keys):,} module hashes of {FIRST_20K_JSON} to cells by hashing the "
-          f"whole space in {jobs} process{'es' if jobs > 1 else ''} (once, about a minute; the map is "
-          f"cached in {Path(cache_file).parent})", file=sys.stderr)
+          f"whole space in {jobs} process{'es' if jobs > 1 else ''} (once, about a minute; {kept})",
+          file=sys.stderr)
     found = match_all_hashes(keys, jobs)
     ids = tuple(found[k] for k in keys)
-    _write_id_cache(Path(cache_file), ids)
+    if cache_file is not None:
+        _write_id_cache(Path(cache_file), ids)
     return ids
 
 

@@ -19,6 +19,7 @@ from nasrlm.data import (
     load_table,
 )
 from nasrlm.data import _nb101 as nb101
+from nasrlm.label_cache import CACHE_ENV
 from search_spaces import NasBench101
 
 SPACE = NasBench101()
@@ -47,7 +48,7 @@ def early_cells() -> list:
 
 @pytest.fixture
 def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv(nb101.CACHE_ENV_VAR, str(tmp_path / "cache"))
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
     nb101._ids_for_cached.cache_clear()
     yield tmp_path / "cache"
     nb101._ids_for_cached.cache_clear()
@@ -152,6 +153,21 @@ def test_id_map_is_cached_on_disk_and_checked(raw: dict, early_cells: list, own_
     nb101._ids_for_cached.cache_clear()
     assert nb101._ids_for(keys) == ids  # rebuilt and rewritten
     assert json.loads(cache_file.read_text()) == list(ids)
+
+
+def test_id_map_is_kept_in_memory_alone_where_the_cache_is_off(
+        raw: dict, early_cells: list, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    in_file = set(raw["key"])
+    keys = tuple(sorted(h for h in map(nb101._cell_hash, early_cells[:500]) if h in in_file))
+    monkeypatch.chdir(tmp_path)  # where a folder named "off" would once have been made
+    monkeypatch.setenv(CACHE_ENV, "off")
+    nb101._ids_for_cached.cache_clear()
+    try:
+        ids = nb101._ids_for(keys)
+        assert [nb101._cell_hash(SPACE.parse(i)) for i in ids] == list(keys)
+        assert list(tmp_path.iterdir()) == []
+    finally:
+        nb101._ids_for_cached.cache_clear()
 
 
 @pytest.mark.slow
