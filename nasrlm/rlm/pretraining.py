@@ -121,6 +121,9 @@ class PretrainState:
     #: a run started from another base (``nasrlm pretrain --init``): where it was and that base's own
     #: record without its losses (and so its own parent's), so that the record says all the weights saw
     init: dict | None = None
+    #: one record per call of :func:`pretrain` on this run (the first, then each ``--resume``): the step it
+    #: started at, the device it ran on and its config, since a resumed run may change batch size or rate
+    segments: list[dict] = field(default_factory=list)
 
     @classmethod
     def start(cls, tasks: Sequence[Task], config: PretrainConfig, exclude: Sequence[str] = ()
@@ -337,6 +340,9 @@ def pretrain(predictor: RLMPredictor, tasks: Sequence[Task], config: PretrainCon
     predictor.spaces = tuple(sorted({*predictor.spaces, *labelled}))
     predictor.members = []  # a fine-tuned model's other decoders: pre-training moves the encoder under them
     model = predictor.model.to(device)
+    state.segments.append({"step": state.step, "seconds": round(state.seconds, 1),
+                           "device": _device_name(device),
+                           **{k: v for k, v in asdict(config).items() if k != "progress"}})
     free = len(FREE_OBJECTIVES)
     encoded = [predictor.encode_texts(t.texts) for t in tasks]
     targets = [torch.as_tensor(predictor._targets(t.values, t.objectives)) for t in tasks]
@@ -438,6 +444,12 @@ def _task_weight(task: Task) -> float:
     """
     labelled = len(task.objectives) > len(ALL_FREE_OBJECTIVES)
     return float(np.sqrt(len(task.texts))) * (1.0 if labelled else 0.25)
+
+
+def _device_name(device: str | torch.device) -> str:
+    """``cpu``, or the GPU's own name (``cuda: NVIDIA H200``), for the record of a run."""
+    device = torch.device(device)
+    return f"cuda: {torch.cuda.get_device_name(device)}" if device.type == "cuda" else device.type
 
 
 def _checkpoint(predictor: RLMPredictor, stepper: Stepper, state: PretrainState, output: Path) -> None:

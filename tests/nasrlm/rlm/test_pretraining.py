@@ -111,8 +111,12 @@ def test_pretrain_lowers_the_loss_checkpoints_and_resumes(tasks, tmp_path) -> No
     # resuming continues the step count with the saved weights and optimiser state
     again = RLMPredictor.load(tmp_path)
     config.max_steps = 20
+    config.batch_size = 4
     resumed = pretrain(again, rows, config, output=tmp_path, state=saved)
     assert resumed.step == 20 and len(resumed.loss) == 2
+    # the record keeps each segment's start, device and config: a resumed run may change its batch size
+    segments = PretrainState.load(tmp_path).segments
+    assert [(s["step"], s["device"], s["batch_size"]) for s in segments] == [(0, "cpu", 8), (12, "cpu", 4)]
     longer = _base(tasks)
     many = pretrain(longer, rows, PretrainConfig(minutes=10, max_steps=60, batch_size=8, warmup_steps=2,
                                                  learning_rate=3e-3, progress=False))
