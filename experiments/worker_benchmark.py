@@ -7,7 +7,9 @@ architectures, hypervolume ratio to the true front (reference at the table's med
 ``search_benchmark.py``), wall time, and with ``--kill-every S`` how many workers were killed (``kill
 -9`` of a random live one every S seconds, a new worker started in its place), trials re-run, and
 architectures lost (a killed trial's, never completed: its retries spent, or a later draw took its place).
-``--single`` also runs one worker alone on each seed, for the wall-time ratio. "Model's picks": completed
+``--single`` also runs one worker alone on each seed, for the wall-time ratio; ``--shared-startup N`` enqueues
+the same N random architectures (drawn from the seed) before the workers start, so that one worker and four
+begin from the same trials and differ only in what comes after. "Model's picks": completed
 trials a fit proposed (the others are start-up draws and front mutants of workers that found another
 refitting).
 
@@ -27,10 +29,12 @@ import random
 import signal
 import tempfile
 import time
+import warnings
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import optuna
 import torch
 
@@ -87,6 +91,7 @@ class Job:
     url: str
     settings: WorkerSettings
     labels: Path  # where each run's label cache goes
+    shared_startup: int = 0  # random architectures enqueued before the workers start (drawn from the seed)
 
     def work(self, study_name: str, seed: int) -> None:
         torch.set_num_threads(1)
@@ -105,9 +110,23 @@ class Job:
         process.start()
         return process
 
+    def enqueue_startup(self, study_name: str, seed: int) -> None:
+        """The study, created here with ``shared_startup`` random architectures waiting in it: the same ones
+        for every run of ``seed``, whatever its number of workers."""
+        study = optuna.create_study(storage=self.url, study_name=study_name, directions=[
+            "maximize" if o.higher_is_better else "minimize" for o in self.evaluator.objectives])
+        with warnings.catch_warnings():  # experimental since Optuna 3.2
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            study.set_metric_names(self.evaluator.names)
+        draws = np.random.default_rng(seed)
+        for _ in range(self.shared_startup):
+            study.enqueue_trial(self.space.params_of(self.space.sample(draws)))
+
     def run(self, study_name: str, seed: int, workers: int, kill_every: float | None) -> dict:
         """Run ``workers`` processes on one new study until all have stopped; what happened."""
         rng = random.Random(seed)
+        if self.shared_startup:
+            self.enqueue_startup(study_name, seed)
         FITS.value = 0
         start = time.perf_counter()
         processes = [self.start(study_name, seed * 1000 + k) for k in range(workers)]
@@ -151,6 +170,8 @@ def main() -> None:
     parser.add_argument("--single", action="store_true", help="also run one worker alone, for the wall time")
     parser.add_argument("--stale-after", type=int, default=WorkerSettings().stale_after_seconds,
                         help="seconds without a heartbeat after which a trial is dead (default: library's)")
+    parser.add_argument("--shared-startup", type=int, default=0, metavar="N",
+                        help="enqueue the same N random architectures (from the seed) before workers start")
     parser.add_argument("--smoke", action="store_true", help="tiny run: random sampler, 12 evaluations")
     args = parser.parse_args()
     if args.smoke:
@@ -170,7 +191,7 @@ def main() -> None:
     options = json.loads(args.rlm_options)
     with temporary_postgres() as server, tempfile.TemporaryDirectory() as labels:
         job = Job(space, TimedEvaluator(evaluator, args.eval_seconds), args.sampler, options, args.budget,
-                  server.url, settings, Path(labels))
+                  server.url, settings, Path(labels), args.shared_startup)
         for seed in (int(s) for s in args.seeds.split(",")):
             for workers in ([1] if args.single else []) + [args.workers]:
                 kill = args.kill_every if workers > 1 else None
@@ -180,7 +201,8 @@ def main() -> None:
                 print(f"| {seed} | {workers} | {len(r.arch_ids)} | {len(set(r.arch_ids))} | {hv:.3f} | "
                       f"{run['seconds']:.0f} | {run['fits']} | {run['killed']} | {run['retried']} | "
                       f"{run['lost']} | {run['bad_exits'] or 0} | {run['picked']} |", flush=True)
-    shown = f" {args.rlm_options}" if options else ""
+    shown = (f" {args.rlm_options}" if options else "") + (
+        f", {args.shared_startup} shared start-up trials" if args.shared_startup else "")
     print(f"\n{args.sampler} sampler{shown}, budget {args.budget}, {args.eval_seconds} s per evaluation; "
           f"{os.cpu_count()} cores {platform.machine()}, one torch thread per worker; "
           f"{time.strftime('%Y-%m-%d')}")
