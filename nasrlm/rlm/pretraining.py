@@ -340,9 +340,6 @@ def pretrain(predictor: RLMPredictor, tasks: Sequence[Task], config: PretrainCon
     predictor.spaces = tuple(sorted({*predictor.spaces, *labelled}))
     predictor.members = []  # a fine-tuned model's other decoders: pre-training moves the encoder under them
     model = predictor.model.to(device)
-    state.segments.append({"step": state.step, "seconds": round(state.seconds, 1),
-                           "device": _device_name(device),
-                           **{k: v for k, v in asdict(config).items() if k != "progress"}})
     free = len(FREE_OBJECTIVES)
     encoded = [predictor.encode_texts(t.texts) for t in tasks]
     targets = [torch.as_tensor(predictor._targets(t.values, t.objectives)) for t in tasks]
@@ -372,6 +369,10 @@ def pretrain(predictor: RLMPredictor, tasks: Sequence[Task], config: PretrainCon
             share = max(share, step / config.max_steps)
         return min(1.0, share)
 
+    if progress(state.step, state.seconds) < 1.0:  # a resume with nothing left (only to ship) adds none
+        state.segments.append({"step": state.step, "seconds": round(state.seconds, 1),
+                               "device": _device_name(device),
+                               **{k: v for k, v in asdict(config).items() if k != "progress"}})
     started = time.perf_counter() - state.seconds
     last_save, running, count = time.perf_counter(), 0.0, 0
     bar = tqdm(total=100, desc="pre-training", unit="%", disable=not config.progress,

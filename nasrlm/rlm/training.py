@@ -136,6 +136,9 @@ class Stepper:
                     tensors[f"{index}.{key}"] = value.detach().cpu().contiguous()
                 else:
                     scalars[f"{index}.{key}"] = str(float(value))
+        if not tensors and not scalars:  # no step since it was made (a run resumed only to ship): none kept,
+            path.unlink(missing_ok=True)  # and a resume starts a fresh one, as it does without the file
+            return
         save_file(tensors, path, metadata=scalars)
 
     def load(self, path: Path) -> None:

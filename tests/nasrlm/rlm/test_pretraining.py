@@ -117,6 +117,9 @@ def test_pretrain_lowers_the_loss_checkpoints_and_resumes(tasks, tmp_path) -> No
     # the record keeps each segment's start, device and config: a resumed run may change its batch size
     segments = PretrainState.load(tmp_path).segments
     assert [(s["step"], s["device"], s["batch_size"]) for s in segments] == [(0, "cpu", 8), (12, "cpu", 4)]
+    # a resume with no step left (to ship the run) adds no segment: two ships of one run are the same bytes
+    pretrain(RLMPredictor.load(tmp_path), rows, config, output=tmp_path, state=PretrainState.load(tmp_path))
+    assert len(PretrainState.load(tmp_path).segments) == 2
     longer = _base(tasks)
     many = pretrain(longer, rows, PretrainConfig(minutes=10, max_steps=60, batch_size=8, warmup_steps=2,
                                                  learning_rate=3e-3, progress=False))

@@ -528,6 +528,21 @@ def test_a_stepper_clips_the_gradients_of_its_own_training_only() -> None:
     assert total <= 1.0 + 1e-6
 
 
+def test_a_stepper_saves_its_state_and_none_before_its_first_step(tmp_path) -> None:
+    model = torch.nn.Linear(3, 1)
+    path = tmp_path / "optimizer.safetensors"
+    path.write_bytes(b"stale")
+    Stepper(model, weight_decay=0.0, clip_norm=1.0).save(path)  # no step: nothing to keep, nothing left
+    assert not path.exists()
+    stepper = Stepper(model, weight_decay=0.0, clip_norm=1.0)
+    stepper.step(model(torch.ones(2, 3)).sum(), learning_rate=0.1)
+    stepper.save(path)
+    again = Stepper(model, weight_decay=0.0, clip_norm=1.0)
+    again.load(path)
+    saved, loaded = stepper.optimizer.state_dict()["state"], again.optimizer.state_dict()["state"]
+    assert all(torch.equal(saved[0][k], loaded[0][k]) for k in ("exp_avg", "exp_avg_sq", "step"))
+
+
 def test_a_fit_reading_labels_first_trains_on_its_own_reading_and_samples_after_it(corpus, tmp_path,
                                                                                     monkeypatch) -> None:
     tokenizer, texts, values = corpus
