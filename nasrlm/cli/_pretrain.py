@@ -70,6 +70,9 @@ class Pretrain(Command):
                        help="a new run that starts from the weights, tokenizer and normalisers of BASE (a "
                             "base model pre-trained with the same --exclude) instead of at random, with a "
                             "learning-rate schedule of its own; --size is BASE's")
+        p.add_argument("--encoder-layers", type=_positive_int, metavar="N",
+                       help="with --init: deepen BASE's encoder to N layers, its own evenly spread and the "
+                            "new ones starting as identities (a larger model going on from BASE's weights)")
         p.add_argument("--graph-labels", choices=("every-batch", "drawn"),
                        default="every-batch" if config.every_graph_label else "drawn",
                        help="decode every graph label that varies over a space's rows in each of its "
@@ -113,6 +116,8 @@ class Pretrain(Command):
         log = (lambda line: None) if args.quiet else (lambda line: print(line, file=sys.stderr))
         if args.resume and args.init:
             raise CliError("--resume continues the run in -o; --init starts a new one: give one of them")
+        if args.encoder_layers and not args.init:
+            raise CliError("--encoder-layers deepens the --init base: give --init (a new model: --size)")
         if args.resume:
             _check_output_dir(output, "-o")
             state = _recorded_run("--resume", output, ROWS_FILE)
@@ -140,6 +145,9 @@ class Pretrain(Command):
                                               until=started + LABEL_SHARE * budget, log=log)
             if args.init:
                 predictor = _initial(Path(args.init), tasks)
+                if args.encoder_layers:
+                    predictor.model = _deepened(predictor.model, args.encoder_layers)
+                    log(f"encoder deepened to {args.encoder_layers} layers")
                 kept = dict(predictor.normalizers)  # the weights decode the digits these normalisers wrote
                 fit_normalizers(predictor, tasks)
                 predictor.normalizers.update(kept)
@@ -158,6 +166,8 @@ class Pretrain(Command):
             state = PretrainState.start(tasks, config, exclude)
             if parent is not None:
                 state.started_from(Path(args.init), parent)
+                if args.encoder_layers:  # the record says the weights were deepened after they were read
+                    state.init["encoder_layers"] = args.encoder_layers
         tags = {o for t in tasks for o in t.objectives}
         rows = sum(len(t.texts) for t in tasks)
         log(f"pre-training on {rows:,} rows of {len(tasks)} spaces, {len(tags)} tags, "
@@ -175,6 +185,14 @@ class Pretrain(Command):
             size = sum(f.stat().st_size for f in shipped.iterdir()) / 2**20
             print(f"shipped {shipped}: {size:.1f} MiB", file=sys.stderr)
         return 0
+
+
+def _deepened(model: Any, layers: int) -> Any:
+    """``--encoder-layers``: ``model`` (the ``--init`` base's) deepened, or a clear error."""
+    try:
+        return model.deepened(layers)
+    except ValueError as error:
+        raise CliError(f"--encoder-layers: {error}") from None
 
 
 def _recorded_run(option: str, path: Path, *files: str) -> Any:

@@ -19,7 +19,8 @@ downloaded.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import re
+from dataclasses import asdict, dataclass, field, replace
 
 import torch
 from torch import nn
@@ -197,6 +198,32 @@ class RegressionLM(nn.Module):
         model.train(self.training)
         return model
 
+    def deepened(self, encoder_layers: int) -> RegressionLM:
+        """A copy with ``encoder_layers`` encoder blocks that computes exactly what this model does: its
+        own blocks evenly spread (3 of 6 at places 0, 2, 4), each new block's attention and feed-forward
+        output projections at zero. A T5 block is residual, so a new one passes its input through until
+        training moves it: a larger model that goes on from what this one reads, instead of relearning it.
+        """
+        old = self.config.encoder_layers
+        if encoder_layers <= old:
+            raise ValueError(f"encoder_layers {encoder_layers}: the model already has {old}")
+        places = [round(k * encoder_layers / old) for k in range(old)]
+        model = RegressionLM(replace(self.config, encoder_layers=encoder_layers))
+        state = {}
+        for name, value in self.state_dict().items():
+            block = _ENCODER_BLOCK.match(name)
+            state[f"t5.encoder.block.{places[int(block[1])]}.{block[2]}" if block else name] = value
+        model.load_state_dict(state, strict=False)  # the new blocks keep their fresh weights ...
+        with torch.no_grad():
+            for k in set(range(encoder_layers)) - set(places):
+                block = model.t5.encoder.block[k]  # ... but write nothing into the residual stream
+                block.layer[0].SelfAttention.o.weight.zero_()
+                block.layer[1].DenseReluDense.wo.weight.zero_()
+        model.train(self.training)
+        return model
 
+
+#: A state-dict key of one encoder block: its index, and the rest of the name.
+_ENCODER_BLOCK = re.compile(r"^t5\.encoder\.block\.(\d+)\.(.*)$")
 #: State-dict keys of the shared vocabulary embedding (the encoder and decoder read the same tensor).
 _EMBEDDINGS = ("t5.shared.weight", "t5.encoder.embed_tokens.weight", "t5.decoder.embed_tokens.weight")

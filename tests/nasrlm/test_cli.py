@@ -253,6 +253,17 @@ def test_pretrain_then_fine_tune_a_new_column_with_init(capsys, tmp_path: Path, 
     assert record["step"] == 2 and record["init"]["step"] == 5  # counted afresh, and the steps before
     parent = record["init"]  # where the weights came from, and what they had seen
     assert parent["path"] == str(shipped) and parent["init"] is None and "loss" not in parent
+    deeper = tmp_path / "deeper"  # the shipped base's encoder deepened, the record saying so
+    deepen = ["pretrain", "--data-dir", str(data_dir), "--init", str(shipped), "--exclude", "nb201:*acc*",
+              *rows, "--quiet"]
+    code, _, err = run(capsys, *deepen, "-o", str(deeper), "--encoder-layers", "3", "--max-steps", "1")
+    assert code == 0, err
+    assert RLMPredictor.load(deeper).model.config.encoder_layers == 3 != first.model.config.encoder_layers
+    assert json.loads((deeper / "pretraining.json").read_text())["init"]["encoder_layers"] == 3
+    code, _, err = run(capsys, *deepen, "-o", str(tmp_path / "same"), "--encoder-layers", "1")
+    assert code == 2 and "--encoder-layers: encoder_layers 1: the model already has 1" in err, err
+    code, _, err = run(capsys, "pretrain", "-o", str(tmp_path / "new"), "--encoder-layers", "3")
+    assert code == 2 and "give --init" in err
 
     space = NasBench201()
     ids = space.sample_ids(12, seed=5)

@@ -528,6 +528,26 @@ def test_a_stepper_clips_the_gradients_of_its_own_training_only() -> None:
     assert total <= 1.0 + 1e-6
 
 
+def test_a_deepened_model_computes_what_it_did_until_training_moves_its_new_layers() -> None:
+    torch.manual_seed(0)
+    config = RLMConfig(text_vocab_size=50, text_pad_id=0, objectives=("acc", "lat"),
+                       **{**TINY, "encoder_layers": 2, "dropout": 0.0})
+    model = RegressionLM(config).eval()
+    deeper = model.deepened(5).eval()
+    assert deeper.config.encoder_layers == 5 and model.config.encoder_layers == 2
+    ids, mask = torch.randint(1, 50, (3, 7)), torch.ones(3, 7, dtype=torch.long)
+    targets = torch.randint(0, 10, (3, 2, model.vocab.numbers.length))
+    with torch.no_grad():
+        assert torch.equal(deeper.encode(ids, mask), model.encode(ids, mask))
+        names = ("acc", "lat")
+        assert torch.equal(deeper(ids, mask, names, targets), model(ids, mask, names, targets))
+    deeper(ids, mask, ("acc", "lat"), targets).backward()
+    new = [deeper.t5.encoder.block[k] for k in (1, 2, 4)]  # the model's own blocks went to 0 and 3
+    assert all(b.layer[1].DenseReluDense.wo.weight.grad.abs().sum() > 0 for b in new)  # training moves them
+    with pytest.raises(ValueError, match="already has 2"):
+        model.deepened(2)
+
+
 def test_a_stepper_saves_its_state_and_none_before_its_first_step(tmp_path) -> None:
     model = torch.nn.Linear(3, 1)
     path = tmp_path / "optimizer.safetensors"
