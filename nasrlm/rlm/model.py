@@ -213,9 +213,12 @@ class RegressionLM(nn.Module):
         for name, value in self.state_dict().items():
             block = _ENCODER_BLOCK.match(name)
             state[f"t5.encoder.block.{places[int(block[1])]}.{block[2]}" if block else name] = value
-        model.load_state_dict(state, strict=False)  # the new blocks keep their fresh weights ...
+        new = set(range(encoder_layers)) - set(places)
+        missing, unexpected = model.load_state_dict(state, strict=False)  # new blocks keep fresh weights ...
+        if unexpected or any(int(_ENCODER_BLOCK.match(name)[1]) not in new for name in missing):
+            raise RuntimeError(f"deepening left weights unplaced: {unexpected or missing}")
         with torch.no_grad():
-            for k in set(range(encoder_layers)) - set(places):
+            for k in new:
                 block = model.t5.encoder.block[k]  # ... but write nothing into the residual stream
                 block.layer[0].SelfAttention.o.weight.zero_()
                 block.layer[1].DenseReluDense.wo.weight.zero_()

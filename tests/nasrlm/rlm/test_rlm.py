@@ -541,7 +541,7 @@ def test_a_deepened_model_computes_what_it_did_until_training_moves_its_new_laye
         assert torch.equal(deeper.encode(ids, mask), model.encode(ids, mask))
         names = ("acc", "lat")
         assert torch.equal(deeper(ids, mask, names, targets), model(ids, mask, names, targets))
-    deeper(ids, mask, ("acc", "lat"), targets).backward()
+    deeper(ids, mask, names, targets).backward()
     new = [deeper.t5.encoder.block[k] for k in (1, 2, 4)]  # the model's own blocks went to 0 and 3
     assert all(b.layer[1].DenseReluDense.wo.weight.grad.abs().sum() > 0 for b in new)  # training moves them
     with pytest.raises(ValueError, match="already has 2"):
