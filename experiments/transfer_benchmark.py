@@ -199,7 +199,8 @@ def fine_tuned(base: Path, space: SearchSpace, name: str, texts: list[str], trai
     predictor = RLMPredictor.from_base(base, [objective], space=space.name)
     # nasrlm train's rule and schedule with --prior none and, from a base, with a feature prior
     frozen = (kind is None or mode == "blend") and not a.train_encoder
-    steps = {} if a.steps is None else {"steps": a.steps, "unvalidated_steps": None}  # however few the rows
+    # however few the rows
+    steps = {} if a.steps is None else {"steps": a.steps, "unvalidated_steps": None, "steps_per_row": None}
     schedule = (ALONE_TUNE if kind is None else DECODER_TUNE) if frozen else FINE_TUNE
     members = {} if a.members is None else {"members": a.members}
     schedule = dataclasses.replace(schedule, learning_rate=a.lr, **steps, **members)
@@ -488,8 +489,9 @@ def main(argv: list[str] | None = None) -> None:
                    help="which architectures are measured on an unseen device: random (HELP's protocol) or "
                         "spread over the source devices' latencies (nasrlm.selection.farthest_first)")
     p.add_argument("--test", type=int, default=None, help="held-out rows (default 5,000 acc, 3,000 devices)")
-    p.add_argument("--steps", type=int, help=f"fine-tuning optimiser steps (default: {DECODER_TUNE.steps} "
-                   f"for rlm, as nasrlm train --prior none, {FINE_TUNE.steps} for the others)")
+    p.add_argument("--steps", type=int, help="fine-tuning optimiser steps, however many rows (default: as "
+                   f"nasrlm train: {ALONE_TUNE.steps_per_row} a row up to {ALONE_TUNE.steps} for rlm, "
+                   f"{DECODER_TUNE.steps} blended, {FINE_TUNE.steps} for the others)")
     p.add_argument("--lr", type=float, default=FINE_TUNE.learning_rate, help="fine-tuning peak learning rate")
     p.add_argument("--calibration-folds", type=int, default=CALIBRATION_FOLDS,
                    help="cross-fits that calibrate the spread where the validation rows are too few, as "

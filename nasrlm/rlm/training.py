@@ -43,6 +43,10 @@ class TrainConfig:
     clip_norm: float = 1.0
     validation_fraction: float = 0.1  # held out for early stopping; 0 trains on all, keeps the last epoch
     patience: int = 10  # epochs without a better validation loss before stopping
+    # with a validation split: stop after ``patience`` epochs without a better validation loss and keep the
+    # best epoch; False: train every epoch and keep the last, the validation rows only measured (they
+    # calibrate a spread: a loss on digits can bottom out long before the ranking stops improving)
+    keep_best: bool = True
     max_minutes: float | None = None  # stop (keeping the best epoch) when this budget is spent
     # train the decoder only: a base's encoder (and the token embeddings it shares) stays as pre-trained,
     # and each text is encoded once, without dropout (experiments/README.md, "Who carries the prediction")
@@ -264,7 +268,9 @@ def train(model: RegressionLM, inputs: Sequence[Sequence[int]], targets: np.ndar
             report.validation_loss.append(val)
             bar.set_postfix(train=f"{report.train_loss[-1]:.3f}", val=f"{val:.3f}",
                             best=report.best_epoch + 1)
-            if val < best_loss - 1e-4:
+            if not config.keep_best:
+                report.best_epoch = epoch
+            elif val < best_loss - 1e-4:
                 best_loss, stale, report.best_epoch = val, 0, epoch
                 best_state = copy.deepcopy(model.state_dict())
             else:

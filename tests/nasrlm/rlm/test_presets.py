@@ -22,7 +22,8 @@ def test_fine_tuning_takes_a_fixed_number_of_steps_however_few_the_rows() -> Non
     assert many["max_epochs"] * 32 == pytest.approx(FINE_TUNE.steps, rel=0.1)  # 32 batches an epoch
     assert many["validation_fraction"] > 0 and many["patience"] >= 10
     assert TRAIN.settings(20, 32) == {"max_epochs": TRAIN.max_epochs, "learning_rate": TRAIN.learning_rate,
-                                      "validation_fraction": 0.1, "patience": 10, "members": 1}
+                                      "validation_fraction": 0.1, "patience": 10, "keep_best": True,
+                                      "members": 1}
 
 
 def test_the_decoder_tunes_longer_only_where_a_validation_split_can_stop_it() -> None:
@@ -35,6 +36,15 @@ def test_the_decoder_tunes_longer_only_where_a_validation_split_can_stop_it() ->
 def test_the_model_alone_pools_members_only_where_its_validation_rows_calibrate_it() -> None:
     few, many = ALONE_TUNE.settings(ALONE_TUNE.members_from - 1, 32), ALONE_TUNE.settings(1000, 32)
     assert few["members"] == 1 and many["members"] == ALONE_TUNE.members > 1
+    assert few["validation_fraction"] == 0.0  # every row trains; cross-fits calibrate the spread
     assert round(ALONE_TUNE.members_from * many["validation_fraction"]) == MIN_VALIDATION_ROWS
-    assert {k: v for k, v in many.items() if k != "members"} == {
-        k: v for k, v in DECODER_TUNE.settings(1000, 32).items() if k != "members"}
+    assert not many["keep_best"] and DECODER_TUNE.settings(1000, 32)["keep_best"]
+
+
+@pytest.mark.parametrize("rows", [16, 20, 100, 299, 300, 1000, 5000])
+def test_the_model_alone_takes_steps_in_proportion_to_its_rows_up_to_the_decoders(rows) -> None:
+    settings = ALONE_TUNE.settings(rows, 32)
+    split = rows - round(rows * settings["validation_fraction"])
+    steps = settings["max_epochs"] * -(-split // 32)  # the optimiser steps it takes
+    expected = min(ALONE_TUNE.steps, ALONE_TUNE.steps_per_row * rows)
+    assert expected * 0.85 <= steps <= expected * 1.1, (rows, steps, expected)

@@ -191,6 +191,17 @@ def test_training_learns_is_deterministic_and_survives_a_checkpoint(corpus, tmp_
                                   first.sample(texts[:4], num_samples=16, seed=3))
 
 
+def test_keeping_the_last_epoch_trains_every_epoch_and_still_reports_its_validation_rows(corpus) -> None:
+    tokenizer, texts, values = corpus
+    config = TrainConfig(max_epochs=6, batch_size=16, learning_rate=3e-3, patience=1, keep_best=False,
+                         progress=False)
+    predictor = RLMPredictor.from_scratch(OBJECTIVES, size=None, tokenizer=tokenizer, **TINY)
+    report = predictor.fit(texts, values, ("acc", "lat"), config)
+    # patience 1 would have stopped a run whose validation loss rose: this one never stops early
+    assert report.stopped_by == "max_epochs" and len(report.train_loss) == 6
+    assert report.best_epoch == 5 and len(report.validation_loss) == 6 and report.validation_rows
+
+
 def test_a_frozen_encoder_stays_as_it_was_while_the_decoder_learns(corpus) -> None:
     tokenizer, texts, values = corpus
     predictor = RLMPredictor.from_scratch(OBJECTIVES, size=None, tokenizer=tokenizer,
