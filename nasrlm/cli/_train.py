@@ -38,7 +38,15 @@ from nasrlm.cli._inputs import (
     _table_columns,
     _table_space,
 )
-from nasrlm.rlm.presets import DECODER_TUNE, FINE_TUNE, READ_LATENCIES, SIZES, TRAIN, TRAIN_SIZE
+from nasrlm.rlm.presets import (
+    ALONE_TUNE,
+    DECODER_TUNE,
+    FINE_TUNE,
+    READ_LATENCIES,
+    SIZES,
+    TRAIN,
+    TRAIN_SIZE,
+)
 
 
 class Train(Command):
@@ -91,7 +99,9 @@ class Train(Command):
                             f"{DECODER_TUNE.steps} steps when fine-tuning a base ("
                             f"{DECODER_TUNE.unvalidated_steps} below "
                             f"{DECODER_TUNE.min_validation_rows} rows; "
-                            f"{FINE_TUNE.steps} with --prior line), {TRAIN.max_epochs} from scratch)")
+                            f"{FINE_TUNE.steps} with --prior line; with --prior none "
+                            f"{ALONE_TUNE.steps_per_row:g} a row up to {ALONE_TUNE.steps:,}, every "
+                            f"epoch kept), {TRAIN.max_epochs} from scratch)")
         p.add_argument("--batch-size", type=_positive_int, default=TrainConfig.batch_size)
         p.add_argument("--lr", type=_positive_float,
                        help=f"peak learning rate (AdamW; default {FINE_TUNE.learning_rate:g} when "
