@@ -29,7 +29,6 @@ import random
 import signal
 import tempfile
 import time
-import warnings
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +45,7 @@ from nasrlm.search import (
     Truth,
     WorkerSettings,
     make_sampler,
+    open_study,
     reference_point,
     restricted_to_table,
     run_search,
@@ -113,11 +113,7 @@ class Job:
     def enqueue_startup(self, study_name: str, seed: int) -> None:
         """The study, created here with ``shared_startup`` random architectures waiting in it: the same ones
         for every run of ``seed``, whatever its number of workers."""
-        study = optuna.create_study(storage=self.url, study_name=study_name, directions=[
-            "maximize" if o.higher_is_better else "minimize" for o in self.evaluator.objectives])
-        with warnings.catch_warnings():  # experimental since Optuna 3.2
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            study.set_metric_names(self.evaluator.names)
+        study = open_study(self.url, study_name, self.evaluator)
         draws = np.random.default_rng(seed)
         for _ in range(self.shared_startup):
             study.enqueue_trial(self.space.params_of(self.space.sample(draws)))

@@ -32,6 +32,7 @@ from nasrlm.search._run import (
     SURPLUS_ATTR,
     SearchResult,
     SearchStopped,
+    open_study,
     run_search,
 )
 from nasrlm.search._sampler import (
@@ -80,6 +81,7 @@ __all__ = [
     "is_profile",
     "predicted_front",
     "reference_point",
+    "open_study",
     "run_search",
     "sampler_keywords",
     "score",

@@ -137,9 +137,9 @@ class Workers:
             return {}
         (params, predicted), rest = proposals[0], proposals[1:]
         self.note_handed_out(study, params)
+        self._enqueue(study, rest)  # first: they wait for the others even if this trial was failed meanwhile
         if predicted is not None:  # kept with the trial: a resumed search still weighs by it
             _set_user_attr(study, trial, PREDICTED_USER_ATTR, by_name(study, predicted))
-        self._enqueue(study, rest)
         return params  # a candidate's parameters are the search space's already (see _candidates)
 
     @staticmethod

@@ -249,6 +249,10 @@ def _run_trial(study: optuna.Study, objective: Callable[[optuna.Trial], list[flo
                 state = TrialState.FAIL
             except KeyboardInterrupt:  # marked interrupted below, not failed
                 raise
+            except optuna.exceptions.UpdateFinishedTrialError as error:  # storing an attribute of the trial
+                if not _taken_for_dead(study, trial, error, log):
+                    raise
+                return
             except BaseException:
                 with suppress(Exception):
                     study.tell(trial, state=TrialState.FAIL)
@@ -258,10 +262,8 @@ def _run_trial(study: optuna.Study, objective: Callable[[optuna.Trial], list[flo
                     try:
                         study.tell(trial, values, state=state)
                     except (optuna.exceptions.UpdateFinishedTrialError, ValueError) as e:
-                        if not study._storage.get_trial(trial._trial_id).state.is_finished():
+                        if not _taken_for_dead(study, trial, e, log):
                             raise
-                        # failed as stale meanwhile (its beats lost in an outage): another worker re-runs it
-                        log(f"trial {trial.number}: {e}; another worker took it for dead and runs it again")
                     return
     except KeyboardInterrupt:
         if trial is not None:
@@ -271,6 +273,17 @@ def _run_trial(study: optuna.Study, objective: Callable[[optuna.Trial], list[flo
                 if t.number >= newest:
                     _interrupted(study, t.number, t._trial_id)
         raise
+
+
+def _taken_for_dead(study: optuna.Study, trial: optuna.Trial, error: Exception,
+                    log: Callable[[str], None]) -> bool:
+    """Whether ``error``, met storing something of ``trial``, says another worker failed the trial as
+    stale meanwhile (its beats lost in an outage, or late on a machine too busy to send them): then that
+    worker re-runs it, and this one, told so through ``log``, goes on to its next trial."""
+    if not study._storage.get_trial(trial._trial_id).state.is_finished():
+        return False
+    log(f"trial {trial.number}: {error}; another worker took it for dead and runs it again")
+    return True
 
 
 def _searched_seconds(study: optuna.Study) -> float:
@@ -319,7 +332,7 @@ def _open_study(storage: str | None, study_name: str, sampler: optuna.samplers.B
     while True:
         try:
             with outage:
-                return _open_study_once(storage, study_name, sampler, evaluator, workers)
+                return open_study(rdb_storage(storage, workers), study_name, evaluator, sampler)
         except CREATE_RACES:
             races += 1
             if races == _OPEN_ATTEMPTS:
@@ -327,14 +340,16 @@ def _open_study(storage: str | None, study_name: str, sampler: optuna.samplers.B
             time.sleep(0.2 * races + random.random() / 2)
 
 
-def _open_study_once(storage: str | None, study_name: str, sampler: optuna.samplers.BaseSampler,
-                     evaluator: ArchEvaluator, workers: WorkerSettings) -> optuna.Study:
+def open_study(storage: str | optuna.storages.BaseStorage | None, study_name: str, evaluator: ArchEvaluator,
+               sampler: optuna.samplers.BaseSampler | None = None) -> optuna.Study:
+    """The study ``study_name`` in ``storage``, created if it is not there, optimising ``evaluator``'s
+    objectives (their directions, and their names as the study's metric names); ``ValueError`` if an
+    existing one optimises others. Once, quietly: :func:`run_search` retries it through races and outages."""
     verbosity = optuna.logging.get_verbosity()
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # no "study created" / per-trial lines
     try:
         study = optuna.create_study(
-            storage=rdb_storage(storage, workers), study_name=study_name, sampler=sampler,
-            load_if_exists=True,
+            storage=storage, study_name=study_name, sampler=sampler, load_if_exists=True,
             directions=["maximize" if o.higher_is_better else "minimize" for o in evaluator.objectives])
     finally:
         optuna.logging.set_verbosity(verbosity)

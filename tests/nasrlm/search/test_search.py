@@ -676,6 +676,35 @@ def test_a_killed_workers_trial_is_failed_and_its_architecture_run_again(tmp_pat
     assert len(retried) == 1 and retried[0].user_attrs["arch_id"] == lost and lost in result.arch_ids
 
 
+class TakenForDead(optuna.samplers.RandomSampler):
+    """Draws at random; while it draws the first trial's first parameter, another worker takes that trial
+    for dead (its beats late on a busy machine) and fails it, and the sampler then stores an attribute of
+    it, as the RLMSampler stores its prediction."""
+
+    def __init__(self) -> None:
+        super().__init__(seed=1)
+        self.struck: int | None = None
+
+    def sample_independent(self, study, trial, name, distribution):
+        if self.struck is None:
+            self.struck = trial.number
+            study._storage.set_trial_state_values(trial._trial_id, state=optuna.trial.TrialState.FAIL)
+            study._storage.set_trial_user_attr(trial._trial_id, "predicted", 1.0)  # the trial is finished
+        return super().sample_independent(study, trial, name, distribution)
+
+
+def test_a_worker_whose_trial_is_taken_for_dead_while_it_runs_says_so_and_goes_on(tmp_path) -> None:
+    evaluator, storage = a_searched_study(tmp_path, 2)
+    lines: list[str] = []
+    sampler = TakenForDead()
+    result = run_search(SPACE, evaluator, sampler, budget=5, storage=storage, progress=False, workers=QUICK,
+                        log=lines.append)
+    assert len(result.arch_ids) == 5 == len(set(result.arch_ids))
+    assert any(f"trial {sampler.struck}:" in line and "took it for dead" in line for line in lines), lines
+    trials = optuna.load_study(study_name="nasrlm", storage=storage).trials
+    assert trials[sampler.struck].state == optuna.trial.TrialState.FAIL
+
+
 def frozen(number: int, state: optuna.trial.TrialState, **system_attrs) -> optuna.trial.FrozenTrial:
     return optuna.trial.FrozenTrial(
         number=number, state=state, value=None, datetime_start=None, datetime_complete=None, params={},

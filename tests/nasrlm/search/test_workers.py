@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from nasrlm.data import BenchmarkTable, Objective
-from nasrlm.search import ArchEvaluator, RLMSampler, WorkerSettings, run_search, sampler_keywords
+from nasrlm.search import ArchEvaluator, RLMSampler, WorkerSettings, open_study, run_search, sampler_keywords
 from nasrlm.search._liveness import CREATE_RACES, OUTAGES
 from search_spaces import NasBench201
 
@@ -43,6 +43,18 @@ class SlowEvaluator(ArchEvaluator):
     def __call__(self, arch_id: str) -> list[float]:
         time.sleep(self.seconds if self.seconds is not None else 3600)
         return super().__call__(arch_id)
+
+
+def test_a_study_opens_with_its_objectives_and_refuses_to_reopen_for_others(tmp_path) -> None:
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    evaluator = SlowEvaluator(0)
+    study = open_study(url, "s", evaluator)
+    assert study.directions == [optuna.study.StudyDirection.MAXIMIZE, optuna.study.StudyDirection.MINIMIZE]
+    assert study.metric_names == ["acc", "lat"]
+    assert open_study(url, "s", evaluator)._study_id == study._study_id  # the same study, loaded
+    other = ArchEvaluator(SPACE, evaluator.objectives[::-1], evaluator.table)
+    with pytest.raises(ValueError, match=r"optimises \['acc', 'lat'\], not \['lat', 'acc'\]"):
+        open_study(url, "s", other)
 
 
 def work(url: str, budget: int, seed: int, seconds: float | None, sampler: str = "random") -> None:
