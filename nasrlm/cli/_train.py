@@ -100,8 +100,8 @@ class Train(Command):
                             f"{DECODER_TUNE.unvalidated_steps} below "
                             f"{DECODER_TUNE.min_validation_rows} rows; "
                             f"{FINE_TUNE.steps} with --prior line; with --prior none "
-                            f"{ALONE_TUNE.steps_per_row:g} a row up to {ALONE_TUNE.steps:,}, every "
-                            f"epoch kept), {TRAIN.max_epochs} from scratch)")
+                            f"{ALONE_TUNE.steps_per_row:g} a row up to {ALONE_TUNE.steps:,}, no early stop, "
+                            f"the last epoch kept), {TRAIN.max_epochs} from scratch)")
         p.add_argument("--batch-size", type=_positive_int, default=TrainConfig.batch_size)
         p.add_argument("--lr", type=_positive_float,
                        help=f"peak learning rate (AdamW; default {FINE_TUNE.learning_rate:g} when "

@@ -42,9 +42,11 @@ class Schedule:
     """How long and how fast ``nasrlm train`` trains: the fields of :class:`~nasrlm.rlm.training.TrainConfig`
     that differ between training from scratch and fine-tuning a base model."""
 
-    max_epochs: int  # early stopping on the validation split picks the best epoch before this
+    max_epochs: int  # early stopping on the validation split picks the best epoch before this (keep_best)
     learning_rate: float  # peak, after warm-up
-    steps: int | None = None  # if set, as many epochs as give about this many optimiser steps
+    # if set, as many epochs as give this many optimiser steps over every row (a validation split takes
+    # its tenth of each epoch's: about 0.9 times as many)
+    steps: int | None = None
     steps_per_row: float | None = None  # if set, at most this many steps per row: fewer rows, fewer steps
     min_validation_rows: int = 0  # fewer rows than this: no validation split, keep the last epoch
     unvalidated_steps: int | None = None  # if set, ``steps`` when there is no validation split to stop early
@@ -73,20 +75,21 @@ TRAIN = Schedule(max_epochs=60, learning_rate=5e-4)
 #: Fine-tuning a pre-trained base model (``nasrlm train --init``): a fixed number of steps, however few
 #: the rows, so that 20 measurements get as much training as 1,000.
 FINE_TUNE = Schedule(max_epochs=1000, learning_rate=5e-4, steps=300, min_validation_rows=100)
-#: The language model alone fine-tuning a base (``nasrlm train --prior none``): the decoder only, whose steps
-#: are cheap (each text is encoded once), so five times as many where a validation split stops it early;
-#: below that, few: more steps on 16-20 rows fit those rows at the expense of the rest (experiments/README.md,
-#: "Who carries the prediction").
+#: The language model blended with a feature prior (``nasrlm train`` from a base): the decoder only, whose
+#: steps are cheap (each text is encoded once), so five times as many where a validation split stops it
+#: early; below that, few: more steps on 16-20 rows fit those rows at the expense of the rest. The alone
+#: schedule below, every step kept, let the blend's cross-fits hand the model shares it did not earn
+#: (experiments/README.md, "Who carries the prediction").
 DECODER_TUNE = Schedule(max_epochs=1000, learning_rate=5e-4, steps=1500, min_validation_rows=100,
                         unvalidated_steps=30)
 #: The language model alone fine-tuning a base (``nasrlm train --prior none``): the decoder only, 1.5 steps
-#: per row up to 1,000, every step kept: the validation loss of its digits bottoms out
-#: within a few epochs, long before its ranking stops improving, so a split that stops it early costs
-#: ranking (and rows). From 300 rows, three times over, an ensemble of decoders on the one frozen encoder,
-#: each holding out a validation split of its own that calibrates the spread: pooled, they rank better and
-#: vary less than one, at three times the fit. Below 300 rows (fewer than 30 validation rows) one decoder
-#: trains on every row and cross-fits calibrate its spread (experiments/README.md, "Who carries the
-#: prediction").
+#: per row up to 1,000 (counted over every row, see ``Schedule.steps``), every step kept: the validation
+#: loss of its digits bottoms out within a few epochs, long before its ranking stops improving, so a split
+#: that stops it early costs ranking (and rows). From 300 rows, three times over, an ensemble of decoders on
+#: the one frozen encoder, each holding out a validation split of its own that calibrates the spread:
+#: pooled, they rank better and vary less than one, at three times the fit. Below 300 rows (fewer than 30
+#: validation rows) one decoder trains on every row and cross-fits calibrate its spread
+#: (experiments/README.md, "Who carries the prediction").
 ALONE_TUNE = replace(DECODER_TUNE, steps=1000, steps_per_row=1.5, min_validation_rows=300,
                      unvalidated_steps=None, keep_best=False, members=3, members_from=300)
 

@@ -1,10 +1,11 @@
-"""Teacher-forced training of a :class:`~nasrlm.rlm.model.RegressionLM` with early stopping.
+"""Teacher-forced training of a :class:`~nasrlm.rlm.model.RegressionLM`, with early stopping or not.
 
 AdamW, linear warm-up then cosine decay, gradient clipping, a held-out validation split that picks
-the best epoch, and a time budget. Same data, config and seed → same weights (single process; torch
-CPU kernels are deterministic for these ops). The optimiser step itself (:class:`Stepper`) is the one
-pre-training takes too (:func:`nasrlm.rlm.pretraining.pretrain`), which draws its batches and sets its
-learning rate in its own way.
+the best epoch (or, ``keep_best=False``, is only measured while the last epoch is kept), and a time
+budget. Same data, config and seed → same weights (single process; torch CPU kernels are deterministic
+for these ops). The optimiser step itself (:class:`Stepper`) is the one pre-training takes too
+(:func:`nasrlm.rlm.pretraining.pretrain`), which draws its batches and sets its learning rate in its
+own way.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ class TrainConfig:
     # best epoch; False: train every epoch and keep the last, the validation rows only measured (they
     # calibrate a spread: a loss on digits can bottom out long before the ranking stops improving)
     keep_best: bool = True
-    max_minutes: float | None = None  # stop (keeping the best epoch) when this budget is spent
+    max_minutes: float | None = None  # stop (keeping the epoch ``keep_best`` says) when this budget is spent
     # train the decoder only: a base's encoder (and the token embeddings it shares) stays as pre-trained,
     # and each text is encoded once, without dropout (experiments/README.md, "Who carries the prediction")
     freeze_encoder: bool = False
@@ -194,7 +195,8 @@ def train(model: RegressionLM, inputs: Sequence[Sequence[int]], targets: np.ndar
           derived_from: Sequence[int] | None = None, member: int = 0) -> TrainReport:
     """Fit ``model`` to number-token ``targets`` (n, objectives, digits; -1 = missing) of ``inputs``.
 
-    The model ends up with the weights of the epoch with the lowest validation loss. ``derived_from``
+    The model ends up with the weights of the epoch with the lowest validation loss (``keep_best``; else,
+    or with no validation split, the last epoch's). ``derived_from``
     marks augmented rows: the index of the row each one was made from, -1 for an original. Only
     originals are held out for validation, and the rows made from a held-out one are left out
     altogether, so that the validation loss measures what the model makes of unseen architectures.

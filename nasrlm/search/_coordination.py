@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from optuna.exceptions import UpdateFinishedTrialError
 from optuna.study import Study
 from optuna.trial import FrozenTrial, TrialState
 
@@ -47,7 +48,8 @@ class Workers:
 
     def __init__(self, arch_id_of: Callable[[dict[str, Any]], str]) -> None:
         self._arch_id_of = arch_id_of
-        self._handed_out: dict[str, set[str]] = {}  # per study: proposals whose trials may not be stored yet
+        # per study: proposals whose trials may not be stored yet, each with the number of its trial
+        self._handed_out: dict[str, dict[str, int]] = {}
         self._running: dict[str, deque[int]] = {}  # per study: trials running at each recent ask
         self._name = uuid.uuid4().hex  # with the process id, this worker's name in a fit lease
 
@@ -105,7 +107,11 @@ class Workers:
         proposed again. A failed or pruned trial's architecture may be proposed again."""
         evaluated: set[str] = set()
         running: set[str] = set()
-        handed_out = self._handed_out.setdefault(study.study_name, set())
+        handed_out = self._handed_out.setdefault(study.study_name, {})
+        # a trial that ended before it stored a parameter (another worker took it for dead meanwhile)
+        ended = {t.number for t in study.get_trials(deepcopy=False) if t.state.is_finished() and not t.params}
+        for arch_id in [a for a, number in handed_out.items() if number in ended]:
+            del handed_out[arch_id]  # never evaluated: free to be proposed again
         for t in study.get_trials(deepcopy=False):
             params = t.params or _fixed_params(t)  # an enqueued trial has fixed ones only
             if t.number == skip or not params:
@@ -121,14 +127,16 @@ class Workers:
             elif t.state in _ACTIVE:
                 running.add(arch_id)
             else:
-                handed_out.discard(arch_id)
-        handed_out -= evaluated
+                handed_out.pop(arch_id, None)
+        for arch_id in evaluated & handed_out.keys():
+            del handed_out[arch_id]
         pending = dict.fromkeys([*sorted(running), *sorted(handed_out)])
         return evaluated, [i for i in pending if i not in evaluated]
 
-    def note_handed_out(self, study: Study, params: dict[str, Any]) -> None:
-        """Count ``params`` as pending until its trial is stored (see :meth:`evaluated_and_pending`)."""
-        self._handed_out.setdefault(study.study_name, set()).add(self._arch_id_of(params))
+    def note_handed_out(self, study: Study, trial: FrozenTrial, params: dict[str, Any]) -> None:
+        """Count ``params``, handed to ``trial``, as pending until that trial is stored or ends without
+        them (see :meth:`evaluated_and_pending`)."""
+        self._handed_out.setdefault(study.study_name, {})[self._arch_id_of(params)] = trial.number
 
     def hand_out(self, study: Study, trial: FrozenTrial, proposals: Sequence[Proposal]) -> dict[str, Any]:
         """The first proposal's parameters for ``trial``; the others wait in the study for whichever
@@ -136,10 +144,15 @@ class Workers:
         if not proposals:
             return {}
         (params, predicted), rest = proposals[0], proposals[1:]
-        self.note_handed_out(study, params)
+        self.note_handed_out(study, trial, params)
         self._enqueue(study, rest)  # first: they wait for the others even if this trial was failed meanwhile
         if predicted is not None:  # kept with the trial: a resumed search still weighs by it
-            _set_user_attr(study, trial, PREDICTED_USER_ATTR, by_name(study, predicted))
+            try:
+                _set_user_attr(study, trial, PREDICTED_USER_ATTR, by_name(study, predicted))
+            except UpdateFinishedTrialError:  # taken for dead meanwhile: its pick waits for the next worker
+                del self._handed_out[study.study_name][self._arch_id_of(params)]
+                self._enqueue(study, [(params, predicted)])
+                raise
         return params  # a candidate's parameters are the search space's already (see _candidates)
 
     @staticmethod

@@ -245,7 +245,12 @@ def _run_trial(study: optuna.Study, objective: Callable[[optuna.Trial], list[flo
                 state = TrialState.FAIL
             except EvaluationError as error:
                 log(f"warning: trial {trial.number} failed: {error}")
-                trial.set_user_attr(ERROR_ATTR, str(error))
+                try:
+                    trial.set_user_attr(ERROR_ATTR, str(error))
+                except optuna.exceptions.UpdateFinishedTrialError as stored:
+                    if not _taken_for_dead(study, trial, stored, log):
+                        raise
+                    return
                 state = TrialState.FAIL
             except KeyboardInterrupt:  # marked interrupted below, not failed
                 raise
@@ -358,7 +363,8 @@ def open_study(storage: str | optuna.storages.BaseStorage | None, study_name: st
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             study.set_metric_names(evaluator.names)
     elif list(study.metric_names) != evaluator.names:
-        raise ValueError(f"study {study_name!r} in {storage} optimises {study.metric_names}, "
+        where = getattr(storage, "url", storage)  # an RDBStorage: its URL
+        raise ValueError(f"study {study_name!r} in {where} optimises {study.metric_names}, "
                          f"not {evaluator.names}; pick another --study-name")
     return study
 

@@ -238,7 +238,7 @@ class RLMSampler(ProposalRounds, BaseSampler):
         if not candidates:
             return {}  # every mutant is taken: the independent sampler draws it
         params = list(candidates.values())[int(self._rng.integers(len(candidates)))]
-        self._workers.note_handed_out(study, params)
+        self._workers.note_handed_out(study, trial, params)
         return params
 
     def sample_independent(self, study: Study, trial: FrozenTrial, param_name: str,

@@ -193,13 +193,20 @@ def test_training_learns_is_deterministic_and_survives_a_checkpoint(corpus, tmp_
 
 def test_keeping_the_last_epoch_trains_every_epoch_and_still_reports_its_validation_rows(corpus) -> None:
     tokenizer, texts, values = corpus
-    config = TrainConfig(max_epochs=6, batch_size=16, learning_rate=3e-3, patience=1, keep_best=False,
+    shuffled = values[np.random.default_rng(0).permutation(len(values))]  # nothing to learn: it overfits
+    config = TrainConfig(max_epochs=8, batch_size=16, learning_rate=1e-2, patience=1, keep_best=False,
                          progress=False)
-    predictor = RLMPredictor.from_scratch(OBJECTIVES, size=None, tokenizer=tokenizer, **TINY)
-    report = predictor.fit(texts, values, ("acc", "lat"), config)
-    # patience 1 would have stopped a run whose validation loss rose: this one never stops early
-    assert report.stopped_by == "max_epochs" and len(report.train_loss) == 6
-    assert report.best_epoch == 5 and len(report.validation_loss) == 6 and report.validation_rows
+    reports = []
+    for keep_best in (False, True):
+        predictor = RLMPredictor.from_scratch(OBJECTIVES, size=None, tokenizer=tokenizer, **TINY)
+        reports.append(predictor.fit(texts, shuffled, ("acc", "lat"),
+                                     TrainConfig(**{**vars(config), "keep_best": keep_best})))
+    last, best = reports
+    assert last.stopped_by == "max_epochs" and len(last.train_loss) == 8 == len(last.validation_loss)
+    assert last.best_epoch == 7 and last.validation_rows
+    # the same run keeping its best epoch stopped early, on the same validation losses
+    assert best.stopped_by == "early_stopping" and best.best_epoch < len(best.validation_loss) - 1
+    assert best.validation_loss == last.validation_loss[: len(best.validation_loss)]
 
 
 def test_a_frozen_encoder_stays_as_it_was_while_the_decoder_learns(corpus) -> None:
