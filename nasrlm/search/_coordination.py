@@ -108,11 +108,10 @@ class Workers:
         evaluated: set[str] = set()
         running: set[str] = set()
         handed_out = self._handed_out.setdefault(study.study_name, {})
-        # a trial that ended before it stored a parameter (another worker took it for dead meanwhile)
-        ended = {t.number for t in study.get_trials(deepcopy=False) if t.state.is_finished() and not t.params}
-        for arch_id in [a for a, number in handed_out.items() if number in ended]:
-            del handed_out[arch_id]  # never evaluated: free to be proposed again
+        ended: set[int] = set()  # trials that ended before they stored a parameter (taken for dead)
         for t in study.get_trials(deepcopy=False):
+            if t.state.is_finished() and not t.params:
+                ended.add(t.number)
             params = t.params or _fixed_params(t)  # an enqueued trial has fixed ones only
             if t.number == skip or not params:
                 continue
@@ -128,8 +127,8 @@ class Workers:
                 running.add(arch_id)
             else:
                 handed_out.pop(arch_id, None)
-        for arch_id in evaluated & handed_out.keys():
-            del handed_out[arch_id]
+        for arch_id in [a for a, number in handed_out.items() if a in evaluated or number in ended]:
+            del handed_out[arch_id]  # stored, or never evaluated: free to be proposed again
         pending = dict.fromkeys([*sorted(running), *sorted(handed_out)])
         return evaluated, [i for i in pending if i not in evaluated]
 

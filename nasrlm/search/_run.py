@@ -236,6 +236,7 @@ def _run_trial(study: optuna.Study, objective: Callable[[optuna.Trial], list[flo
             warnings.simplefilter("ignore", UserWarning)
             trial = study.ask()
         values: list[float] | None = None
+        failure: str | None = None  # an evaluation error, kept with the trial as it is told
         with beating(study, trial._trial_id):
             try:
                 values, state = objective(trial), TrialState.COMPLETE
@@ -245,13 +246,7 @@ def _run_trial(study: optuna.Study, objective: Callable[[optuna.Trial], list[flo
                 state = TrialState.FAIL
             except EvaluationError as error:
                 log(f"warning: trial {trial.number} failed: {error}")
-                try:
-                    trial.set_user_attr(ERROR_ATTR, str(error))
-                except optuna.exceptions.UpdateFinishedTrialError as stored:
-                    if not _taken_for_dead(study, trial, stored, log):
-                        raise
-                    return
-                state = TrialState.FAIL
+                failure, state = str(error), TrialState.FAIL
             except KeyboardInterrupt:  # marked interrupted below, not failed
                 raise
             except optuna.exceptions.UpdateFinishedTrialError as error:  # storing an attribute of the trial
@@ -265,6 +260,8 @@ def _run_trial(study: optuna.Study, objective: Callable[[optuna.Trial], list[flo
             while True:
                 with outage:
                     try:
+                        if failure is not None:
+                            trial.set_user_attr(ERROR_ATTR, failure)
                         study.tell(trial, values, state=state)
                     except (optuna.exceptions.UpdateFinishedTrialError, ValueError) as e:
                         if not _taken_for_dead(study, trial, e, log):
