@@ -215,7 +215,8 @@ class RegressionLM(nn.Module):
             state[f"t5.encoder.block.{places[int(block[1])]}.{block[2]}" if block else name] = value
         new = set(range(encoder_layers)) - set(places)
         missing, unexpected = model.load_state_dict(state, strict=False)  # new blocks keep fresh weights ...
-        if unexpected or any(int(_ENCODER_BLOCK.match(name)[1]) not in new for name in missing):
+        placed = [_ENCODER_BLOCK.match(name) for name in missing]  # only the new blocks' may be missing
+        if unexpected or any(block is None or int(block[1]) not in new for block in placed):
             raise RuntimeError(f"deepening left weights unplaced: {unexpected or missing}")
         with torch.no_grad():
             for k in new:
