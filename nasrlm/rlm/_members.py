@@ -2,9 +2,11 @@
 <nasrlm.rlm.predictor.RLMPredictor.fit>` trains when ``TrainConfig.members`` > 1, and how its samples are
 drawn.
 
-One decoder fine-tuned on a few hundred labels, stopped early on a tenth of them, lands anywhere in a spread
-of rankings; several, each from the same start with a validation split, batch order and dropout of its own,
-pooled, rank better and vary less (experiments/README.md, "Who carries the prediction"). They share everything
+One decoder fine-tuned on a few hundred labels lands anywhere in a spread of rankings; several, each from
+the same start with a batch order and dropout of its own, pooled, rank better and vary less
+(experiments/README.md, "Who carries the prediction"). Each holds out a validation split of its own where it
+stops early on it (``TrainConfig.keep_best``); where every member keeps its last step, only the first holds
+rows out, whose samples calibrate the spread, and the others train on every row. They share everything
 the encoder computes, so a member is only the weights that train with the encoder frozen, and sampling encodes
 each text once.
 
@@ -69,15 +71,18 @@ def train_members(model: RegressionLM, inputs: Sequence[Sequence[int]], targets:
                   derived_from: Sequence[int] | None = None
                   ) -> tuple[TrainReport, list[Weights], np.ndarray]:
     """:func:`~nasrlm.rlm.training.train` ``config.members`` times from the weights ``model`` has now, each
-    with a validation split, batch order and dropout of its own (``member``): the first member's report,
-    with the seconds of all, the other members' weights, and every row some member held out; ``model``
-    ends with the first member's weights (:func:`check_members` says which configs are refused)."""
+    with a batch order and dropout of its own (``member``), and a validation split of its own where it
+    stops early on it (``config.keep_best``; else the members after the first train on every row): the
+    first member's report, with the seconds of all, the other members' weights, and every row some member
+    held out; ``model`` ends with the first member's weights (:func:`check_members` says which configs are
+    refused)."""
     check_members(config)
     start = own_weights(model) if config.members > 1 else None
     report = train(model, inputs, targets, objectives, config, derived_from=derived_from)
     others: list[Weights] = []
     held_out = set(report.validation_rows)
-    quiet = replace(config, progress=False)
+    split = config.validation_fraction if config.keep_best else 0.0  # the first member's rows calibrate
+    quiet = replace(config, progress=False, validation_fraction=split)
     for member in range(1, config.members):
         # each from the start; leaving the block puts the first member's weights back
         with wearing(model, start):

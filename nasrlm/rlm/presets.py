@@ -86,9 +86,9 @@ DECODER_TUNE = Schedule(max_epochs=1000, learning_rate=5e-4, steps=1500, min_val
 #: per row up to 1,000 (counted over every row, see ``Schedule.steps``), every step kept: the validation
 #: loss of its digits bottoms out within a few epochs, long before its ranking stops improving, so a split
 #: that stops it early costs ranking (and rows). From 300 rows, three times over, an ensemble of decoders on
-#: the one frozen encoder, each holding out a validation split of its own that calibrates the spread:
-#: pooled, they rank better and vary less than one, at three times the fit. Below 300 rows (fewer than 30
-#: validation rows) one decoder trains on every row and cross-fits calibrate its spread
+#: the one frozen encoder: the first holds out a validation split that calibrates the spread, the others
+#: train on every row; pooled, they rank better and vary less than one, at three times the fit. Below 300
+#: rows (fewer than 30 validation rows) one decoder trains on every row and cross-fits calibrate its spread
 #: (experiments/README.md, "Who carries the prediction").
 ALONE_TUNE = replace(DECODER_TUNE, steps=1000, steps_per_row=1.5, min_validation_rows=300,
                      unvalidated_steps=None, keep_best=False, members=3, members_from=300)

@@ -52,9 +52,10 @@ class TrainConfig:
     # train the decoder only: a base's encoder (and the token embeddings it shares) stays as pre-trained,
     # and each text is encoded once, without dropout (experiments/README.md, "Who carries the prediction")
     freeze_encoder: bool = False
-    # with the encoder frozen, decoders fitted from the same start, each with its own validation split, batch
-    # order and dropout (:func:`train`'s ``member``), whose samples RLMPredictor.fit pools: an ensemble
-    # (experiments/README.md, "Who carries the prediction")
+    # with the encoder frozen, decoders fitted from the same start, each with its own batch order and dropout
+    # (:func:`train`'s ``member``), whose samples RLMPredictor.fit pools: an ensemble; with ``keep_best``
+    # each stops on a validation split of its own, else the first alone holds rows out (they calibrate)
+    # and the others train on every row (experiments/README.md, "Who carries the prediction")
     members: int = 1
     seed: int = 0
     progress: bool = True

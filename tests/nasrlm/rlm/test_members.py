@@ -7,9 +7,10 @@ import pytest
 import torch
 
 import nasrlm.rlm._held_out
+import nasrlm.rlm._members
 import nasrlm.rlm.predictor
 from nasrlm.data import Objective
-from nasrlm.rlm._members import own_weights, pooled, wearing
+from nasrlm.rlm._members import own_weights, pooled, train_members, wearing
 from nasrlm.rlm.checkpoints import MEMBERS_FILE, ModelFileError, ModelNotFoundError
 from nasrlm.rlm.predictor import RLMPredictor
 from nasrlm.rlm.presets import ALONE_TUNE, DECODER_TUNE
@@ -52,6 +53,31 @@ def test_each_member_holds_out_rows_of_its_own_and_member_0_is_the_plain_fit(cor
     plain = train(predictor.model, inputs, targets, ("acc",), config(members=1)).validation_rows
     assert rows[0] == rows[3] == plain
     assert rows[0] != rows[1] and rows[0] != rows[2] and rows[1] != rows[2] and len(rows[1]) == len(rows[0])
+
+
+def test_members_keeping_their_last_step_train_on_every_row_but_the_first(corpus) -> None:
+    tokenizer, texts, values = accuracy(corpus)
+    predictor = RLMPredictor.from_scratch((ACC,), size=None, tokenizer=tokenizer, **TINY)
+    predictor.normalizers["acc"] = nasrlm.rlm.predictor.Normalizer.fit(values)
+    inputs, targets = predictor.encode_texts(texts), predictor._targets(values[:, None], ("acc",))
+    splits, real = [], nasrlm.rlm._members.train
+
+    def recording(*args, **kwargs):  # each member's validation rows
+        report = real(*args, **kwargs)
+        splits.append(len(report.validation_rows))
+        return report
+
+    for keep_best in (True, False):
+        splits.clear()
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(nasrlm.rlm._members, "train", recording)
+            report, others, held_out = train_members(predictor.model, inputs, targets, ("acc",),
+                                                     config(keep_best=keep_best))
+        assert len(others) == 2 and splits[0] == len(report.validation_rows) > 0
+        if keep_best:  # each stops on rows of its own
+            assert splits[1:] == splits[:1] * 2 and len(held_out) > len(report.validation_rows)
+        else:  # only the first member's rows, which calibrate, are held out
+            assert splits[1:] == [0, 0] and list(held_out) == report.validation_rows
 
 
 def test_members_differ_in_the_decoder_only_and_pool_their_samples(fitted, corpus) -> None:
