@@ -62,7 +62,9 @@ def fine_tune(predictor: RLMPredictor, encoded_texts: list[list[int]], targets: 
     for p in encoder:
         p.requires_grad_(not a.freeze_encoder)
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=a.lr,
-                                  weight_decay=0.01)
+                                  weight_decay=a.weight_decay)
+    if a.dropout is not None:
+        set_dropout(model, a.dropout)
     warmup, rng = max(1, a.steps // 20), np.random.default_rng(seed)
     torch.manual_seed(seed)
 
@@ -72,8 +74,12 @@ def fine_tune(predictor: RLMPredictor, encoded_texts: list[list[int]], targets: 
         ids, mask = pad_batch([encoded_texts[i] for i in rows], model.config.text_pad_id)
         if not a.freeze_encoder:
             return model(ids, mask, objectives, target)
-        return model.decoder_loss(states(rows, ids, mask), mask, objectives, target)
+        memory = states(rows, ids, mask)
+        if a.memory_dropout:
+            memory = torch.nn.functional.dropout(memory, a.memory_dropout)
+        return model.decoder_loss(memory, mask, objectives, target)
 
+    start_weights = [(p, p.detach().clone()) for p in model.parameters() if p.requires_grad]
     start = time.perf_counter()
     model.train()
     for step in range(a.steps):
@@ -91,10 +97,25 @@ def fine_tune(predictor: RLMPredictor, encoded_texts: list[list[int]], targets: 
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
+        if a.decay_to_start:  # decoupled, as AdamW's own decay, toward the base's weights instead of zero
+            with torch.no_grad():
+                shrink = optimizer.param_groups[0]["lr"] * a.decay_to_start
+                for p, p0 in start_weights:
+                    p.sub_(shrink * (p - p0))
     model.eval()
     for p in encoder:
         p.requires_grad_(True)
     return time.perf_counter() - start
+
+
+def set_dropout(model: torch.nn.Module, rate: float) -> None:
+    """Every dropout of ``model`` at ``rate``: its ``nn.Dropout`` modules and the attention weights' (a T5
+    attention block keeps its rate as a float, ``dropout``)."""
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = rate
+        elif isinstance(getattr(module, "dropout", None), float):
+            module.dropout = rate
 
 
 def decoded_accuracy(predictor: RLMPredictor, encoded_texts: list[list[int]], rows: np.ndarray,
@@ -130,6 +151,12 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--lr", type=float, default=5e-4)
     p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--weight-decay", type=float, default=0.01)
+    p.add_argument("--memory-dropout", type=float, default=0.0,
+                   help="dropout on the frozen encoder's states at each step (--freeze-encoder)")
+    p.add_argument("--decay-to-start", type=float, default=0.0,
+                   help="decoupled decay toward the base's weights (times the learning rate, per step)")
+    p.add_argument("--dropout", type=float, help="every dropout rate while fine-tuning (default: the base's)")
     p.add_argument("--test", type=int, default=5000)
     p.add_argument("--samples", type=int, default=16)
     p.add_argument("--threads", type=int, default=2)

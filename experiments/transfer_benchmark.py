@@ -203,6 +203,8 @@ def fine_tuned(base: Path, space: SearchSpace, name: str, texts: list[str], trai
     steps = {} if a.steps is None else {"steps": a.steps, "unvalidated_steps": None, "steps_per_row": None}
     schedule = (ALONE_TUNE if kind is None else DECODER_TUNE) if frozen else FINE_TUNE
     members = {} if a.members is None else {"members": a.members}
+    if a.state_dropout is not None and frozen:
+        members["state_dropout"] = a.state_dropout
     schedule = dataclasses.replace(schedule, learning_rate=a.lr, **steps, **members)
     config = TrainConfig(batch_size=32, seed=seed, progress=False, freeze_encoder=frozen,
                          **schedule.settings(len(train), 32))
@@ -498,6 +500,8 @@ def main(argv: list[str] | None = None) -> None:
                         "nasrlm train (0: the samples as decoded; the fine-tune's seconds include them)")
     p.add_argument("--members", type=int, help=f"decoders pooled (default: {ALONE_TUNE.members} for the "
                    "language model alone, as nasrlm train --prior none, 1 blended or with a prior)")
+    p.add_argument("--state-dropout", type=float, help="dropout on the frozen encoder's states while a "
+                   "decoder fine-tunes (default: the schedule's, as nasrlm train)")
     p.add_argument("--train-encoder", action="store_true",
                    help="rlm: train the encoder too (nasrlm train --prior none keeps a base's frozen)")
     p.add_argument("--samples", type=int, default=32, help="decoded samples per test architecture")

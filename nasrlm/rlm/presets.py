@@ -54,6 +54,7 @@ class Schedule:
     keep_best: bool = True
     members: int = 1  # decoders fitted side by side on a frozen encoder, their samples pooled (TrainConfig)
     members_from: int = 0  # below this many rows, one
+    state_dropout: float = 0.0  # on a frozen encoder's stored states at each step (TrainConfig)
 
     def settings(self, rows: int, batch_size: int) -> dict:
         """:class:`~nasrlm.rlm.training.TrainConfig` fields for ``rows`` training rows."""
@@ -67,7 +68,8 @@ class Schedule:
         return {"max_epochs": epochs, "learning_rate": self.learning_rate,
                 "validation_fraction": 0.1 if validate else 0.0,
                 "patience": 10 if self.steps is None else max(10, epochs // 5), "keep_best": self.keep_best,
-                "members": self.members if rows >= self.members_from else 1}
+                "members": self.members if rows >= self.members_from else 1,
+                "state_dropout": self.state_dropout}
 
 
 #: Training from scratch (``nasrlm train``).

@@ -52,6 +52,10 @@ class TrainConfig:
     # train the decoder only: a base's encoder (and the token embeddings it shares) stays as pre-trained,
     # and each text is encoded once, without dropout (experiments/README.md, "Who carries the prediction")
     freeze_encoder: bool = False
+    # with the encoder frozen, dropout on its stored states at each training step: the decoder reads each
+    # text through a new mask every time, as it read noisy states in pre-training, instead of learning
+    # one fixed set by heart (experiments/README.md, "Who carries the prediction")
+    state_dropout: float = 0.0
     # with the encoder frozen, decoders fitted from the same start, each with its own batch order and dropout
     # (:func:`train`'s ``member``), whose samples RLMPredictor.fit pools: an ensemble; with ``keep_best``
     # each stops on a validation split of its own, else the first alone holds rows out (they calibrate)
@@ -207,6 +211,10 @@ def train(model: RegressionLM, inputs: Sequence[Sequence[int]], targets: np.ndar
     config = config or TrainConfig()
     if len(inputs) != len(targets):
         raise ValueError(f"{len(inputs)} inputs but {len(targets)} target rows")
+    if not 0 <= config.state_dropout < 1:
+        raise ValueError(f"state_dropout must be in [0, 1), got {config.state_dropout}")
+    if config.state_dropout and not config.freeze_encoder:
+        raise ValueError("state_dropout needs freeze_encoder=True: it masks a frozen encoder's stored states")
     source = derived_sources(derived_from, len(inputs))
     originals = np.flatnonzero(source < 0)
     if len(originals) < 2:
@@ -247,7 +255,10 @@ def train(model: RegressionLM, inputs: Sequence[Sequence[int]], targets: np.ndar
         ids, mask, target = ids.to(device), mask.to(device), targets_t[index].to(device)
         if not frozen:
             return model(ids, mask, objectives, target)
-        return model.decoder_loss(states(index, ids, mask), mask, objectives, target)
+        memory = states(index, ids, mask)
+        if model.training and config.state_dropout > 0:  # not on the validation rows
+            memory = torch.nn.functional.dropout(memory, config.state_dropout)
+        return model.decoder_loss(memory, mask, objectives, target)
 
     best_state, best_loss, stale = None, math.inf, 0
     start = time.perf_counter()

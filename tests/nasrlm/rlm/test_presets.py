@@ -23,7 +23,7 @@ def test_fine_tuning_takes_a_fixed_number_of_steps_however_few_the_rows() -> Non
     assert many["validation_fraction"] > 0 and many["patience"] >= 10
     assert TRAIN.settings(20, 32) == {"max_epochs": TRAIN.max_epochs, "learning_rate": TRAIN.learning_rate,
                                       "validation_fraction": 0.1, "patience": 10, "keep_best": True,
-                                      "members": 1}
+                                      "members": 1, "state_dropout": 0.0}
 
 
 def test_the_decoder_tunes_longer_only_where_a_validation_split_can_stop_it() -> None:

@@ -224,6 +224,34 @@ def test_a_frozen_encoder_stays_as_it_was_while_the_decoder_learns(corpus) -> No
         assert p.requires_grad  # frozen for the fit only
 
 
+def test_state_dropout_masks_the_stored_states_in_training_only(corpus, monkeypatch) -> None:
+    tokenizer, texts, values = corpus
+    seen = []  # per call of the decoder: whether it was training, and the share of zeros it read
+    real = RegressionLM.decoder_loss
+
+    def reading(model, memory, *args):
+        seen.append((model.training, float((memory == 0).float().mean())))
+        return real(model, memory, *args)
+
+    monkeypatch.setattr(RegressionLM, "decoder_loss", reading)
+    config = TrainConfig(max_epochs=2, batch_size=16, learning_rate=3e-3, validation_fraction=0.25,
+                         freeze_encoder=True, progress=False, keep_best=False)
+    zeros = {}
+    for rate in (0.0, 0.5):
+        seen.clear()
+        predictor = RLMPredictor.from_scratch(OBJECTIVES, size=None, tokenizer=tokenizer, **TINY)
+        predictor.fit(texts, values, ("acc", "lat"), TrainConfig(**{**vars(config), "state_dropout": rate}))
+        zeros[rate] = {training: np.mean([z for t, z in seen if t == training]) for training in (True, False)}
+    assert zeros[0.5][True] > zeros[0.0][True] + 0.3  # about half of the states masked, in training
+    assert zeros[0.5][False] == zeros[0.0][False]  # the validation rows read them whole
+    predictor = RLMPredictor.from_scratch(OBJECTIVES, size=None, tokenizer=tokenizer, **TINY)
+    refused = (({"state_dropout": 1.0}, "in \\[0, 1\\)"), ({"freeze_encoder": False}, "freeze_encoder"))
+    for bad, message in refused:
+        with pytest.raises(ValueError, match=message):
+            predictor.fit(texts, values, ("acc", "lat"),
+                          TrainConfig(**{**vars(config), "state_dropout": 0.5, **bad}))
+
+
 def test_half_precision_weights_load_back_as_float32(corpus, tmp_path) -> None:
     tokenizer, texts, _ = corpus
     predictor = RLMPredictor.from_scratch(OBJECTIVES, size=None, tokenizer=tokenizer, **TINY)
