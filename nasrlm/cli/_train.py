@@ -105,10 +105,11 @@ class Train(Command):
         p.add_argument("--batch-size", type=_positive_int, default=TrainConfig.batch_size)
         p.add_argument("--lr", type=_positive_float,
                        help=f"peak learning rate (AdamW; default {FINE_TUNE.learning_rate:g} when "
-                            f"fine-tuning a base, {TRAIN.learning_rate:g} from scratch)")
+                            f"fine-tuning a base, {ALONE_TUNE.learning_rate:g} with --prior none, "
+                            f"{TRAIN.learning_rate:g} from scratch)")
         p.add_argument("--max-minutes", type=_positive_float,
-                       help="time budget per training phase (per decoder where --prior none pools three, "
-                            "from 300 rows)")
+                       help=f"time budget per training phase (per decoder where --prior none pools "
+                            f"{ALONE_TUNE.members}, from {ALONE_TUNE.members_from} rows)")
         _add_device(p)
         p.add_argument("--seed", type=_count, default=0)
         _add_threads(p)
