@@ -174,3 +174,21 @@ def test_validation_rows_others_trained_on_calibrate_through_the_first_member(co
     predictor = RLMPredictor.from_scratch((ACC,), size=None, tokenizer=tokenizer, **TINY)
     predictor.fit(texts, values[:, None], ("acc",), config())
     assert calls == [2] and fitted_on == [0] and set(predictor.spreads) == {"acc"}
+
+
+def test_the_pool_is_compared_with_the_first_member_on_at_most_width_rows(corpus, monkeypatch) -> None:
+    monkeypatch.setattr(nasrlm.rlm.predictor, "MIN_VALIDATION_ROWS", 12)  # the corpus is small
+    monkeypatch.setattr(nasrlm.rlm._held_out, "WIDTH_ROWS", 7)
+    sampled = []  # the rows each calibration sampling decoded
+    real = nasrlm.rlm._held_out.HeldOut.sample
+
+    def recording(self, predictor, texts, values, objectives, rows, **kwargs):
+        sampled.append(len(rows))
+        return real(self, predictor, texts, values, objectives, rows, **kwargs)
+
+    monkeypatch.setattr(nasrlm.rlm._held_out.HeldOut, "sample", recording)
+    tokenizer, texts, values = accuracy(corpus)
+    predictor = RLMPredictor.from_scratch((ACC,), size=None, tokenizer=tokenizer, **TINY)
+    report = predictor.fit(texts, values[:, None], ("acc",), config(keep_best=False))
+    # the first member's validation rows, then one member and the pool on 7 of the rows all trained on
+    assert sampled == [len(report.validation_rows), 7, 7] and len(texts) - len(report.validation_rows) > 7
