@@ -75,8 +75,8 @@ def fine_tune(predictor: RLMPredictor, encoded_texts: list[list[int]], targets: 
         if not a.freeze_encoder:
             return model(ids, mask, objectives, target)
         memory = states(rows, ids, mask)
-        if a.memory_dropout:
-            memory = torch.nn.functional.dropout(memory, a.memory_dropout)
+        if a.state_dropout:
+            memory = torch.nn.functional.dropout(memory, a.state_dropout)
         return model.decoder_loss(memory, mask, objectives, target)
 
     start_weights = [(p, p.detach().clone()) for p in model.parameters() if p.requires_grad]
@@ -152,8 +152,9 @@ def main() -> None:
     p.add_argument("--lr", type=float, default=5e-4)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--weight-decay", type=float, default=0.01)
-    p.add_argument("--memory-dropout", type=float, default=0.0,
-                   help="dropout on the frozen encoder's states at each step (--freeze-encoder)")
+    p.add_argument("--state-dropout", type=float, default=0.0,
+                   help="dropout on the frozen encoder's states at each step (--freeze-encoder), as "
+                        "TrainConfig.state_dropout")
     p.add_argument("--decay-to-start", type=float, default=0.0,
                    help="decoupled decay toward the base's weights (times the learning rate, per step)")
     p.add_argument("--dropout", type=float, help="every dropout rate while fine-tuning (default: the base's)")

@@ -202,10 +202,10 @@ def fine_tuned(base: Path, space: SearchSpace, name: str, texts: list[str], trai
     # however few the rows
     steps = {} if a.steps is None else {"steps": a.steps, "unvalidated_steps": None, "steps_per_row": None}
     schedule = (ALONE_TUNE if kind is None else DECODER_TUNE) if frozen else FINE_TUNE
-    members = {} if a.members is None else {"members": a.members}
+    overrides = {} if a.members is None else {"members": a.members}
     if a.state_dropout is not None and frozen:
-        members["state_dropout"] = a.state_dropout
-    schedule = dataclasses.replace(schedule, learning_rate=a.lr, **steps, **members)
+        overrides["state_dropout"] = a.state_dropout
+    schedule = dataclasses.replace(schedule, learning_rate=a.lr, **steps, **overrides)
     config = TrainConfig(batch_size=32, seed=seed, progress=False, freeze_encoder=frozen,
                          **schedule.settings(len(train), 32))
     values = np.column_stack([*(v[train] for v in given.values()), y])

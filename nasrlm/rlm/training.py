@@ -64,6 +64,14 @@ class TrainConfig:
     seed: int = 0
     progress: bool = True
 
+    def __post_init__(self) -> None:
+        # refused as it is made, so that a fit given it changes nothing
+        if not 0 <= self.state_dropout < 1:
+            raise ValueError(f"state_dropout must be in [0, 1), got {self.state_dropout}")
+        if self.state_dropout and not self.freeze_encoder:
+            raise ValueError("state_dropout needs freeze_encoder=True: it masks a frozen encoder's "
+                             "stored states")
+
 
 @dataclass
 class TrainReport:
@@ -211,10 +219,6 @@ def train(model: RegressionLM, inputs: Sequence[Sequence[int]], targets: np.ndar
     config = config or TrainConfig()
     if len(inputs) != len(targets):
         raise ValueError(f"{len(inputs)} inputs but {len(targets)} target rows")
-    if not 0 <= config.state_dropout < 1:
-        raise ValueError(f"state_dropout must be in [0, 1), got {config.state_dropout}")
-    if config.state_dropout and not config.freeze_encoder:
-        raise ValueError("state_dropout needs freeze_encoder=True: it masks a frozen encoder's stored states")
     source = derived_sources(derived_from, len(inputs))
     originals = np.flatnonzero(source < 0)
     if len(originals) < 2:
