@@ -67,6 +67,7 @@ from nasrlm.data import load_table
 from nasrlm.free_labels import ALL_FREE_OBJECTIVES
 from nasrlm.priors.feature_prior import FeaturePrior
 from nasrlm.priors.transfer import ACCURACY_RANK, AccuracyTransfer
+from nasrlm.rlm.augment import EQUIVALENT_READINGS
 from nasrlm.rlm.calibration import CALIBRATION_FOLDS, central_coverage
 from nasrlm.rlm.predictor import RLMPredictor
 from nasrlm.rlm.presets import ALONE_TUNE, DECODER_TUNE, FINE_TUNE
@@ -180,7 +181,7 @@ def factors(source: np.ndarray, k: int) -> np.ndarray:
 def fine_tuned(base: Path, space: SearchSpace, name: str, texts: list[str], train: np.ndarray, y: np.ndarray,
                test: np.ndarray, a: argparse.Namespace, seed: int, *, kind: str | None = None,
                given: dict[str, np.ndarray] | None = None, features: dict[str, np.ndarray] | None = None,
-               mode: str = "residual", reads: tuple[str, ...] = (), k: int = 0
+               mode: str = "residual", reads: tuple[str, ...] = (), k: int = 0, ids: list[str] | None = None
                ) -> tuple[np.ndarray, np.ndarray | None, float, np.ndarray]:
     """The base fine-tuned on ``train``: its median predictions on ``test``, its prior's alone (or
     ``None``), the fine-tune's seconds, and the decoded samples (test rows, samples).
@@ -189,7 +190,9 @@ def fine_tuned(base: Path, space: SearchSpace, name: str, texts: list[str], trai
     inputs, with ``features`` (every row, not decoded) beside them; ``mode="blend"``: the model learns
     ``name`` itself, decoder only, beside the prior on ``features`` (``nasrlm train``'s default).
     ``reads``: labels of the base it reads first (``fit(reads=)``), the ``k`` whose reading ranks the
-    labelled rows best (``choose_reads``; 0: all).
+    labelled rows best (``choose_reads``; 0: all). With ``ids`` (the texts' architectures) and no prior, the
+    test rows are read as ``nasrlm predict`` reads them (``sample_archs``: an accuracy through up to
+    ``--equivalents`` texts of each one's equivalence class).
     """
     from nasrlm.data import Objective
 
@@ -205,7 +208,9 @@ def fine_tuned(base: Path, space: SearchSpace, name: str, texts: list[str], trai
     overrides = {} if a.members is None else {"members": a.members}
     if a.state_dropout is not None and frozen:
         overrides["state_dropout"] = a.state_dropout
-    schedule = dataclasses.replace(schedule, learning_rate=a.lr, **steps, **overrides)
+    if a.lr is not None:
+        overrides["learning_rate"] = a.lr
+    schedule = dataclasses.replace(schedule, **steps, **overrides)
     config = TrainConfig(batch_size=32, seed=seed, progress=False, freeze_encoder=frozen,
                          **schedule.settings(len(train), 32))
     values = np.column_stack([*(v[train] for v in given.values()), y])
@@ -223,9 +228,14 @@ def fine_tuned(base: Path, space: SearchSpace, name: str, texts: list[str], trai
     if mode == "blend":
         print(f"  {name}: the language model's share {predictor.residual_weights[name]:.2f}", flush=True)
     start = time.perf_counter()
-    draws = predictor.sample([texts[i] for i in test], [name], given={c: v[test] for c, v in given.items()},
-                             features={c: v[test] for c, v in features.items()}, num_samples=a.samples,
-                             batch_size=64, seed=seed)
+    if ids is not None and not kind:
+        draws = predictor.sample_archs(space, [ids[i] for i in test], [name], equivalents=a.equivalents,
+                                       num_samples=a.samples, batch_size=64, seed=seed)
+    else:
+        draws = predictor.sample([texts[i] for i in test], [name],
+                                 given={c: v[test] for c, v in given.items()},
+                                 features={c: v[test] for c, v in features.items()}, num_samples=a.samples,
+                                 batch_size=64, seed=seed)
     speed = f"{len(test) / (time.perf_counter() - start):.0f} archs/s"
     print(f"  {name}: " + (f"read first {', '.join(reads)}; " if reads else "") + speed, flush=True)
     alone = None
@@ -303,7 +313,8 @@ def run_accuracy(a, space_name: str, seed: int, record) -> None:
         if predictor.predicts != (ACCURACY_RANK.name,):
             raise SystemExit(f"base {a.base} has no {ACCURACY_RANK.name} tag to rank accuracy zero-shot with")
         start = time.perf_counter()
-        draws = predictor.sample([texts[i] for i in rows], num_samples=a.samples, batch_size=64, seed=seed)
+        draws = predictor.sample_archs(space, [table.ids[i] for i in rows], equivalents=a.equivalents,
+                                       num_samples=a.samples, batch_size=64, seed=seed)
         speed = len(rows) / (time.perf_counter() - start)
         print(f"  {space_name} zero-shot: {speed:.0f} archs/s", flush=True)
         zero_shot = np.full(len(order), np.nan)
@@ -343,7 +354,7 @@ def run_accuracy(a, space_name: str, seed: int, record) -> None:
             if method in a.methods:
                 runs[method], alone, seconds, draws = fine_tuned(
                     a.base, space, "acc", texts, train, y, test, a, seed, kind=kind, given=given,
-                    features=features, mode=mode)
+                    features=features, mode=mode, ids=list(table.ids))
                 record(f"{space_name} acc: central-80% coverage", f"N={n}", method,
                        float(central_coverage(draws[..., None], truth[:, None])[0]))
                 if a.also_mean:
@@ -494,7 +505,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--steps", type=int, help="fine-tuning optimiser steps, however many rows (default: as "
                    f"nasrlm train: {ALONE_TUNE.steps_per_row} a row up to {ALONE_TUNE.steps} for rlm, "
                    f"{DECODER_TUNE.steps} blended, {FINE_TUNE.steps} for the others)")
-    p.add_argument("--lr", type=float, default=FINE_TUNE.learning_rate, help="fine-tuning peak learning rate")
+    p.add_argument("--lr", type=float, help="fine-tuning peak learning rate (default: the schedule's, as "
+                   f"nasrlm train: {ALONE_TUNE.learning_rate:g} alone, {DECODER_TUNE.learning_rate:g} "
+                   f"blended or with a prior, {FINE_TUNE.learning_rate:g} the whole model)")
     p.add_argument("--calibration-folds", type=int, default=CALIBRATION_FOLDS,
                    help="cross-fits that calibrate the spread where the validation rows are too few, as "
                         "nasrlm train (0: the samples as decoded; the fine-tune's seconds include them)")
@@ -505,6 +518,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--train-encoder", action="store_true",
                    help="rlm: train the encoder too (nasrlm train --prior none keeps a base's frozen)")
     p.add_argument("--samples", type=int, default=32, help="decoded samples per test architecture")
+    p.add_argument("--equivalents", type=int, default=EQUIVALENT_READINGS, help="zero-shot and rlm: texts "
+                   "of its equivalence class each accuracy is read through, pooled, as nasrlm predict reads "
+                   "it (1: its own text only)")
     p.add_argument("--also-mean", action="store_true", help="also score each language model's mean of its "
                    "samples (nasrlm reads their median)")
     p.add_argument("--transfer", type=Path, help="a base model directory or transfer file (nasrlm "
@@ -550,7 +566,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"\n{date.today()}, {platform.machine()} {platform.processor() or ''}, torch threads {a.threads}, "
           f"{(time.perf_counter() - started) / 60:.0f} min; "
           + (f"base {a.base} ({json.loads((a.base / PRETRAINING_FILE).read_text())['exclude']}); "
-             if a.base else "no base; ") + f"steps {a.steps or 'default'}, lr {a.lr}, "
+             if a.base else "no base; ") + f"steps {a.steps or 'default'}, lr {a.lr or 'default'}, "
           f"samples {a.samples}, seeds {a.seeds}\n")
     for task in dict.fromkeys(t for t, _, _ in results):
         methods = list(dict.fromkeys(m for t, _, m in results if t == task))

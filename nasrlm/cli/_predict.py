@@ -5,12 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-import search_spaces
 from nasrlm.cli._common import (
     CliError,
     Command,
@@ -23,13 +21,6 @@ from nasrlm.cli._common import (
 )
 from nasrlm.cli._inputs import _arch_ids, _check_table_ids, _read_table, _space, _table_columns, _table_space
 from nasrlm.errors import NasrlmError
-
-
-def _texts(space: search_spaces.SearchSpace, ids: Sequence[str], *, progress: bool = False) -> list[str]:
-    """Canonical texts of ``ids``, through the label cache."""
-    from nasrlm.free_labels import texts_and_free_labels
-
-    return texts_and_free_labels(space, ids, progress=progress)[0]
 
 
 def _zero_shot(space: Any) -> Any:
@@ -78,6 +69,16 @@ def _load_model_for(path: str, space: Any) -> Any:
     return predictor
 
 
+def _add_equivalents(p: argparse.ArgumentParser) -> None:
+    from nasrlm.rlm.augment import EQUIVALENT_READINGS
+
+    p.add_argument("--equivalents", type=_count, default=EQUIVALENT_READINGS, metavar="K",
+                   help="read an accuracy through up to K texts of the architecture's equivalence class "
+                        "(e.g. NB201 cells differing only in dead edges), samples pooled, so that equivalent "
+                        "architectures get one prediction; latencies always through its own text (default: "
+                        "%(default)s; 1: its own text only)")
+
+
 def _check_samples(samples: int) -> None:
     """``--samples``: at least one decoded sample per architecture (0 fails deep inside torch)."""
     if samples < 1:
@@ -98,6 +99,7 @@ class Predict(Command):
                             "model was trained on last; zero-shot, accuracy_rank)")
         _add_selection(p)
         p.add_argument("--samples", type=int, default=64, help="decoder samples per architecture")
+        _add_equivalents(p)
         _add_device(p)
         _add_label_options(p)
         p.add_argument("-q", "--quiet", action="store_true", help="no progress bar (on stderr)")
@@ -113,10 +115,9 @@ class Predict(Command):
         else:
             predictor = _zero_shot(space).to(device)
         objectives = _predicted(predictor, args.objectives, args.model or "the shipped base model")
-        predictions = predictor.predict(_texts(space, ids, progress=not args.quiet), objectives,
-                                        num_samples=args.samples,
-                                        seed=args.seed,
-                                        progress=not args.quiet, **predictor.known_labels(space, ids))
+        predictions = predictor.predict_archs(space, ids, objectives, equivalents=args.equivalents,
+                                              num_samples=args.samples, seed=args.seed,
+                                              progress=not args.quiet)
         out = {i: {k: v.to_dict() for k, v in p.items()} for i, p in zip(ids, predictions, strict=True)}
         print(json.dumps(out, indent=2))
         return 0
@@ -133,6 +134,7 @@ class Eval(Command):
         p.add_argument("--space", help="search space (default: the one recorded with the table)")
         p.add_argument("--objectives", help="columns to evaluate (default: every one the model predicts)")
         p.add_argument("--samples", type=int, default=64, help="decoder samples per architecture")
+        _add_equivalents(p)
         p.add_argument("--seed", type=_count, default=0)
         _add_device(p)
         _add_label_options(p)
@@ -161,9 +163,8 @@ class Eval(Command):
             raise CliError(f"none of {args.data}'s columns ({', '.join(table.names)}) is predicted by "
                            f"{args.model}")
         truth = np.stack([table.column(n) for n in names], axis=1)
-        samples = predictor.sample(_texts(space, table.ids, progress=not args.quiet), names,
-                                   num_samples=args.samples, seed=args.seed,
-                                   progress=not args.quiet, **predictor.known_labels(space, table.ids))
+        samples = predictor.sample_archs(space, table.ids, names, equivalents=args.equivalents,
+                                         num_samples=args.samples, seed=args.seed, progress=not args.quiet)
         median = np.median(samples, axis=1)
         coverage = central_coverage(samples, truth)
         result = {}

@@ -1,23 +1,40 @@
-"""Labels for free: an architecture's accuracy also belongs to the architectures equivalent to it.
+"""An architecture's accuracy also belongs to the architectures equivalent to it.
 
 The canonical text keeps every operation of the network, dead ones included (they cost latency), so
 two NAS-Bench-201 cells that differ only in edges whose result is never used read differently but
-train to the same accuracy. A model given a thousand labels cannot tell which differences matter;
-showing it equivalent texts with the same accuracy (and no latency) tells it. Spaces say what is
-equivalent through :meth:`~search_spaces.SearchSpace.equivalents`; which objectives carry over is the
-caller's call (accuracy does, latency and parameter counts do not).
+train to the same accuracy. The language model does not see which differences matter, so it is shown
+equivalent texts twice over: as extra training rows carrying the accuracy and no latency
+(:func:`equivalent_rows`), and at prediction time, when an architecture's accuracy is read through
+several texts of its class and their samples pooled (:func:`equivalent_readings`), so that equivalent
+architectures get one prediction. Spaces say what is equivalent through
+:meth:`~search_spaces.SearchSpace.equivalents`; accuracies carry over (:func:`shared_by_equivalents`),
+latency and parameter counts do not.
 """
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from nasrlm.data import Objective
+from nasrlm.priors.transfer import ACCURACY_RANK
 from search_spaces import SearchSpace
 
-__all__ = ["EquivalentRows", "equivalent_rows"]
+__all__ = ["EQUIVALENT_READINGS", "EquivalentReadings", "EquivalentRows", "equivalent_readings",
+           "equivalent_rows", "shared_by_equivalents"]
+
+#: Texts of its equivalence class an architecture's accuracy is read through by default (the class's
+#: size where smaller): experiments/README.md, "Who carries the prediction".
+EQUIVALENT_READINGS = 4
+
+
+def shared_by_equivalents(objective: Objective) -> bool:
+    """Whether equivalent architectures share ``objective``: an accuracy (a percentage, or the
+    cross-space accuracy rank) does; a latency, a parameter count or a proxy need not."""
+    return objective.unit == "%" or objective.name == ACCURACY_RANK.name
 
 
 @dataclass(frozen=True)
@@ -66,3 +83,42 @@ def equivalent_rows(space: SearchSpace, arch_ids: Sequence[str], values: np.ndar
     out = np.full((len(ids), len(objectives)), np.nan)
     out[:, keep] = values[rows][:, keep]
     return EquivalentRows(ids, out, np.array(rows, dtype=np.int64))
+
+
+@dataclass(frozen=True)
+class EquivalentReadings:
+    """The texts each architecture is read through: ``readers[groups[i]]`` for the ``i``-th one asked."""
+
+    readers: list[str]  # architecture ids, each once
+    groups: list[np.ndarray]  # per architecture asked, indices into readers (one for a class of one)
+
+    @property
+    def trivial(self) -> bool:
+        """Whether every architecture is read through one text: pooling changes nothing."""
+        return all(len(g) == 1 for g in self.groups)
+
+
+def equivalent_readings(space: SearchSpace, arch_ids: Sequence[str], k: int = EQUIVALENT_READINGS, *,
+                        seed: int = 0) -> EquivalentReadings:
+    """Up to ``k`` members of each architecture's equivalence class (itself and
+    :meth:`~search_spaces.SearchSpace.equivalents`), drawn at random but the same for every member of a
+    class, whichever are asked with it: equivalent architectures are read through the same texts and
+    so get the same prediction. ``k`` of 1 or less reads each through its own text.
+    """
+    if k <= 1:
+        return EquivalentReadings(list(dict.fromkeys(arch_ids)), _own_groups(arch_ids))
+    readers: dict[str, int] = {}
+    groups: list[np.ndarray] = []
+    chosen: dict[str, list[str]] = {}  # a class (its first id) -> the ids it is read through
+    for arch_id in arch_ids:
+        members = sorted({arch_id, *map(space.arch_id, space.equivalents(space.parse(arch_id)))})
+        if members[0] not in chosen:
+            rng = np.random.default_rng([seed, zlib.crc32(members[0].encode())])
+            chosen[members[0]] = [members[j] for j in sorted(rng.permutation(len(members))[:k])]
+        groups.append(np.array([readers.setdefault(i, len(readers)) for i in chosen[members[0]]]))
+    return EquivalentReadings(list(readers), groups)
+
+
+def _own_groups(arch_ids: Sequence[str]) -> list[np.ndarray]:
+    index: dict[str, int] = {}
+    return [np.array([index.setdefault(i, len(index))]) for i in arch_ids]

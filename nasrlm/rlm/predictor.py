@@ -35,6 +35,7 @@ from nasrlm.rlm._residuals import (
     prior_matrix,
     validated_weights,
 )
+from nasrlm.rlm.augment import EQUIVALENT_READINGS, equivalent_readings, shared_by_equivalents
 from nasrlm.rlm.calibration import CALIBRATION_FOLDS, Spread
 from nasrlm.rlm.checkpoints import (  # noqa: F401  (PRIOR_FILE: importable from here as before)
     PRIOR_FILE,
@@ -637,14 +638,76 @@ class RLMPredictor:
                 ) -> list[dict[str, Prediction]]:
         """Median, mean and quantiles per objective for each text (see :meth:`sample` for options)."""
         objectives = tuple(objectives or self.predicts)
-        samples = self.sample(texts, objectives, **options)
+        return self._summaries(self.sample(texts, objectives, **options), objectives)
+
+    def sample_archs(self, space: SearchSpace, arch_ids: Sequence[str],
+                     objectives: Sequence[str] | None = None, *, equivalents: int = EQUIVALENT_READINGS,
+                     num_samples: int = 64, seed: int = 0,
+                     progress: bool = False, **options: Any) -> np.ndarray:
+        """:meth:`sample` for architectures of ``space`` named by id, shape (len(arch_ids), num_samples,
+        len(objectives)): their texts, and the labels a prior reads (:meth:`known_labels`), come through
+        the label cache.
+
+        Each objective that equivalent architectures share (an accuracy:
+        :func:`~nasrlm.rlm.augment.shared_by_equivalents`) is read through up to ``equivalents`` texts of
+        the architecture's equivalence class, the same for every member
+        (:func:`~nasrlm.rlm.augment.equivalent_readings`), ``num_samples`` divided among them: the text
+        keeps operations whose result is never used, which the model does not see through
+        (experiments/README.md, "Who carries the prediction"). The prediction is the median of all their
+        samples, and each text's samples keep their spread around it: the texts' disagreement is the
+        model misreading one network, not an uncertainty about it, and the spread was calibrated on one
+        text each. The other objectives are read through the architecture's own text; ``equivalents`` of
+        1 reads everything so. ``options`` go to :meth:`sample`.
+        """
+        objectives = tuple(objectives or self.predicts)
+        ids = list(arch_ids)
+        shared = [k for k, name in enumerate(objectives) if shared_by_equivalents(self.objectives[name])]
+        readings = equivalent_readings(space, ids, equivalents if shared else 1, seed=seed)
+
+        def draws(of: list[str], n: int) -> np.ndarray:
+            texts = texts_and_free_labels(space, of, progress=progress)[0]
+            return self.sample(texts, objectives, num_samples=n, seed=seed, progress=progress,
+                               **self.known_labels(space, of), **options)
+
+        if readings.trivial:
+            return draws(ids, num_samples)
+        out = np.empty((len(ids), num_samples, len(objectives)))
+        read: dict[int, np.ndarray] = {}  # a reader's draws
+        if len(shared) < len(objectives):
+            out[:] = draws(ids, num_samples)
+            for row, group in enumerate(readings.groups):  # a class of one is read through its own text
+                if len(group) == 1:
+                    read[int(group[0])] = out[row]
+        # each reader is decoded once, with its class's share of the samples (classes are disjoint)
+        share = np.zeros(len(readings.readers), dtype=np.int64)
+        for group in readings.groups:
+            share[group] = -(-num_samples // len(group))
+        share[list(read)] = 0
+        for n in np.unique(share[share > 0]):
+            rows = np.flatnonzero(share == n)
+            read.update(zip(rows.tolist(), draws([readings.readers[r] for r in rows], int(n)), strict=True))
+        for i, group in enumerate(readings.groups):
+            parts = [read[r][:, shared] for r in group.tolist()]
+            if len(parts) > 1:  # the class's median; each text's spread, as calibrated, around it
+                centre = np.median(np.concatenate(parts), axis=0)
+                parts = [part - np.median(part, axis=0) + centre for part in parts]
+            out[i][:, shared] = np.concatenate(parts)[:num_samples]
+        return out
+
+    def predict_archs(self, space: SearchSpace, arch_ids: Sequence[str],
+                      objectives: Sequence[str] | None = None, **options: Any) -> list[dict[str, Prediction]]:
+        """:meth:`predict` for architectures of ``space`` named by id (see :meth:`sample_archs`)."""
+        objectives = tuple(objectives or self.predicts)
+        return self._summaries(self.sample_archs(space, arch_ids, objectives, **options), objectives)
+
+    def _summaries(self, samples: np.ndarray, objectives: tuple[str, ...]) -> list[dict[str, Prediction]]:
         qs = np.quantile(samples, QUANTILES, axis=1)  # (q, n, k)
         return [
             {name: Prediction(float(np.median(samples[i, :, k])), float(samples[i, :, k].mean()),
                               {f"q{round(q * 100):02d}": float(qs[j, i, k]) for j, q in enumerate(QUANTILES)},
                               self.objectives[name].unit)
              for k, name in enumerate(objectives)}
-            for i in range(len(texts))
+            for i in range(len(samples))
         ]
 
     @property

@@ -80,6 +80,21 @@ def test_predict_with_no_model_directory_is_zero_shot(capsys, no_network) -> Non
     assert code == 2 and "never trained on nb101:acc" in err and err.count("\n") == 2  # the zero-shot line
 
 
+def test_zero_shot_reads_an_accuracy_through_equivalent_texts_so_equivalents_agree(capsys) -> None:
+    space = NasBench201()
+    dead = "|nor_conv_3x3~0|+|none~0|none~1|+|skip_connect~0|none~1|none~2|"  # one of 341 equivalent cells
+    other = space.arch_id(space.equivalents(space.parse(dead))[5])
+    archs = ("--arch", dead, "--arch", other)
+    code, out, err = run(capsys, "predict", "--space", "nb201", *archs, "--samples", "8", "-q")
+    assert code == 0, err
+    first, second = json.loads(out).values()
+    assert first == second  # the same texts read for both
+    code, out, err = run(capsys, "predict", "--space", "nb201", *archs, "--samples", "8", "-q",
+                         "--equivalents", "1")
+    first, second = json.loads(out).values()
+    assert code == 0 and first != second, err  # each through its own text: the model sees two networks
+
+
 def test_zero_shot_orders_a_space_s_columns_under_their_plain_names() -> None:
     predictor = RLMPredictor.zero_shot("nb201")
     assert predictor.predicts == (ACCURACY_RANK.name,)

@@ -1,15 +1,25 @@
-"""Equivalent architectures as extra training rows."""
+"""Equivalent architectures: extra training rows, and the texts an accuracy is read through."""
 
 from __future__ import annotations
+
+import zlib
 
 import numpy as np
 import pytest
 
-from nasrlm.rlm.augment import equivalent_rows
+from nasrlm.data import Objective
+from nasrlm.priors.transfer import ACCURACY_RANK
+from nasrlm.rlm.augment import equivalent_readings, equivalent_rows, shared_by_equivalents
+from nasrlm.rlm.predictor import RLMPredictor
+from nasrlm.rlm.tokenizers import OnnxTokenizer
 from search_spaces import NasBench201
 
 DEAD_BRANCH = "|nor_conv_3x3~0|+|none~0|none~1|+|skip_connect~0|none~1|none~2|"  # one of 341 equivalent cells
 ALL_LIVE = "|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|skip_connect~0|nor_conv_3x3~1|nor_conv_3x3~2|"
+
+
+def goal(name: str, unit: str) -> Objective:
+    return Objective(name, unit, "", "a test", True)
 
 
 def test_equivalents_carry_only_the_named_objectives() -> None:
@@ -47,3 +57,65 @@ def test_rows_without_a_carried_label_and_bad_arguments() -> None:
         equivalent_rows(space, [DEAD_BRANCH], np.array([[70.0]]), ("acc",), {"top1"})
     with pytest.raises(ValueError, match="copies"):
         equivalent_rows(space, [DEAD_BRANCH], np.array([[70.0]]), ("acc",), {"acc"}, copies=-1)
+
+
+def test_equivalent_architectures_are_read_through_the_same_texts_of_their_class() -> None:
+    space = NasBench201()
+    equivalents = [space.arch_id(a) for a in space.equivalents(space.parse(DEAD_BRANCH))]
+    asked = [DEAD_BRANCH, ALL_LIVE, equivalents[7], DEAD_BRANCH]
+    readings = equivalent_readings(space, asked, 4, seed=3)
+    read = [[readings.readers[r] for r in group] for group in readings.groups]
+    assert len(read[0]) == 4 and read[0] == read[2] == read[3]  # one class, one reading, whoever asks
+    assert set(read[0]) <= {DEAD_BRANCH, *equivalents} and read[1] == [ALL_LIVE]  # a class of one: itself
+    assert len(readings.readers) == 5 and not readings.trivial
+    # the reading of a class does not depend on what else is asked, nor on which member asks
+    alone = equivalent_readings(space, [equivalents[100]], 4, seed=3)
+    assert [alone.readers[r] for r in alone.groups[0]] == read[0]
+    assert equivalent_readings(space, asked, 4, seed=4).readers != readings.readers
+    own = equivalent_readings(space, asked, 1)
+    assert own.trivial and [own.readers[g[0]] for g in own.groups] == asked
+
+
+def test_accuracies_are_shared_by_equivalents_latencies_are_not() -> None:
+    assert shared_by_equivalents(goal("acc", "%")) and shared_by_equivalents(ACCURACY_RANK)
+    assert not shared_by_equivalents(goal("pixel3", "ms"))
+    assert not shared_by_equivalents(goal("params_m", "M"))
+
+
+def test_sampling_by_id_pools_an_accuracy_over_the_class_and_reads_latency_from_its_own_text(monkeypatch
+                                                                                              ) -> None:
+    space = NasBench201()
+    equivalent = space.arch_id(space.equivalents(space.parse(DEAD_BRANCH))[0])
+    asked = [DEAD_BRANCH, ALL_LIVE, equivalent]
+    texts = [space.to_text(space.parse(i)) for i in asked]
+    predictor = RLMPredictor.from_scratch([goal("acc", "%"), goal("lat", "ms")], size="tiny",
+                                          tokenizer=OnnxTokenizer.train(texts, seed=0), d_model=16, d_ff=32)
+    calls = []
+
+    def sample(batch, objectives, *, num_samples, seed, progress, **options):  # a text's draws: its identity
+        calls.append((len(batch), num_samples))
+        ids = np.array([zlib.crc32(t.encode()) % 100_000 for t in batch], float)
+        draws = ids[:, None, None] + np.arange(num_samples)[None, :, None] / 100 + np.zeros((1, 1, 1))
+        return np.concatenate([draws, -draws], axis=2)
+
+    monkeypatch.setattr(predictor, "sample", sample)
+    draws = predictor.sample_archs(space, asked, ["acc", "lat"], equivalents=4, num_samples=8)
+    assert draws.shape == (3, 8, 2)
+
+    def identity_of(arch_id: str) -> int:
+        return zlib.crc32(space.to_text(space.parse(arch_id)).encode()) % 100_000
+
+    identity = {i: identity_of(i) for i in asked}
+    np.testing.assert_array_equal(draws[0, :, 0], draws[2, :, 0])  # equivalents: one accuracy
+    readings = equivalent_readings(space, asked, 4)
+    read = [identity_of(readings.readers[r]) + k / 100 for r in readings.groups[0] for k in (0, 1)]
+    centre = np.median(read)
+    # four texts, two samples each, each text's spread around the class's median
+    np.testing.assert_allclose(draws[0, :, 0], centre + np.tile([-0.005, 0.005], 4))
+    for row, arch_id in enumerate(asked):  # the latency of each is its own text's
+        np.testing.assert_allclose(draws[row, :, 1], -(identity[arch_id] + np.arange(8) / 100))
+    np.testing.assert_allclose(draws[1, :, 0], identity[ALL_LIVE] + np.arange(8) / 100)  # a class of one
+    assert calls == [(3, 8), (4, 2)]  # their own texts, then the class's four readers (ALL_LIVE: its own)
+    calls.clear()
+    only_accuracy = predictor.sample_archs(space, asked, ["acc"], equivalents=1, num_samples=8)
+    assert calls == [(3, 8)] and only_accuracy.shape == (3, 8, 2)  # the stub decodes both columns anyway
