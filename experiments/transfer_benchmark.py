@@ -507,7 +507,7 @@ def main(argv: list[str] | None = None) -> None:
                    f"{DECODER_TUNE.steps} blended, {FINE_TUNE.steps} for the others)")
     p.add_argument("--lr", type=float, help="fine-tuning peak learning rate (default: the schedule's, as "
                    f"nasrlm train: {ALONE_TUNE.learning_rate:g} alone, {DECODER_TUNE.learning_rate:g} "
-                   f"blended or with a prior, {FINE_TUNE.learning_rate:g} the whole model)")
+                   f"blended, {FINE_TUNE.learning_rate:g} the whole model, as with a residual prior)")
     p.add_argument("--calibration-folds", type=int, default=CALIBRATION_FOLDS,
                    help="cross-fits that calibrate the spread where the validation rows are too few, as "
                         "nasrlm train (0: the samples as decoded; the fine-tune's seconds include them)")

@@ -112,8 +112,10 @@ class SearchSpace(abc.ABC, Generic[Arch]):
         in operations whose result never reaches the output (or never depends on the input).
 
         Their accuracy is ``arch``'s up to training noise, while their cost (latency, parameters)
-        need not be: nasrlm trains accuracy-like objectives on them too (see :mod:`nasrlm.rlm.augment`),
-        so the model learns which parts of the text matter. Default: none known.
+        need not be: nasrlm can train accuracy-like objectives on them too, and reads an accuracy
+        through several of them, so that equivalent architectures get one prediction (see
+        :mod:`nasrlm.rlm.augment`). The relation must be symmetric and transitive (a partition into
+        classes). Default: none known.
         """
         return []
 

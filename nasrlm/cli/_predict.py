@@ -70,13 +70,14 @@ def _load_model_for(path: str, space: Any) -> Any:
 
 
 def _add_equivalents(p: argparse.ArgumentParser) -> None:
+    """``--equivalents`` of predict and eval (train's adds training rows instead)."""
     from nasrlm.rlm.augment import EQUIVALENT_READINGS
 
     p.add_argument("--equivalents", type=_count, default=EQUIVALENT_READINGS, metavar="K",
                    help="read an accuracy through up to K texts of the architecture's equivalence class "
                         "(e.g. NB201 cells differing only in dead edges), samples pooled, so that equivalent "
-                        "architectures get one prediction; latencies always through its own text (default: "
-                        "%(default)s; 1: its own text only)")
+                        "architectures asked together get one prediction; latencies always through its own "
+                        "text (default: %(default)s; 0 or 1: its own text only)")
 
 
 def _check_samples(samples: int) -> None:

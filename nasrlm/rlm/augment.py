@@ -109,16 +109,18 @@ def equivalent_readings(space: SearchSpace, arch_ids: Sequence[str], k: int = EQ
         return EquivalentReadings(list(dict.fromkeys(arch_ids)), _own_groups(arch_ids))
     readers: dict[str, int] = {}
     groups: list[np.ndarray] = []
-    chosen: dict[str, list[str]] = {}  # a class (its first id) -> the ids it is read through
+    chosen: dict[str, list[str]] = {}  # an architecture -> the ids its class is read through
     for arch_id in arch_ids:
-        members = sorted({arch_id, *map(space.arch_id, space.equivalents(space.parse(arch_id)))})
-        if members[0] not in chosen:
+        if arch_id not in chosen:
+            members = sorted({arch_id, *map(space.arch_id, space.equivalents(space.parse(arch_id)))})
             rng = np.random.default_rng([seed, zlib.crc32(members[0].encode())])
-            chosen[members[0]] = [members[j] for j in sorted(rng.permutation(len(members))[:k])]
-        groups.append(np.array([readers.setdefault(i, len(readers)) for i in chosen[members[0]]]))
+            picked = [members[j] for j in sorted(rng.permutation(len(members))[:k])]
+            chosen.update(dict.fromkeys(members, picked))  # each class is listed once
+        groups.append(np.array([readers.setdefault(i, len(readers)) for i in chosen[arch_id]]))
     return EquivalentReadings(list(readers), groups)
 
 
 def _own_groups(arch_ids: Sequence[str]) -> list[np.ndarray]:
+    """Each of ``arch_ids`` read through its own text: indices into its distinct ids, in order."""
     index: dict[str, int] = {}
     return [np.array([index.setdefault(i, len(index))]) for i in arch_ids]

@@ -651,18 +651,29 @@ class RLMPredictor:
         Each objective that equivalent architectures share (an accuracy:
         :func:`~nasrlm.rlm.augment.shared_by_equivalents`) is read through up to ``equivalents`` texts of
         the architecture's equivalence class, the same for every member
-        (:func:`~nasrlm.rlm.augment.equivalent_readings`), ``num_samples`` divided among them: the text
-        keeps operations whose result is never used, which the model does not see through
-        (experiments/README.md, "Who carries the prediction"). The prediction is the median of all their
-        samples, and each text's samples keep their spread around it: the texts' disagreement is the
-        model misreading one network, not an uncertainty about it, and the spread was calibrated on one
-        text each. The other objectives are read through the architecture's own text; ``equivalents`` of
-        1 reads everything so. ``options`` go to :meth:`sample`.
+        (:func:`~nasrlm.rlm.augment.equivalent_readings`), ``num_samples`` divided among them (at least 2
+        each): the text keeps operations whose result is never used, which the model does not see
+        through (experiments/README.md, "Who carries the prediction"). The prediction is the median of
+        all their samples, and each text's samples keep their spread around it: the texts' disagreement
+        is the model misreading one network, not an uncertainty about it, and the spread was calibrated
+        on one text each. Equivalent architectures asked in one call so get the same samples. The other
+        objectives are read through the architecture's own text (their samples then no longer pair
+        with the accuracy's draw by draw); ``equivalents`` of 1 or less reads everything so.
+        ``options`` go to :meth:`sample`, except the per-text ones, which are computed here.
         """
         objectives = tuple(objectives or self.predicts)
+        untrained = [o for o in objectives if o not in self.objectives]
+        if untrained:
+            raise ValueError(f"objective(s) {untrained} were never trained; trained: "
+                             f"{self.trained_objectives}")
+        per_text = sorted({"given", "features", "residual_spread"} & set(options))
+        if per_text:
+            raise ValueError(f"sample_archs computes what it reads of each architecture itself: pass "
+                             f"{', '.join(per_text)} to sample() with the texts instead")
         ids = list(arch_ids)
         shared = [k for k, name in enumerate(objectives) if shared_by_equivalents(self.objectives[name])]
-        readings = equivalent_readings(space, ids, equivalents if shared else 1, seed=seed)
+        k = min(equivalents, num_samples // 2) if shared else 1
+        readings = equivalent_readings(space, ids, k, seed=seed)
 
         def draws(of: list[str], n: int) -> np.ndarray:
             texts = texts_and_free_labels(space, of, progress=progress)[0]
@@ -678,10 +689,10 @@ class RLMPredictor:
             for row, group in enumerate(readings.groups):  # a class of one is read through its own text
                 if len(group) == 1:
                     read[int(group[0])] = out[row]
-        # each reader is decoded once, with its class's share of the samples (classes are disjoint)
+        # each reader is decoded once, with its share of its class's samples (classes are disjoint)
         share = np.zeros(len(readings.readers), dtype=np.int64)
         for group in readings.groups:
-            share[group] = -(-num_samples // len(group))
+            share[group] = num_samples // len(group) + (np.arange(len(group)) < num_samples % len(group))
         share[list(read)] = 0
         for n in np.unique(share[share > 0]):
             rows = np.flatnonzero(share == n)
@@ -691,7 +702,7 @@ class RLMPredictor:
             if len(parts) > 1:  # the class's median; each text's spread, as calibrated, around it
                 centre = np.median(np.concatenate(parts), axis=0)
                 parts = [part - np.median(part, axis=0) + centre for part in parts]
-            out[i][:, shared] = np.concatenate(parts)[:num_samples]
+            out[i][:, shared] = np.concatenate(parts)
         return out
 
     def predict_archs(self, space: SearchSpace, arch_ids: Sequence[str],

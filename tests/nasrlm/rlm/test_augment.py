@@ -82,40 +82,76 @@ def test_accuracies_are_shared_by_equivalents_latencies_are_not() -> None:
     assert not shared_by_equivalents(goal("params_m", "M"))
 
 
+def stub_predictor(monkeypatch: pytest.MonkeyPatch, space: NasBench201, ids: list[str]
+                   ) -> tuple[RLMPredictor, list[tuple[int, int]]]:
+    """A predictor whose samples of a text are its identity (:func:`identity_of`) plus 0.00, 0.01, ...
+    (the accuracy) and their negatives (the latency), and the (texts, samples) of every call."""
+    texts = [space.to_text(space.parse(i)) for i in ids]
+    predictor = RLMPredictor.from_scratch([goal("acc", "%"), goal("lat", "ms")], size="tiny",
+                                          tokenizer=OnnxTokenizer.train(texts, seed=0), d_model=16, d_ff=32)
+    calls: list[tuple[int, int]] = []
+
+    def sample(batch: list[str], objectives: tuple[str, ...], *, num_samples: int, **options: object
+               ) -> np.ndarray:
+        calls.append((len(batch), num_samples))
+        ids = np.array([zlib.crc32(t.encode()) % 100_000 for t in batch], float)
+        draws = ids[:, None, None] + np.arange(num_samples)[None, :, None] / 100
+        return np.concatenate([draws, -draws], axis=2)[..., [("acc", "lat").index(o) for o in objectives]]
+
+    monkeypatch.setattr(predictor, "sample", sample)
+    return predictor, calls
+
+
+def identity_of(space: NasBench201, arch_id: str) -> int:
+    return zlib.crc32(space.to_text(space.parse(arch_id)).encode()) % 100_000
+
+
 def test_sampling_by_id_pools_an_accuracy_over_the_class_and_reads_latency_from_its_own_text(monkeypatch
                                                                                               ) -> None:
     space = NasBench201()
     equivalent = space.arch_id(space.equivalents(space.parse(DEAD_BRANCH))[0])
     asked = [DEAD_BRANCH, ALL_LIVE, equivalent]
-    texts = [space.to_text(space.parse(i)) for i in asked]
-    predictor = RLMPredictor.from_scratch([goal("acc", "%"), goal("lat", "ms")], size="tiny",
-                                          tokenizer=OnnxTokenizer.train(texts, seed=0), d_model=16, d_ff=32)
-    calls = []
-
-    def sample(batch, objectives, *, num_samples, seed, progress, **options):  # a text's draws: its identity
-        calls.append((len(batch), num_samples))
-        ids = np.array([zlib.crc32(t.encode()) % 100_000 for t in batch], float)
-        draws = ids[:, None, None] + np.arange(num_samples)[None, :, None] / 100 + np.zeros((1, 1, 1))
-        return np.concatenate([draws, -draws], axis=2)
-
-    monkeypatch.setattr(predictor, "sample", sample)
+    predictor, calls = stub_predictor(monkeypatch, space, asked)
     draws = predictor.sample_archs(space, asked, ["acc", "lat"], equivalents=4, num_samples=8)
     assert draws.shape == (3, 8, 2)
-
-    def identity_of(arch_id: str) -> int:
-        return zlib.crc32(space.to_text(space.parse(arch_id)).encode()) % 100_000
-
-    identity = {i: identity_of(i) for i in asked}
     np.testing.assert_array_equal(draws[0, :, 0], draws[2, :, 0])  # equivalents: one accuracy
     readings = equivalent_readings(space, asked, 4)
-    read = [identity_of(readings.readers[r]) + k / 100 for r in readings.groups[0] for k in (0, 1)]
-    centre = np.median(read)
+    read = [identity_of(space, readings.readers[r]) + k / 100 for r in readings.groups[0] for k in (0, 1)]
     # four texts, two samples each, each text's spread around the class's median
-    np.testing.assert_allclose(draws[0, :, 0], centre + np.tile([-0.005, 0.005], 4))
+    np.testing.assert_allclose(draws[0, :, 0], np.median(read) + np.tile([-0.005, 0.005], 4))
     for row, arch_id in enumerate(asked):  # the latency of each is its own text's
-        np.testing.assert_allclose(draws[row, :, 1], -(identity[arch_id] + np.arange(8) / 100))
-    np.testing.assert_allclose(draws[1, :, 0], identity[ALL_LIVE] + np.arange(8) / 100)  # a class of one
+        np.testing.assert_allclose(draws[row, :, 1], -(identity_of(space, arch_id) + np.arange(8) / 100))
+    np.testing.assert_allclose(draws[1, :, 0], identity_of(space, ALL_LIVE) + np.arange(8) / 100)  # alone
     assert calls == [(3, 8), (4, 2)]  # their own texts, then the class's four readers (ALL_LIVE: its own)
     calls.clear()
-    only_accuracy = predictor.sample_archs(space, asked, ["acc"], equivalents=1, num_samples=8)
-    assert calls == [(3, 8)] and only_accuracy.shape == (3, 8, 2)  # the stub decodes both columns anyway
+    own = predictor.sample_archs(space, asked, ["acc", "lat"], equivalents=1, num_samples=8)
+    assert calls == [(3, 8)]
+    np.testing.assert_allclose(own[2, :, 0], identity_of(space, equivalent) + np.arange(8) / 100)
+
+
+def test_an_accuracy_alone_divides_the_samples_unevenly_and_keeps_two_a_text(monkeypatch) -> None:
+    space = NasBench201()
+    asked = [DEAD_BRANCH, ALL_LIVE]
+    predictor, calls = stub_predictor(monkeypatch, space, asked)
+    draws = predictor.sample_archs(space, asked, ["acc"], equivalents=4, num_samples=9)
+    assert draws.shape == (2, 9, 1) and calls == [(3, 2), (1, 3), (1, 9)]  # 3 + 2 + 2 + 2; ALL_LIVE's 9
+    readings = equivalent_readings(space, asked, 4)
+    raw = [identity_of(space, readings.readers[r]) + j / 100
+           for r, n in zip(readings.groups[0], (3, 2, 2, 2), strict=True) for j in range(n)]
+    offsets = [-0.01, 0, 0.01, *[-0.005, 0.005] * 3]  # each text's spread around its own median
+    np.testing.assert_allclose(draws[0, :, 0], np.median(raw) + np.array(offsets))
+    calls.clear()
+    few = predictor.sample_archs(space, asked, ["acc"], equivalents=4, num_samples=4)
+    assert calls == [(2, 2), (1, 4)]  # two texts of two samples, never one sample a text (no spread)
+    readings = equivalent_readings(space, asked, 2)
+    raw = [identity_of(space, readings.readers[r]) + j / 100 for r in readings.groups[0] for j in (0, 1)]
+    np.testing.assert_allclose(few[0, :, 0], np.median(raw) + np.array([-0.005, 0.005] * 2))
+
+
+def test_sampling_by_id_refuses_what_it_computes_itself_and_unknown_objectives(monkeypatch) -> None:
+    space = NasBench201()
+    predictor, _ = stub_predictor(monkeypatch, space, [DEAD_BRANCH])
+    with pytest.raises(ValueError, match="given"):
+        predictor.sample_archs(space, [DEAD_BRANCH], ["acc"], given={"params_m": np.ones(1)})
+    with pytest.raises(ValueError, match="'top1'"):
+        predictor.sample_archs(space, [DEAD_BRANCH], ["top1"])
