@@ -57,15 +57,6 @@ def wearing(model: RegressionLM, weights: Weights | None) -> Iterator[Regression
                 parameters[name].copy_(value)
 
 
-def check_members(config: TrainConfig) -> None:
-    """``ValueError`` unless ``config.members`` can be trained: at least 1, and more only with the encoder
-    frozen (the members share it)."""
-    if config.members < 1:
-        raise ValueError(f"members must be at least 1, got {config.members}")
-    if config.members > 1 and not config.freeze_encoder:
-        raise ValueError("members > 1 need freeze_encoder=True: the members share the encoder")
-
-
 def train_members(model: RegressionLM, inputs: Sequence[Sequence[int]], targets: np.ndarray,
                   objectives: tuple[str, ...], config: TrainConfig, *,
                   derived_from: Sequence[int] | None = None
@@ -74,9 +65,8 @@ def train_members(model: RegressionLM, inputs: Sequence[Sequence[int]], targets:
     with a batch order and dropout of its own (``member``), and a validation split of its own where it
     stops early on it (``config.keep_best``; else the members after the first train on every row): the
     first member's report, with the seconds of all, the other members' weights, and every row some member
-    held out; ``model`` ends with the first member's weights (:func:`check_members` says which configs are
-    refused)."""
-    check_members(config)
+    held out; ``model`` ends with the first member's weights (a :class:`~nasrlm.rlm.training.TrainConfig`
+    with more than one member has a frozen encoder, which they share)."""
     start = own_weights(model) if config.members > 1 else None
     report = train(model, inputs, targets, objectives, config, derived_from=derived_from)
     others: list[Weights] = []

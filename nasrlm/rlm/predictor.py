@@ -25,7 +25,7 @@ from nasrlm.priors.prior import ScoresPrior, spans_decades
 from nasrlm.priors.transfer import ACCURACY_RANK, TAG_SEPARATOR, TRANSFER_LABEL, AccuracyTransfer
 from nasrlm.rlm._base import for_space
 from nasrlm.rlm._held_out import HeldOut, cross_fitted_spreads, first_member_spreads
-from nasrlm.rlm._members import Weights, check_members, pooled, train_members, wearing
+from nasrlm.rlm._members import Weights, pooled, train_members, wearing
 from nasrlm.rlm._residuals import (
     PRIOR_MODES,
     add_prior,
@@ -307,7 +307,6 @@ class RLMPredictor:
         source = derived_sources(derived_from, len(texts))
         original = source < 0
         config = config or TrainConfig()
-        check_members(config)
         if config.members > 1 and (prior_from or prior_inputs):
             raise ValueError("members > 1 pool the language model alone: with a prior, give members=1")
         logs = {name: spans_decades(values[original, k]) for k, name in enumerate(objectives)}

@@ -71,6 +71,10 @@ class TrainConfig:
         if self.state_dropout and not self.freeze_encoder:
             raise ValueError("state_dropout needs freeze_encoder=True: it masks a frozen encoder's "
                              "stored states")
+        if self.members < 1:
+            raise ValueError(f"members must be at least 1, got {self.members}")
+        if self.members > 1 and not self.freeze_encoder:
+            raise ValueError("members > 1 need freeze_encoder=True: the members share the encoder")
 
 
 @dataclass

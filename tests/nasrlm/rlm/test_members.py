@@ -136,14 +136,14 @@ def test_members_need_a_frozen_encoder_and_no_prior(corpus) -> None:
     predictor = RLMPredictor.from_scratch((ACC,), size=None, tokenizer=tokenizer, **TINY)
     predictor.fit(texts, values[:, None], ("acc",), config(max_epochs=1))
     members, normalizers = predictor.members, dict(predictor.normalizers)
-    with pytest.raises(ValueError, match="freeze_encoder"):
-        predictor.fit(texts, values[:, None] + 5, ("acc",), config(freeze_encoder=False), calibration_folds=2)
+    with pytest.raises(ValueError, match="freeze_encoder"):  # refused as the config is made
+        config(freeze_encoder=False)
     with pytest.raises(ValueError, match="at least 1"):
-        predictor.fit(texts, values[:, None] + 5, ("acc",), config(members=0))
-    assert predictor.members is members and predictor.normalizers == normalizers  # refused: as it was
+        config(members=0)
     with pytest.raises(ValueError, match="prior"):
-        predictor.fit(texts, values[:, None], ("acc",), config(), prior_inputs={"x": values},
+        predictor.fit(texts, values[:, None] + 5, ("acc",), config(), prior_inputs={"x": values},
                       prior_kind="ridge")
+    assert predictor.members is members and predictor.normalizers == normalizers  # refused: as it was
     assert ALONE_TUNE.members > 1 and DECODER_TUNE.members == 1  # the model alone pools; blended, one
     alone = nasrlm.rlm.predictor.tune_config(1000, decoder_only=False, alone=True)
     assert alone.members == ALONE_TUNE.members and alone.freeze_encoder
