@@ -223,13 +223,13 @@ def _with_equivalents(space: search_spaces.SearchSpace, ids: list[str], values: 
                       objectives: Sequence[Any], args: argparse.Namespace
                       ) -> tuple[list[str], np.ndarray, np.ndarray]:
     """``ids`` and ``values`` followed by ``--equivalents`` rows, and their ``derived_from``."""
-    from nasrlm.rlm.augment import equivalent_rows
+    from nasrlm.rlm.augment import equivalent_rows, shared_by_equivalents
 
     names = [o.name for o in objectives]
     if args.carry is not None:
         carried = _comma_list(args.carry)
     else:
-        carried = [o.name for o in objectives if o.unit == "%"]
+        carried = [o.name for o in objectives if shared_by_equivalents(o)]
     absent = sorted(set(carried) - set(names))
     if absent:
         raise CliError(f"--carry: {', '.join(absent)} not among the objectives trained ({', '.join(names)})")
