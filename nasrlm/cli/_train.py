@@ -77,7 +77,8 @@ class Train(Command):
                             "architectures (implies --scratch)")
         p.add_argument("--prior", choices=("none", *PRIOR_KINDS), default="forest",
                        help="a prior beside the language model: on the free and graph labels 'forest', "
-                            "'ridge', 'trend-forest' (a line plus a forest on what it leaves) or 'auto' (per "
+                            "'ridge', 'trend-forest' (a line plus a forest on what it leaves), 'gp' (a "
+                            "Gaussian process) or 'auto' (per "
                             "objective, forest or ridge, whichever ranks the training rows best out of "
                             "sample): fine-tuning a base, the model learns each objective from the text "
                             "alone and each prediction blends it with the prior by the share rows it did not "

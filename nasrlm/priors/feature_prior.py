@@ -1,4 +1,5 @@
-"""The feature prior: a random forest or a ridge regression on what is known of each architecture.
+"""The feature prior: a random forest, a ridge regression or a Gaussian process on what is known of each
+architecture.
 
 With a few dozen or a few hundred labels, a model that reads labels off the ONNX graph (parameters,
 MACs, the operator families along its input-to-output paths: :mod:`nasrlm.free_labels`) ranks NB201
@@ -7,16 +8,16 @@ the latencies of devices already measured does better still (experiments/README.
 pre-trained base model"). So :class:`~nasrlm.rlm.predictor.RLMPredictor` can start from such a prior and
 learn only what it leaves unexplained, as it does with :class:`~nasrlm.priors.prior.FreeLabelPrior`.
 
-Per objective the prior is a forest on the objective's values or a ridge regression on their logs
-(where positive), and its predictions are read in the objective's normal scores, the scale the RLM
-learns residuals on. ``kind="auto"`` takes the one whose out-of-sample predictions of the training
-rows (out-of-bag for the forest, leave-one-out for the ridge) rank them best: ranking is what a
-search and a benchmark ask of it. Those out-of-sample predictions are returned with the prior: the
-residuals the RLM trains on must be those it will meet on new architectures, not the near-zero ones
-of a forest on its own training rows.
+Per objective the prior is a forest on the objective's values, a ridge regression on their logs
+(where positive), or a trend forest or a Gaussian process on their normal scores, and its predictions
+are read in the objective's normal scores, the scale the RLM learns residuals on. ``kind="auto"`` takes
+the forest or the ridge, whichever's out-of-sample predictions of the training rows (out-of-bag for the
+forest, leave-one-out for the ridge) rank them best: ranking is what a search and a benchmark ask of it.
+Those out-of-sample predictions are returned with the prior: the residuals the RLM trains on must be
+those it will meet on new architectures, not the near-zero ones of a forest on its own training rows.
 
 The fitted forest is kept as flat arrays (no pickle) and evaluated here with numpy; scikit-learn only
-grows the trees.
+grows the trees. The Gaussian process is numpy throughout.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ import numpy as np
 
 from nasrlm.priors.prior import NormalScores, ScoresPrior
 
-#: The kinds of model a feature prior fits per objective; ``auto`` picks forest or ridge per objective.
-KINDS = ("auto", "forest", "ridge", "trend-forest")
+#: The kinds of model a feature prior fits per objective; ``auto`` picks forest or ridge per objective,
+#: ``gp`` is a :class:`GaussianProcess`.
+KINDS = ("auto", "forest", "ridge", "trend-forest", "gp")
 #: Every ``prior_kind`` of ``RLMPredictor.fit``: the line prior of :mod:`nasrlm.priors.prior`, then these.
 PRIOR_KINDS = ("line", *KINDS)
 #: Trees per forest, and the fewest rows a leaf holds.
@@ -36,20 +38,29 @@ TREES = 200
 MIN_LEAF = 1
 #: Ridge penalties tried (on centred inputs), chosen by exact leave-one-out error.
 ALPHAS = np.logspace(-3, 4, 15)
+#: The Gaussian process's grid: length scales (in units of the root of the input count), weights of its
+#: linear kernel, and noise variances (in normal scores, whose variance is 1).
+GP_LENGTHS = (0.25, 0.5, 1.0, 2.0, 4.0)
+GP_LINEAR = (0.0, 0.3, 1.0)
+GP_NOISES = (0.01, 0.03, 0.1, 0.3, 1.0)
+#: The most rows a Gaussian process is fitted on (a random subset of more).
+GP_MAX_ROWS = 2000
 #: Below this many rows a forest's out-of-bag estimate is meaningless: ridge only.
 MIN_FOREST_ROWS = 8
 
 
-def _scores(model: Forest | Ridge | TrendForest, scores: NormalScores, x: np.ndarray) -> np.ndarray:
+def _scores(model: Model, scores: NormalScores, x: np.ndarray) -> np.ndarray:
     """A model's prediction in the objective's normal scores."""
     predicted = model.predict(x)
-    if isinstance(model, TrendForest):  # fitted on the scores themselves
+    if isinstance(model, TrendForest | GaussianProcess):  # fitted on the scores themselves
         return predicted
     return scores.forward(np.exp(predicted) if isinstance(model, Ridge) and model.log_target else predicted)
 
 
-def _model_dict(model: Forest | Ridge | TrendForest) -> dict:
-    """JSON-ready metadata of one objective's model (a forest's nodes go to ``arrays``)."""
+def _model_dict(model: Model) -> dict:
+    """JSON-ready metadata of one objective's model (a forest's nodes, a process's matrices: ``arrays``)."""
+    if isinstance(model, GaussianProcess):
+        return {"kind": "gp", **model.to_dict()}
     if isinstance(model, Ridge):
         return {"kind": "ridge", **model.to_dict()}
     if isinstance(model, TrendForest):
@@ -207,9 +218,107 @@ class TrendForest:
 
 
 @dataclass(frozen=True)
+class GaussianProcess:
+    """Gaussian-process regression of normal scores on standardised inputs: a squared-exponential kernel
+    (unit variance, one length scale for every input) plus a linear kernel plus noise, the three chosen
+    on a grid by exact leave-one-out error. The linear part carries predictions past the trials, as a
+    trend forest's line does; the posterior's standard deviation (:meth:`std`) says how far each
+    architecture lies from the trials, in the same normal scores.
+    """
+
+    centre: np.ndarray  # (f,) the training inputs' means
+    scale: np.ndarray  # (f,) their standard deviations (1 for a constant input)
+    train: np.ndarray  # (n, f) the standardised training inputs
+    weights: np.ndarray  # (n,) K⁻¹ (z - mean)
+    inverse: np.ndarray  # (n, n) K⁻¹, for the posterior variance
+    mean: float
+    length: float  # in units of the root of the input count: d² / (2 length² f)
+    linear: float  # the linear kernel's weight, x·x' / f
+    noise: float
+
+    @classmethod
+    def fit(cls, x: np.ndarray, z: np.ndarray) -> tuple[GaussianProcess, np.ndarray]:
+        """From inputs ``x`` and normal scores ``z``: the process and its leave-one-out predictions.
+
+        One eigendecomposition per kernel of the grid; each noise then costs O(n²), so a thousand rows
+        fit in seconds."""
+        centre, scale = x.mean(axis=0), x.std(axis=0)
+        scale = np.where(scale > 0, scale, 1.0)
+        u = (x - centre) / scale
+        f, mean = u.shape[1], float(z.mean())
+        dot = u @ u.T
+        norms = np.diag(dot)
+        squared = np.maximum(norms[:, None] + norms[None, :] - 2 * dot, 0.0) / f
+        best = None
+        for length in GP_LENGTHS:
+            for linear in GP_LINEAR:
+                values, vectors = np.linalg.eigh(np.exp(-squared / (2 * length**2)) + linear * dot / f)
+                projected = vectors.T @ (z - mean)
+                for noise in GP_NOISES:
+                    inverted = 1.0 / np.maximum(values + noise, 1e-9)
+                    weights = vectors @ (inverted * projected)  # K⁻¹ (z - mean)
+                    diagonal = (vectors**2) @ inverted  # the diagonal of K⁻¹
+                    held_out = z - weights / diagonal
+                    error = float(np.mean((z - held_out) ** 2))
+                    if best is None or error < best[0] - 1e-12:
+                        best = (error, float(length), float(linear), float(noise), weights, held_out)
+        _, length, linear, noise, weights, held_out = best
+        kernel = np.exp(-squared / (2 * length**2)) + linear * dot / f + noise * np.eye(len(z))
+        inverse = np.linalg.inv(kernel)
+        return cls(centre, scale, u, weights, inverse, mean, length, linear, noise), held_out
+
+    @classmethod
+    def fit_rows(cls, x: np.ndarray, z: np.ndarray, seed: int) -> tuple[GaussianProcess, np.ndarray]:
+        """:meth:`fit` on at most :data:`GP_MAX_ROWS` rows (a seeded random subset of more): their
+        leave-one-out predictions, and the process's plain predictions of the rows left out, which it
+        never saw either. The fit's cost grows with the cube of its rows."""
+        if len(z) <= GP_MAX_ROWS:
+            return cls.fit(x, z)
+        rows = np.random.default_rng(seed).choice(len(z), GP_MAX_ROWS, replace=False)
+        process, held = cls.fit(x[rows], z[rows])
+        held_out = process.predict(x)
+        held_out[rows] = held
+        return process, held_out
+
+    def _cross(self, x: np.ndarray) -> np.ndarray:
+        u = (x - self.centre) / self.scale
+        f, dot = u.shape[1], u @ self.train.T
+        norms = (u**2).sum(axis=1)[:, None] + (self.train**2).sum(axis=1)[None, :]
+        squared = np.maximum(norms - 2 * dot, 0.0)
+        return np.exp(-squared / f / (2 * self.length**2)) + self.linear * dot / f
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        """The posterior mean, (n,) normal scores."""
+        return self.mean + self._cross(x) @ self.weights
+
+    def std(self, x: np.ndarray) -> np.ndarray:
+        """The posterior standard deviation of the mean function, (n,) in normal scores."""
+        u = (x - self.centre) / self.scale
+        cross = self._cross(x)
+        prior = 1.0 + self.linear * (u**2).sum(axis=1) / u.shape[1]
+        return np.sqrt(np.maximum(prior - np.einsum("ij,jk,ik->i", cross, self.inverse, cross), 0.0))
+
+    def arrays(self, prefix: str) -> dict[str, np.ndarray]:
+        return {f"{prefix}.{name}": getattr(self, name) for name in
+                ("centre", "scale", "train", "weights", "inverse")}
+
+    def to_dict(self) -> dict:
+        return {"mean": self.mean, "length": self.length, "linear": self.linear, "noise": self.noise}
+
+    @classmethod
+    def from_dict(cls, data: dict, arrays: dict[str, np.ndarray], prefix: str) -> GaussianProcess:
+        matrices = (arrays[f"{prefix}.{name}"] for name in ("centre", "scale", "train", "weights", "inverse"))
+        return cls(*matrices, *(float(data[name]) for name in ("mean", "length", "linear", "noise")))
+
+
+#: One objective's model.
+Model = Forest | Ridge | TrendForest | GaussianProcess
+
+
+@dataclass(frozen=True)
 class FeaturePrior(ScoresPrior):
-    """Per objective, a forest (on values) or a ridge (on log values where positive) from the inputs,
-    read in the objective's normal scores.
+    """Per objective, a forest (on values), a ridge (on log values where positive), a trend forest or a
+    Gaussian process (on normal scores) from the inputs, read in the objective's normal scores.
 
     Inputs that are positive everywhere in the training rows are read as logs (latencies, MACs):
     a forest does not care, a ridge becomes a power law.
@@ -217,7 +326,7 @@ class FeaturePrior(ScoresPrior):
 
     objectives: list[NormalScores]
     log: np.ndarray  # (inputs,) bool
-    models: list[Forest | Ridge | TrendForest]
+    models: list[Model]
 
     @classmethod
     def fit(cls, inputs: np.ndarray, values: np.ndarray, *, kind: str = "auto", seed: int = 0,
@@ -242,7 +351,7 @@ class FeaturePrior(ScoresPrior):
             scores = NormalScores.fit(values[known, k])
             z = scores.forward(values[known, k])
             candidates = []
-            if kind in ("auto", "ridge") or known.sum() < MIN_FOREST_ROWS:
+            if kind in ("auto", "ridge") or (known.sum() < MIN_FOREST_ROWS and kind != "gp"):
                 log_target = bool((values[known, k] > 0).all())
                 target = np.log(values[known, k]) if log_target else values[known, k]
                 ridge, held = Ridge.fit(x[known], target, log_target=log_target)
@@ -252,6 +361,8 @@ class FeaturePrior(ScoresPrior):
                 candidates.append((forest, scores.forward(out_of_bag)))
             if kind == "trend-forest" and known.sum() >= MIN_FOREST_ROWS:
                 candidates.append(TrendForest.fit(x[known], z, seed, line_inputs))
+            if kind == "gp":
+                candidates.append(GaussianProcess.fit_rows(x[known], z, seed))
             model, predicted = max(candidates, key=lambda c: _rank_agreement(c[1], z))
             objectives.append(scores)
             models.append(model)
@@ -270,7 +381,8 @@ class FeaturePrior(ScoresPrior):
 
     def disagreement(self, inputs: np.ndarray) -> np.ndarray:
         """(n, m) how far the trees of each objective's forest disagree on each architecture: the
-        standard deviation of their predictions, in normal scores (NaN for a ridge, which has no trees).
+        standard deviation of their predictions, in normal scores (NaN for a ridge, which has no trees);
+        for a Gaussian process, its posterior standard deviation.
 
         Where the trials say little (a corner of the space they never reached) the bootstrapped trees
         split differently and disagree; it is the per-architecture uncertainty SMAC reads off a forest.
@@ -278,7 +390,9 @@ class FeaturePrior(ScoresPrior):
         x = self._x(inputs)
         out = np.full((len(x), len(self.models)), np.nan)
         for k, (scores, model) in enumerate(zip(self.objectives, self.models, strict=True)):
-            if isinstance(model, TrendForest):  # its trees predict scores already
+            if isinstance(model, GaussianProcess):
+                out[:, k] = model.std(x)
+            elif isinstance(model, TrendForest):  # its trees predict scores already
                 out[:, k] = model.forest.predict_trees(x).std(axis=1)
             elif isinstance(model, Forest):
                 out[:, k] = scores.forward(model.predict_trees(x)).std(axis=1)
@@ -286,7 +400,7 @@ class FeaturePrior(ScoresPrior):
 
     @property
     def kinds(self) -> list[str]:
-        """Per objective, the model chosen: ``"forest"``, ``"ridge"`` or ``"trend-forest"``."""
+        """Per objective, the model chosen: ``"forest"``, ``"ridge"``, ``"trend-forest"`` or ``"gp"``."""
         return [_KIND_OF[type(m)] for m in self.models]
 
     def to_dict(self) -> dict:
@@ -297,6 +411,8 @@ class FeaturePrior(ScoresPrior):
     def arrays(self) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
         for k, m in enumerate(self.models):
+            if isinstance(m, GaussianProcess):
+                out.update(m.arrays(f"objective{k}"))
             forest = m.forest if isinstance(m, TrendForest) else m
             if isinstance(forest, Forest):
                 out.update(forest.arrays(f"objective{k}"))
@@ -304,9 +420,11 @@ class FeaturePrior(ScoresPrior):
 
     @classmethod
     def from_dict(cls, data: dict, arrays: dict[str, np.ndarray]) -> FeaturePrior:
-        models: list[Forest | Ridge | TrendForest] = []
+        models: list[Model] = []
         for k, m in enumerate(data["models"]):
-            if m["kind"] == "ridge":
+            if m["kind"] == "gp":
+                models.append(GaussianProcess.from_dict(m, arrays, f"objective{k}"))
+            elif m["kind"] == "ridge":
                 models.append(Ridge.from_dict(m))
             elif m["kind"] == "forest":
                 models.append(Forest.from_arrays(arrays, f"objective{k}"))
@@ -317,4 +435,4 @@ class FeaturePrior(ScoresPrior):
                    np.asarray(data["log"], dtype=bool), models)
 
 
-_KIND_OF = {Forest: "forest", Ridge: "ridge", TrendForest: "trend-forest"}
+_KIND_OF = {Forest: "forest", Ridge: "ridge", TrendForest: "trend-forest", GaussianProcess: "gp"}

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-from nasrlm.priors.feature_prior import KINDS, FeaturePrior, Forest, Ridge
+from nasrlm.priors.feature_prior import KINDS, FeaturePrior, Forest, GaussianProcess, Ridge
 
 
 def _data(n: int = 120, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -55,7 +55,7 @@ def test_auto_takes_the_model_that_errs_less_out_of_sample() -> None:
     assert np.abs(out_of_sample).mean() > 1.5 * np.abs(in_sample).mean()
 
 
-@pytest.mark.parametrize("kind", ["forest", "trend-forest", "ridge"])
+@pytest.mark.parametrize("kind", ["forest", "trend-forest", "ridge", "gp"])
 def test_a_prior_round_trips_through_json_and_arrays_and_maps_residuals_back(kind: str) -> None:
     import json
 
@@ -133,3 +133,47 @@ def test_the_trees_disagree_more_far_from_the_training_rows() -> None:
     # a ridge has no trees
     ridge, _ = FeaturePrior.fit(x[:, :2], y[:, None], kind="ridge")
     assert np.isnan(ridge.disagreement(inside)).all()
+
+
+def test_the_gaussian_process_leave_one_out_predictions_are_exact() -> None:
+    x, y = _data(40)
+    z = (y - y.mean()) / y.std()
+    gp, held_out = GaussianProcess.fit(x, z)
+    assert gp.noise > 0
+    for i in (0, 23):
+        keep = np.arange(len(z)) != i
+        alone = GaussianProcess(gp.centre, gp.scale, gp.train[keep], np.zeros(0), np.zeros((0, 0)), gp.mean,
+                                gp.length, gp.linear, gp.noise)
+        kernel = alone._cross(x[keep])  # the kernel among the other rows, from their raw inputs
+        weights = np.linalg.solve(kernel + gp.noise * np.eye(keep.sum()), z[keep] - gp.mean)
+        assert held_out[i] == pytest.approx(gp.mean + alone._cross(x[i:i + 1]) @ weights, abs=1e-8)
+
+
+def test_the_gaussian_process_is_sure_near_its_rows_and_carries_its_line_past_them() -> None:
+    x, y = _data(80)
+    z = (y - y.mean()) / y.std()
+    gp, held_out = GaussianProcess.fit(x, z)
+    assert spearmanr(held_out, z)[0] > 0.9
+    far = x.copy()
+    far[:, 1] = 5.0  # beyond every row on an input the objective follows only through a wave
+    assert (gp.std(far) > 2 * gp.std(x).max()).all()
+    prior, _ = FeaturePrior.fit(x, y[:, None], kind="gp")
+    assert prior.kinds == ["gp"]
+    np.testing.assert_allclose(prior.disagreement(far)[:, 0], prior.models[0].std(prior._x(far)))
+    beyond = x.copy()
+    beyond[:, 0] = 3.0  # three times the training range of the input the objective grows with
+    assert (prior.mean(beyond)[:, 0] > held_out.max()).mean() > 0.9
+
+
+def test_a_gaussian_process_of_many_rows_fits_a_subset_and_predicts_the_rest(monkeypatch) -> None:
+    from nasrlm.priors import feature_prior
+
+    monkeypatch.setattr(feature_prior, "GP_MAX_ROWS", 30)
+    x, y = _data(50)
+    z = (y - y.mean()) / y.std()
+    gp, held_out = GaussianProcess.fit_rows(x, z, seed=0)
+    assert gp.train.shape == (30, 5)
+    seen = (np.abs(gp.train[:, None, :] - ((x - gp.centre) / gp.scale)[None]).sum(axis=2) < 1e-12).any(axis=0)
+    assert seen.sum() == 30
+    np.testing.assert_allclose(held_out[~seen], gp.predict(x[~seen]))
+    assert spearmanr(held_out, z)[0] > 0.8

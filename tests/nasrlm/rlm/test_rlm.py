@@ -667,3 +667,17 @@ def test_the_reads_chosen_are_those_whose_reading_ranks_the_labels_best(corpus, 
     assert predictor.choose_reads(texts[:10], np.ones(10), ("a", "b"), 1) == ()  # nothing to rank
     with pytest.raises(ValueError, match="k=-1"):
         predictor.choose_reads(texts[:10], truth, ("a", "b"), -1)
+
+
+def test_a_gaussian_process_prior_is_saved_and_loaded_with_the_model(corpus, tmp_path) -> None:
+    tokenizer, texts, values = corpus
+    features = {"convs": np.sqrt(values[:, 1] - 1), "noise": np.random.default_rng(0).random(len(texts))}
+    predictor = RLMPredictor.from_scratch(OBJECTIVES, size=None, tokenizer=tokenizer, **TINY)
+    config = TrainConfig(max_epochs=1, batch_size=16, validation_fraction=0.0, progress=False)
+    predictor.fit(texts, values[:, 1:], ("lat",), config, prior_inputs=features, prior_kind="gp",
+                  prior_mode="blend", calibration_folds=2)
+    assert predictor.prior.kinds == ["gp"]
+    predictor.save(tmp_path / "model")
+    again = RLMPredictor.load(tmp_path / "model")
+    np.testing.assert_array_equal(again.sample(texts, num_samples=4, seed=1, features=features),
+                                  predictor.sample(texts, num_samples=4, seed=1, features=features))
