@@ -201,6 +201,15 @@ def check_lm_alone(out: str) -> None:
     assert "acc N=20 seed 0 structure" in out and "archs/s decoded" in out
 
 
+def check_prior_ranking(out: str) -> None:
+    rows = table(out, "| objective | labels | prior | τ | τ, best quarter | fit s |")
+    kinds = ("forest", "trend-forest", "gp")
+    assert {(r[1], r[2]) for r in rows} == {(n, k) for n in ("10", "30") for k in kinds}
+    for r in rows:
+        assert r[0] == "acc" and tau(number(r[3])) and tau(number(r[4])) and number(r[5]) >= 0, r
+    assert number(next(r[3] for r in rows if r[1:3] == ["30", "gp"])) > 0.3  # 30 labels rank accuracy
+
+
 def check_train_ranking(out: str) -> None:
     cells = [line for line in out.splitlines() if line[:2].strip().isdigit()]
     assert len(cells) == 3, out
@@ -222,6 +231,7 @@ SMOKES: dict[str, Smoke] = {
     "base_reading.py": Smoke(check_base_reading, [*DATA, "--threads", "1"]),
     "lm_alone.py": Smoke(check_lm_alone, [*DATA, "--threads", "1", "--freeze-encoder"]),
     "predictor_benchmark.py": Smoke(check_predictor_benchmark, [*DATA, "--threads", "1"]),
+    "prior_ranking.py": Smoke(check_prior_ranking, DATA),
     "sampler_overhead.py": Smoke(check_sampler_overhead, DATA),
     "sampler_probe.py": Smoke(check_sampler_probe, [*DATA, "--threads", "1"]),
     "tokenizer_stats.py": Smoke(check_tokenizer_stats),
