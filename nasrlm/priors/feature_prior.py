@@ -296,7 +296,7 @@ class GaussianProcess:
         u = (x - self.centre) / self.scale
         cross = self._cross(x)
         prior = 1.0 + self.linear * (u**2).sum(axis=1) / u.shape[1]
-        return np.sqrt(np.maximum(prior - np.einsum("ij,jk,ik->i", cross, self.inverse, cross), 0.0))
+        return np.sqrt(np.maximum(prior - ((cross @ self.inverse) * cross).sum(axis=1), 0.0))
 
     def arrays(self, prefix: str) -> dict[str, np.ndarray]:
         return {f"{prefix}.{name}": getattr(self, name) for name in
