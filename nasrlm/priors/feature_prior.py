@@ -217,6 +217,12 @@ class TrendForest:
         return self.intercept + self.slope * x[:, self.input] + self.forest.predict(x)
 
 
+def _kernel(squared: np.ndarray, dot: np.ndarray, length: float, linear: float) -> np.ndarray:
+    """The Gaussian process's kernel (without its noise) from squared distances and inner products of
+    standardised inputs, both divided by the input count."""
+    return np.exp(-squared / (2 * length**2)) + linear * dot
+
+
 @dataclass(frozen=True)
 class GaussianProcess:
     """Gaussian-process regression of normal scores on standardised inputs: a squared-exponential kernel
@@ -236,6 +242,9 @@ class GaussianProcess:
     linear: float  # the linear kernel's weight, x·x' / f
     noise: float
 
+    #: The fields kept as arrays beside the JSON (:meth:`arrays`).
+    MATRICES = ("centre", "scale", "train", "weights", "inverse")
+
     @classmethod
     def fit(cls, x: np.ndarray, z: np.ndarray) -> tuple[GaussianProcess, np.ndarray]:
         """From inputs ``x`` and normal scores ``z``: the process and its leave-one-out predictions.
@@ -246,13 +255,13 @@ class GaussianProcess:
         scale = np.where(scale > 0, scale, 1.0)
         u = (x - centre) / scale
         f, mean = u.shape[1], float(z.mean())
-        dot = u @ u.T
-        norms = np.diag(dot)
-        squared = np.maximum(norms[:, None] + norms[None, :] - 2 * dot, 0.0) / f
+        raw = u @ u.T
+        norms = np.diag(raw)
+        squared, dot = np.maximum(norms[:, None] + norms[None, :] - 2 * raw, 0.0) / f, raw / f
         best = None
         for length in GP_LENGTHS:
             for linear in GP_LINEAR:
-                values, vectors = np.linalg.eigh(np.exp(-squared / (2 * length**2)) + linear * dot / f)
+                values, vectors = np.linalg.eigh(_kernel(squared, dot, length, linear))
                 projected = vectors.T @ (z - mean)
                 for noise in GP_NOISES:
                     inverted = 1.0 / np.maximum(values + noise, 1e-9)
@@ -261,10 +270,10 @@ class GaussianProcess:
                     held_out = z - weights / diagonal
                     error = float(np.mean((z - held_out) ** 2))
                     if best is None or error < best[0] - 1e-12:
-                        best = (error, float(length), float(linear), float(noise), weights, held_out)
-        _, length, linear, noise, weights, held_out = best
-        kernel = np.exp(-squared / (2 * length**2)) + linear * dot / f + noise * np.eye(len(z))
-        inverse = np.linalg.inv(kernel)
+                        best = (error, float(length), float(linear), float(noise), weights, held_out,
+                                vectors, inverted)
+        _, length, linear, noise, weights, held_out, vectors, inverted = best
+        inverse = (vectors * inverted) @ vectors.T
         return cls(centre, scale, u, weights, inverse, mean, length, linear, noise), held_out
 
     @classmethod
@@ -282,10 +291,9 @@ class GaussianProcess:
 
     def _cross(self, x: np.ndarray) -> np.ndarray:
         u = (x - self.centre) / self.scale
-        f, dot = u.shape[1], u @ self.train.T
+        f, raw = u.shape[1], u @ self.train.T
         norms = (u**2).sum(axis=1)[:, None] + (self.train**2).sum(axis=1)[None, :]
-        squared = np.maximum(norms - 2 * dot, 0.0)
-        return np.exp(-squared / f / (2 * self.length**2)) + self.linear * dot / f
+        return _kernel(np.maximum(norms - 2 * raw, 0.0) / f, raw / f, self.length, self.linear)
 
     def predict(self, x: np.ndarray) -> np.ndarray:
         """The posterior mean, (n,) normal scores."""
@@ -299,15 +307,14 @@ class GaussianProcess:
         return np.sqrt(np.maximum(prior - ((cross @ self.inverse) * cross).sum(axis=1), 0.0))
 
     def arrays(self, prefix: str) -> dict[str, np.ndarray]:
-        return {f"{prefix}.{name}": getattr(self, name) for name in
-                ("centre", "scale", "train", "weights", "inverse")}
+        return {f"{prefix}.{name}": getattr(self, name) for name in self.MATRICES}
 
     def to_dict(self) -> dict:
         return {"mean": self.mean, "length": self.length, "linear": self.linear, "noise": self.noise}
 
     @classmethod
     def from_dict(cls, data: dict, arrays: dict[str, np.ndarray], prefix: str) -> GaussianProcess:
-        matrices = (arrays[f"{prefix}.{name}"] for name in ("centre", "scale", "train", "weights", "inverse"))
+        matrices = (arrays[f"{prefix}.{name}"] for name in cls.MATRICES)
         return cls(*matrices, *(float(data[name]) for name in ("mean", "length", "linear", "noise")))
 
 
