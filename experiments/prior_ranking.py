@@ -48,9 +48,9 @@ def main() -> None:
     names = a.objectives.split(",")
     space = get_space(a.space)
     table = load_table(a.space, names, data_dir=a.data_dir)
-    rows = np.random.default_rng(0).permutation(len(table.ids)) if a.smoke else np.arange(len(table.ids))
+    rows = np.arange(len(table.ids))
     if a.smoke:  # label only the rows a smoke run reads
-        rows = rows[: max(sizes) + a.test]
+        rows = np.random.default_rng(0).permutation(rows)[: max(sizes) + a.test]
     ids, values = [table.ids[i] for i in rows], np.asarray(table.values, dtype=np.float64)[rows]
     _, labels = texts_and_free_labels(space, ids, graph=True, texts=False, progress=True)
     inputs = {"": labels}

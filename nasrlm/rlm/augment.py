@@ -75,7 +75,7 @@ def equivalent_rows(space: SearchSpace, arch_ids: Sequence[str], values: np.ndar
     for row, arch_id in enumerate(arch_ids):
         if copies == 0 or not np.isfinite(values[row, keep]).any():
             continue
-        choices = [i for i in map(space.arch_id, space.equivalents(space.parse(arch_id))) if i not in taken]
+        choices = [i for i in _equivalent_ids(space, arch_id) if i not in taken]
         for k in rng.permutation(len(choices))[:copies]:
             ids.append(choices[k])
             rows.append(row)
@@ -112,12 +112,17 @@ def equivalent_readings(space: SearchSpace, arch_ids: Sequence[str], k: int = EQ
     chosen: dict[str, list[str]] = {}  # an architecture -> the ids its class is read through
     for arch_id in arch_ids:
         if arch_id not in chosen:
-            members = sorted({arch_id, *map(space.arch_id, space.equivalents(space.parse(arch_id)))})
+            members = sorted({arch_id, *_equivalent_ids(space, arch_id)})
             rng = np.random.default_rng([seed, zlib.crc32(members[0].encode())])
             picked = [members[j] for j in sorted(rng.permutation(len(members))[:k])]
             chosen.update(dict.fromkeys(members, picked))  # each class is listed once
         groups.append(np.array([readers.setdefault(i, len(readers)) for i in chosen[arch_id]]))
     return EquivalentReadings(list(readers), groups)
+
+
+def _equivalent_ids(space: SearchSpace, arch_id: str) -> list[str]:
+    """The ids of the architectures equivalent to ``arch_id`` (itself not included)."""
+    return [space.arch_id(a) for a in space.equivalents(space.parse(arch_id))]
 
 
 def _own_groups(arch_ids: Sequence[str]) -> list[np.ndarray]:
