@@ -50,6 +50,7 @@ from nasrlm.search import (
     restricted_to_table,
     run_search,
     score,
+    worker_seed,
 )
 from nasrlm.testing import temporary_postgres
 from search_spaces import SearchSpace, get_space
@@ -125,7 +126,10 @@ class Job:
             self.enqueue_startup(study_name, seed)
         FITS.value = 0
         start = time.perf_counter()
-        processes = [self.start(study_name, seed * 1000 + k) for k in range(workers)]
+        def seed_of(worker: int) -> int:  # one stream per run of a seed (rlm: shared by its workers)
+            return worker_seed(self.sampler, seed * 1000, worker)
+
+        processes = [self.start(study_name, seed_of(k)) for k in range(workers)]
         killed, next_kill = 0, start + (kill_every or float("inf"))
         while any(p.is_alive() for p in processes):
             time.sleep(0.2)
@@ -136,7 +140,7 @@ class Job:
                     os.kill(victim.pid, signal.SIGKILL)
                     victim.join()
                     killed += 1
-                    replacement = self.start(study_name, seed * 1000 + workers + killed)
+                    replacement = self.start(study_name, seed_of(workers + killed))
                     processes[processes.index(victim)] = replacement
                 next_kill += kill_every or float("inf")
         seconds = time.perf_counter() - start

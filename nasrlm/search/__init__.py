@@ -13,7 +13,15 @@ from nasrlm.search._acquisition import greedy_ehvi
 from nasrlm.search._arch_cache import ArchCache
 from nasrlm.search._candidates import CandidateSettings, candidate_params, draw_params
 from nasrlm.search._evaluate import ArchEvaluator, MissingValueError
-from nasrlm.search._job import SAMPLERS, JobOutput, make_sampler, restricted_to_table, search_job, summary
+from nasrlm.search._job import (
+    SAMPLERS,
+    JobOutput,
+    make_sampler,
+    restricted_to_table,
+    search_job,
+    summary,
+    worker_seed,
+)
 from nasrlm.search._liveness import STALE_ATTR, WorkerSettings
 from nasrlm.search._options import sampler_keywords
 from nasrlm.search._proposals import ProposalSettings
@@ -60,6 +68,7 @@ __all__ = [
     "restricted_to_table",
     "search_job",
     "summary",
+    "worker_seed",
     "ArchCache",
     "ArchEvaluator",
     "CandidateSettings",

@@ -42,6 +42,14 @@ SAMPLERS: dict[str, SamplerFactory] = {
 }
 
 
+def worker_seed(sampler: str, seed: int, worker: int) -> int:
+    """The seed of worker ``worker`` (from 0) of a study searched with ``sampler`` seeded ``seed``: ``seed``
+    itself for ``rlm``, whose random trials draw by their number (:mod:`~nasrlm.search._numbered_draws`), so
+    that its workers start from the trials one worker would; ``seed + worker`` for Optuna's samplers, each
+    drawing from a stream of its own, lest workers given one seed draw alike."""
+    return seed if sampler == "rlm" else seed + worker
+
+
 def make_sampler(name: str, space: SearchSpace, seed: int, *, progress: bool = False,
                  options: dict[str, Any] | None = None) -> optuna.samplers.BaseSampler:
     """The sampler ``name``; ``options`` are :class:`RLMSampler`'s flat options by name (``rlm`` only; see
@@ -80,7 +88,7 @@ def search_job(space: SearchSpace, objectives: Sequence[str], *, budget: int, ou
     ``nasrlm fit`` rebuilds any of the front). ``sampler_options``
     are flat options of :class:`RLMSampler` for the main sampler (see :func:`make_sampler`).
 
-    ``workers`` > 1 starts that many processes in all on one study (worker ``k`` seeded ``seed + k``,
+    ``workers`` > 1 starts that many processes in all on one study (worker ``k`` seeded :func:`worker_seed`,
     each with ``threads`` torch threads, default the cores shared out among them), in ``storage`` or
     else the SQLite file ``<out_dir>/study.db``; they share the budget exactly (:func:`run_search`).
     More workers on other machines join by running the same search on the same database storage and
@@ -126,8 +134,9 @@ def search_job(space: SearchSpace, objectives: Sequence[str], *, budget: int, ou
             import torch  # here, not at the top: importing nasrlm.search should not cost torch's start-up
 
             torch.set_num_threads(threads)
-        helpers = [_Helper(space, list(objectives), budget, sampler, seed + k, storage, study_name, data_dir,
-                           db or (out / "latency.db"), out, sampler_options, threads, training).start(k)
+        helpers = [_Helper(space, list(objectives), budget, sampler, worker_seed(sampler, seed, k), storage,
+                           study_name, data_dir, db or (out / "latency.db"), out, sampler_options, threads,
+                           training).start(k)
                    for k in range(1, workers)]
         try:
             result = run_search(space, evaluator, main, budget=budget, label=sampler, storage=storage,

@@ -38,6 +38,7 @@ from nasrlm.label_cache import LabelCache
 from nasrlm.search._arch_cache import ArchCache, SpaceMismatchError
 from nasrlm.search._candidates import CandidateSettings
 from nasrlm.search._coordination import Workers, is_enqueued
+from nasrlm.search._numbered_draws import NumberedDraws
 from nasrlm.search._proposals import ProposalSettings
 from nasrlm.search._rounds import MIN_CHECKED_PROPOSALS, ProposalRounds
 from nasrlm.search._space_params import SpaceParams
@@ -73,12 +74,16 @@ class RLMSampler(ProposalRounds, BaseSampler):
             keep its default) and the pre-training do not apply. Use a base that never saw the study's
             objectives on this space (``nasrlm pretrain --exclude``) when you measure how well the search
             does.
-        seed: makes the whole search reproducible (same seed, same trials).
+        seed: makes the whole search reproducible (same seed, same trials). Give every worker of a study
+            the same one: a random trial draws by its number (:mod:`~nasrlm.search._numbered_draws`), so
+            workers start from the trials one worker would, and never draw the same one twice.
         device: where the model trains and samples: ``"cpu"`` or ``"cuda"``.
         label_cache: the file of a :class:`~nasrlm.label_cache.LabelCache` keeping each architecture's
             text and labels once described (``None``: the default cache, shared by every command and
             worker on this machine; ``NASRLM_CACHE=off`` turns it off).
-        independent_sampler: draws the start-up trials and any parameter outside the relative space.
+        independent_sampler: draws the start-up trials and any parameter outside the relative space
+            (default: trial ``n`` takes the ``n``-th architecture of ``RandomSampler(seed)``'s stream, and
+            ``RandomSampler(seed)`` draws a parameter outside the space's).
         progress: show progress bars while the model trains and scores candidates.
         proposals: what predicts the candidates and how many are proposed per fit
             (:class:`~nasrlm.search.ProposalSettings`: the prior, the surrogate, the samples' spread,
@@ -131,6 +136,7 @@ class RLMSampler(ProposalRounds, BaseSampler):
         self._seed = seed if seed is not None else int(np.random.SeedSequence().entropy % 2**31)
         self._rng = np.random.default_rng(self._seed)
         self._independent = independent_sampler or RandomSampler(seed=self._seed)
+        self._draws = NumberedDraws(space, self._seed) if independent_sampler is None else None
         self._lock = threading.RLock()
         graph = proposals.prior not in (None, "line") or startup == "transfer"  # the forest reads them
         cache = LabelCache(label_cache) if label_cache is not None else DEFAULT_CACHE
@@ -236,11 +242,18 @@ class RLMSampler(ProposalRounds, BaseSampler):
         candidates = self._candidates(search_space, front_params(study, complete), evaluated | set(pending),
                                       refine=True)
         if not candidates:
-            return {}  # every mutant is taken: the independent sampler draws it
-        params = list(candidates.values())[int(self._rng.integers(len(candidates)))]
+            return {}  # every mutant is taken: a random draw
+        # by trial number: workers sharing a seed pick apart
+        pick = np.random.default_rng([self._seed, trial.number]).integers(len(candidates))
+        params = list(candidates.values())[int(pick)]
         self._workers.note_handed_out(study, trial, params)
         return params
 
     def sample_independent(self, study: Study, trial: FrozenTrial, param_name: str,
                            param_distribution: BaseDistribution) -> Any:
+        """The trial's numbered draw's value (:class:`NumberedDraws`), or the independent sampler's."""
+        if self._draws is not None:
+            found, value = self._draws.value(trial.number, param_name, param_distribution)
+            if found:
+                return value
         return self._independent.sample_independent(study, trial, param_name, param_distribution)

@@ -1,0 +1,77 @@
+"""Random trials by trial number: one worker's trials as before, many workers' the same ones."""
+
+from __future__ import annotations
+
+import optuna
+import pytest
+from optuna.distributions import CategoricalDistribution, FloatDistribution
+from optuna.samplers import RandomSampler
+
+from nasrlm.search import RLMSampler, worker_seed
+from nasrlm.search._numbered_draws import NumberedDraws
+from search_spaces import NasBench201, SearchSpace
+
+SPACE = NasBench201()
+STARTUP = 6
+
+
+def stream(space: SearchSpace, sampler: optuna.samplers.BaseSampler, count: int) -> list[str]:
+    """The architectures of ``count`` trials asked of one study in turn (none evaluated)."""
+    study = optuna.create_study(sampler=sampler)
+    return [space.arch_id(space.suggest(study.ask())) for _ in range(count)]
+
+
+def startup_trials(samplers: list[RLMSampler], count: int) -> list[str]:
+    """The architectures of ``count`` start-up trials of one study whose workers, one sampler each, ask in
+    turn, each trial told (a toy value) before the next is asked."""
+    storage = optuna.storages.InMemoryStorage()
+    optuna.create_study(storage=storage, study_name="s", directions=["maximize", "minimize"])
+    studies = [optuna.load_study(study_name="s", storage=storage, sampler=s) for s in samplers]
+    ids = []
+    for k in range(count):
+        study = studies[k % len(studies)]
+        trial = study.ask()
+        ids.append(SPACE.arch_id(SPACE.suggest(trial)))
+        study.tell(trial, [float(k), float(-k)])
+    return ids
+
+
+def sampler(seed: int, tmp_path) -> RLMSampler:
+    return RLMSampler(SPACE, seed=seed, n_startup_trials=STARTUP, label_cache=tmp_path / "labels.db")
+
+
+def test_the_nth_draw_is_the_nth_trial_of_random_sampler_s_stream() -> None:
+    draws = NumberedDraws(SPACE, seed=7)
+    expected = stream(SPACE, RandomSampler(seed=7), 5)
+    assert [SPACE.arch_id(SPACE.suggest(optuna.trial.FixedTrial(draws.params(n)))) for n in (3, 0, 4, 1, 2)] \
+        == [expected[n] for n in (3, 0, 4, 1, 2)]
+
+
+def test_a_value_is_found_only_for_the_space_s_parameters_inside_their_range() -> None:
+    draws = NumberedDraws(SPACE, seed=0)
+    name, value = next(iter(draws.params(2).items()))
+    assert draws.value(2, name, CategoricalDistribution([value, "other"])) == (True, value)
+    assert draws.value(2, name, CategoricalDistribution(["other"])) == (False, None)
+    assert draws.value(2, "learning_rate", FloatDistribution(1e-4, 1e-1)) == (False, None)
+
+
+def test_one_worker_starts_from_random_sampler_s_trials(tmp_path) -> None:
+    assert startup_trials([sampler(3, tmp_path)], STARTUP) == stream(SPACE, RandomSampler(seed=3), STARTUP)
+
+
+def test_workers_sharing_a_seed_start_from_one_worker_s_trials(tmp_path) -> None:
+    one = startup_trials([sampler(5, tmp_path)], STARTUP)
+    three = startup_trials([sampler(5, tmp_path / str(k)) for k in range(3)], STARTUP)
+    assert three == one
+    assert len(set(three)) == STARTUP  # not the same first trial in every worker
+
+
+def test_an_independent_sampler_given_draws_as_it_always_did(tmp_path) -> None:
+    given = RLMSampler(SPACE, seed=3, n_startup_trials=STARTUP, label_cache=tmp_path / "labels.db",
+                       independent_sampler=RandomSampler(seed=11))
+    assert startup_trials([given], STARTUP) == stream(SPACE, RandomSampler(seed=11), STARTUP)
+
+
+@pytest.mark.parametrize(("name", "expected"), [("rlm", [4, 4, 4]), ("tpe", [4, 5, 6]), ("random", [4, 5, 6])])
+def test_rlm_workers_share_the_seed_and_optuna_s_samplers_take_one_each(name: str, expected: list[int]) -> None:
+    assert [worker_seed(name, 4, k) for k in range(3)] == expected
