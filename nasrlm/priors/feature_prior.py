@@ -358,15 +358,16 @@ class FeaturePrior(ScoresPrior):
             scores = NormalScores.fit(values[known, k])
             z = scores.forward(values[known, k])
             candidates = []
-            if kind in ("auto", "ridge") or (known.sum() < MIN_FOREST_ROWS and kind != "gp"):
+            forests = known.sum() >= MIN_FOREST_ROWS  # else a forest kind falls back to a ridge
+            if kind in ("auto", "ridge") or (kind in ("forest", "trend-forest") and not forests):
                 log_target = bool((values[known, k] > 0).all())
                 target = np.log(values[known, k]) if log_target else values[known, k]
                 ridge, held = Ridge.fit(x[known], target, log_target=log_target)
                 candidates.append((ridge, scores.forward(np.exp(held) if log_target else held)))
-            if kind in ("auto", "forest") and known.sum() >= MIN_FOREST_ROWS:
+            if kind in ("auto", "forest") and forests:
                 forest, out_of_bag = Forest.fit(x[known], values[known, k], seed)
                 candidates.append((forest, scores.forward(out_of_bag)))
-            if kind == "trend-forest" and known.sum() >= MIN_FOREST_ROWS:
+            if kind == "trend-forest" and forests:
                 candidates.append(TrendForest.fit(x[known], z, seed, line_inputs))
             if kind == "gp":
                 candidates.append(GaussianProcess.fit_rows(x[known], z, seed))
