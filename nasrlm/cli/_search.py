@@ -58,7 +58,9 @@ class Search(Command):
         p.add_argument("--epochs", type=_positive_int, default=5,
                        help="epochs per network with val_acc (default %(default)s; as 'nasrlm fit' trains)")
         p.add_argument("--images-dir", help="the directory holding cifar-10-batches-py/ or cifar-100-python/")
-        p.add_argument("--seed", type=_count, default=0)
+        p.add_argument("--seed", type=_count, default=0,
+                       help="the search's seed (default %(default)s); workers of one rlm study on other "
+                            "machines take the same one, other samplers' a different one each")
         p.add_argument("--storage", help="Optuna storage URL, e.g. sqlite:///study.db or "
                                          "postgresql://user@host/db (resumes; workers on other machines join "
                                          "it); default memory")
