@@ -26,7 +26,10 @@ pre-training decodes every column after those; ``rlm-blend-read[K]``: the same i
 predict`` with no model directory), ``forest`` (a random forest on the free and graph labels read off the ONNX
 graph, ``nasrlm.free_labels``), ``transfer-forest`` (the same forest plus the prediction of a cross-space
 accuracy forest, ``--transfer``: what other spaces' published accuracies say of each cell; ``transfer-alone``
-ranks by that prediction alone, no label used), ``rank-blend`` (accuracy, with ``forest`` and ``rlm``:
+ranks by that prediction alone, no label used), ``rlm-given-forest`` (accuracy: ``rlm`` reading first, as a
+given column, the ``transfer-forest``'s prediction, out of bag on the labelled rows so that it carries the
+errors a new row's would: the prior as something the model reads, not a sum it is weighted out of),
+``rank-blend`` (accuracy, with ``forest`` and ``rlm``:
 their normal ranks averaged at each model weight of ``RANK_BLEND_WEIGHTS``, as ``forest·rlm W``: whether any
 share of the language model alone would lift the forest; the best weight, chosen on the test cells, bounds
 what a blend could gain), ``cell-forest`` (the same forest on GRAF-style features of the NB201 cell,
@@ -79,7 +82,7 @@ from search_spaces import SearchSpace, get_space
 FREE = tuple(o.name for o in ALL_FREE_OBJECTIVES[:2])
 #: The methods that read the base model (the others ignore ``--base``).
 BASE_METHODS = {"rlm", "rlm-prior", "rlm-graph", "rlm-blend", "rlm-ctx", "rlm-ctx-free", "forest+rlm",
-                "ctx-forest", "ctx-ridge", "rlm-read", "zero-shot"}
+                "ctx-forest", "ctx-ridge", "rlm-read", "zero-shot", "rlm-given-forest"}
 #: The model's weights at which ``rank-blend`` averages the forest's and the language model's normal ranks.
 RANK_BLEND_WEIGHTS = (0.05, 0.1, 0.2, 0.5)
 #: The devices of HELP's NB201 test split (our base excludes each on every space).
@@ -181,8 +184,8 @@ def factors(source: np.ndarray, k: int) -> np.ndarray:
 def fine_tuned(base: Path, space: SearchSpace, name: str, texts: list[str], train: np.ndarray, y: np.ndarray,
                test: np.ndarray, a: argparse.Namespace, seed: int, *, kind: str | None = None,
                given: dict[str, np.ndarray] | None = None, features: dict[str, np.ndarray] | None = None,
-               mode: str = "residual", reads: tuple[str, ...] = (), k: int = 0, ids: list[str] | None = None
-               ) -> tuple[np.ndarray, np.ndarray | None, float, np.ndarray]:
+               mode: str = "residual", reads: tuple[str, ...] = (), k: int = 0, ids: list[str] | None = None,
+               new_tags: tuple[str, ...] = ()) -> tuple[np.ndarray, np.ndarray | None, float, np.ndarray]:
     """The base fine-tuned on ``train``: its median predictions on ``test``, its prior's alone (or
     ``None``), the fine-tune's seconds, and the decoded samples (test rows, samples).
 
@@ -190,16 +193,18 @@ def fine_tuned(base: Path, space: SearchSpace, name: str, texts: list[str], trai
     inputs, with ``features`` (every row, not decoded) beside them; ``mode="blend"``: the model learns
     ``name`` itself, decoder only, beside the prior on ``features`` (``nasrlm train``'s default).
     ``reads``: labels of the base it reads first (``fit(reads=)``), the ``k`` whose reading ranks the
-    labelled rows best (``choose_reads``; 0: all). With ``ids`` (the texts' architectures) and no prior, the
-    test rows are read as ``nasrlm predict`` reads them (``sample_archs``: an accuracy through up to
-    ``--equivalents`` texts of each one's equivalence class).
+    labelled rows best (``choose_reads``; 0: all). ``new_tags``: ``given`` columns the base has no tag for,
+    each a new accuracy-like tag (started as the base's accuracy rank). With ``ids`` (the texts'
+    architectures) and no prior, the test rows are read as ``nasrlm predict`` reads them
+    (``sample_archs``: an accuracy through up to ``--equivalents`` texts of each one's equivalence class).
     """
     from nasrlm.data import Objective
 
     given, features = given or {}, features or {}
     # as nasrlm train reads a table: an accuracy is a percentage, which a base starts as its accuracy rank
     objective = Objective(name, "%" if name == "acc" else "", "target", "benchmark", True)
-    predictor = RLMPredictor.from_base(base, [objective], space=space.name)
+    extra = [Objective(t, "%", "given", "benchmark", True) for t in new_tags]
+    predictor = RLMPredictor.from_base(base, [*extra, objective], space=space.name)
     # nasrlm train's rule and schedule with --prior none and, from a base, with a feature prior
     frozen = (kind is None or mode == "blend") and not a.train_encoder
     # however few the rows
@@ -280,7 +285,7 @@ def run_accuracy(a, space_name: str, seed: int, record) -> None:
     table = load_table(space_name, ["acc"], a.data_dir, ids=_rows(space, a))
     texts, free = encoded(space, list(table.ids))
     transferred = None
-    if a.methods & {"transfer-forest", "transfer-alone"}:
+    if a.methods & {"transfer-forest", "transfer-alone", "rlm-given-forest"}:
         transfer = AccuracyTransfer.find(a.transfer)
         leaked = sorted(t for t in transfer.tags if t.startswith(f"{space_name}:"))
         if leaked:
@@ -339,6 +344,15 @@ def run_accuracy(a, space_name: str, seed: int, record) -> None:
             runs["gbdt"] = gbdt_predict(x_hot[train], y[:, None], x_hot[test], seed)[:, 0]
         if context is not None:
             runs["ctx-forest"] = forest(context[train], y, context[test], seed)
+        if "rlm-given-forest" in a.methods:
+            predicted, oob = forest(transferred[train], y, transferred[test], seed, out_of_bag=True)
+            column = np.zeros(len(order))
+            column[train], column[test] = oob, predicted
+            runs["rlm-given-forest"], _, seconds, _ = fine_tuned(
+                a.base, space, "acc", texts, train, y, test, a, seed, given={"acc_prior": column},
+                new_tags=("acc_prior",))
+            print(f"  {space_name} acc N={n} seed {seed} rlm-given-forest: fine-tune {seconds:.0f} s",
+                  flush=True)
         if "forest+rlm" in a.methods:  # the base learns what the forest leaves over (out of bag)
             predicted, oob = forest(free[train], y, free[test], seed, out_of_bag=True)
             residual, _, seconds, _ = fine_tuned(a.base, space, "acc", texts, train, y - oob, test, a, seed)

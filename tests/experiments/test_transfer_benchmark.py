@@ -36,8 +36,8 @@ def test_smoke_run_prints_every_table(tmp_path: Path, data_dir: Path,
     runs = {  # each a process of its own, side by side
         "every table": (base, "--spaces", "nb201", "--methods",
                         "rlm-graph,rlm-ctx,forest,forest+rlm,ctx-ridge,ridge"),
-        "another space's transfer": (base, "--tasks", "acc", "--methods", "forest,transfer-forest",
-                                     "--transfer", str(other)),
+        "another space's transfer": (base, "--tasks", "acc", "--methods",
+                                     "forest,transfer-forest,rlm-given-forest", "--transfer", str(other)),
         "zero-shot": (other, "--tasks", "acc", "--methods", "zero-shot,rlm,forest,rank-blend", "--also-mean"),
     }
     refused = {  # what each is refused with, checked in this process while those run
@@ -70,7 +70,7 @@ def test_smoke_run_prints_every_table(tmp_path: Path, data_dir: Path,
     # a transfer forest fitted on another space's accuracy is read
     run = done["another space's transfer"]
     assert run.returncode == 0, run.stderr[-2000:]
-    assert "| nb201 acc | forest | transfer-forest |" in run.stdout
+    assert "| nb201 acc | forest | transfer-forest | rlm-given-forest |" in run.stdout
     # zero-shot needs a base with the cross-space accuracy rank: NB301's has one, NB201's alone not
     run = done["zero-shot"]
     assert run.returncode == 0, run.stderr[-2000:]
