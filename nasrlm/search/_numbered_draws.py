@@ -37,8 +37,10 @@ class NumberedDraws:
         with self._lock:
             while len(self._params) <= number:
                 trial = self._stream().ask()
-                self.space.suggest(trial)
-                self._params.append(dict(trial.params))
+                try:
+                    self.space.suggest(trial)
+                finally:  # a draw the space cannot build keeps its place: the trial fails on it, as before
+                    self._params.append(dict(trial.params))
             return self._params[number]
 
     def value(self, number: int, name: str, distribution: BaseDistribution) -> tuple[bool, Any]:
@@ -49,7 +51,7 @@ class NumberedDraws:
         if name not in params:
             return False, None
         value = params[name]
-        try:
+        try:  # Optuna's own check, as its FixedTrial makes it
             inside = distribution._contains(distribution.to_internal_repr(value))
         except ValueError:  # a choice the distribution lacks
             inside = False

@@ -47,6 +47,23 @@ def test_the_nth_draw_is_the_nth_trial_of_random_sampler_s_stream() -> None:
         == [expected[n] for n in (3, 0, 4, 1, 2)]
 
 
+def test_a_draw_the_space_cannot_build_keeps_its_place_in_the_stream() -> None:
+    class ThirdFails:
+        calls = 0
+
+        def suggest(self, trial: optuna.Trial) -> object:
+            arch, self.calls = SPACE.suggest(trial), self.calls + 1
+            if self.calls == 3:
+                raise ValueError("cannot build it")
+            return arch
+
+    draws = NumberedDraws(ThirdFails(), seed=7)
+    with pytest.raises(ValueError, match="cannot build it"):
+        draws.params(2)
+    expected = stream(SPACE, RandomSampler(seed=7), 4)[3]
+    assert SPACE.arch_id(SPACE.suggest(optuna.trial.FixedTrial(draws.params(3)))) == expected
+
+
 def test_a_value_is_found_only_for_the_space_s_parameters_inside_their_range() -> None:
     draws = NumberedDraws(SPACE, seed=0)
     name, value = next(iter(draws.params(2).items()))
@@ -72,6 +89,8 @@ def test_an_independent_sampler_given_draws_as_it_always_did(tmp_path) -> None:
     assert startup_trials([given], STARTUP) == stream(SPACE, RandomSampler(seed=11), STARTUP)
 
 
-@pytest.mark.parametrize(("name", "expected"), [("rlm", [4, 4, 4]), ("tpe", [4, 5, 6]), ("random", [4, 5, 6])])
-def test_rlm_workers_share_the_seed_and_optuna_s_samplers_take_one_each(name: str, expected: list[int]) -> None:
+@pytest.mark.parametrize(("name", "expected"),
+                         [("rlm", [4, 4, 4]), ("tpe", [4, 5, 6]), ("random", [4, 5, 6])])
+def test_rlm_workers_share_the_seed_and_optuna_s_samplers_take_one_each(name: str, expected: list[int]
+                                                                          ) -> None:
     assert [worker_seed(name, 4, k) for k in range(3)] == expected
