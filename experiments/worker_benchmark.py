@@ -6,7 +6,8 @@ processes on one study of NB201 from the published tables, each evaluation takin
 architectures, hypervolume ratio to the true front (reference at the table's medians, as
 ``search_benchmark.py``), wall time, and with ``--kill-every S`` how many workers were killed (``kill
 -9`` of a random live one every S seconds, a new worker started in its place), trials re-run, and
-architectures lost (a killed trial's, never completed: its retries spent, or a later draw took its place).
+architectures lost (a killed trial's, never completed while a later draw's did: its retries spent, or the
+draw took its place).
 ``--single`` also runs one worker alone on each seed, for the wall-time ratio; ``--shared-startup N`` enqueues
 the same N random architectures (drawn from the seed) before the workers start, so that one worker and four
 begin from the same trials and differ only in what comes after. "Model's picks": completed
@@ -52,15 +53,19 @@ from nasrlm.search import (
     score,
     worker_seed,
 )
+from nasrlm.search._liveness import place_of
 from nasrlm.testing import temporary_postgres
 from search_spaces import SearchSpace, get_space
 
 
 def lost(trials: list[optuna.trial.FrozenTrial], completed: set[str]) -> str:
-    """Architectures of killed trials (once drawn) that never completed, and how often each was killed:
-    ``"1 (3 kills)"``; a fourth kill of one is past ``WorkerSettings.max_retries`` (2) retries."""
+    """Architectures of killed trials (once drawn) that never completed while a later place did (a draw
+    after it counted in its stead), and how often each was killed: ``"1 (3 kills)"``; a fourth kill of
+    one is past ``WorkerSettings.max_retries`` (2) retries. A trial killed while it waited for a place
+    behind a budget that filled without it is not lost: it would have ended as surplus."""
+    last = max((place_of(t) for t in trials if t.state == optuna.trial.TrialState.COMPLETE), default=-1)
     kills = Counter(t.user_attrs["arch_id"] for t in trials
-                    if STALE_ATTR in t.system_attrs and "arch_id" in t.user_attrs)
+                    if STALE_ATTR in t.system_attrs and "arch_id" in t.user_attrs and place_of(t) < last)
     gone = [kills[arch] for arch in kills if arch not in completed]
     return f"{len(gone)} ({', '.join(map(str, gone))} kills)" if gone else "0"
 

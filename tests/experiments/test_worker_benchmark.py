@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
+import optuna
 import pytest
+from optuna.distributions import CategoricalDistribution
+from optuna.trial import TrialState, create_trial
 
+from nasrlm.search import STALE_ATTR
 from nasrlm.testing import postgres_unavailable
 
 REPO = Path(__file__).resolve().parents[2]
@@ -25,3 +30,29 @@ def test_smoke_run_completes_the_budget_exactly_without_duplicates(data_dir: Pat
     cells = [cell.strip() for cell in row.split("|")]
     completed, distinct, lost, bad_exits = cells[3], cells[4], cells[10], cells[11]
     assert int(completed) == 12 and int(distinct) == 12 and lost == "0" and bad_exits == "0"
+
+
+def _trial(number: int, state: TrialState, arch: str, **system_attrs: object) -> optuna.trial.FrozenTrial:
+    trial = create_trial(state=state, values=[1.0] if state == TrialState.COMPLETE else None,
+                         params={"x": arch}, distributions={"x": CategoricalDistribution(list("abcd"))},
+                         user_attrs={"arch_id": arch}, system_attrs=system_attrs)
+    trial.number = number
+    return trial
+
+
+def test_a_killed_architecture_is_lost_only_where_a_later_place_completed(monkeypatch: pytest.MonkeyPatch
+                                                                         ) -> None:
+    monkeypatch.syspath_prepend(str(REPO / "experiments"))
+    path = REPO / "experiments" / "worker_benchmark.py"
+    spec = importlib.util.spec_from_file_location("_worker_benchmark", path)
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, script)  # its dataclasses look their module up
+    spec.loader.exec_module(script)
+    killed = {STALE_ATTR: 1.0}
+    trials = [_trial(0, TrialState.COMPLETE, "a"), _trial(1, TrialState.FAIL, "b", **killed),
+              _trial(2, TrialState.COMPLETE, "c"), _trial(3, TrialState.FAIL, "d", **killed),
+              _trial(4, TrialState.PRUNED, "d", failed_trial=3)]  # its retry, surplus: the budget filled
+    assert script.lost(trials, {"a", "c"}) == "1 (1 kills)"  # b: trial 2 counted in its stead; d: surplus
+    retried = [*trials[:2], _trial(5, TrialState.COMPLETE, "b", failed_trial=1), *trials[2:]]
+    assert script.lost(retried, {"a", "b", "c"}) == "0"
