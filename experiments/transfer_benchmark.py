@@ -83,6 +83,8 @@ FREE = tuple(o.name for o in ALL_FREE_OBJECTIVES[:2])
 #: The methods that read the base model (the others ignore ``--base``).
 BASE_METHODS = {"rlm", "rlm-prior", "rlm-graph", "rlm-blend", "rlm-ctx", "rlm-ctx-free", "forest+rlm",
                 "ctx-forest", "ctx-ridge", "rlm-read", "zero-shot", "rlm-given-forest"}
+#: The methods that read the cross-space accuracy forest of ``--transfer``.
+TRANSFER_METHODS = {"transfer-forest", "transfer-alone", "rlm-given-forest"}
 #: The model's weights at which ``rank-blend`` averages the forest's and the language model's normal ranks.
 RANK_BLEND_WEIGHTS = (0.05, 0.1, 0.2, 0.5)
 #: The devices of HELP's NB201 test split (our base excludes each on every space).
@@ -285,7 +287,7 @@ def run_accuracy(a, space_name: str, seed: int, record) -> None:
     table = load_table(space_name, ["acc"], a.data_dir, ids=_rows(space, a))
     texts, free = encoded(space, list(table.ids))
     transferred = None
-    if a.methods & {"transfer-forest", "transfer-alone", "rlm-given-forest"}:
+    if a.methods & TRANSFER_METHODS:
         transfer = AccuracyTransfer.find(a.transfer)
         leaked = sorted(t for t in transfer.tags if t.startswith(f"{space_name}:"))
         if leaked:
@@ -554,8 +556,8 @@ def main(argv: list[str] | None = None) -> None:
     a.methods = set(a.methods.split(","))
     if a.base is None and (a.methods & BASE_METHODS or "unseen" in a.tasks):
         p.error(f"--base is needed by {', '.join(sorted(a.methods & BASE_METHODS)) or 'the unseen task'}")
-    if a.methods & {"transfer-forest", "transfer-alone"} and a.transfer is None:
-        p.error("--transfer is needed by transfer-forest and transfer-alone")
+    if a.methods & TRANSFER_METHODS and a.transfer is None:
+        p.error(f"--transfer is needed by {', '.join(sorted(a.methods & TRANSFER_METHODS))}")
     if "rank-blend" in a.methods and not {"forest", "rlm"} <= a.methods:
         p.error("rank-blend averages the ranks of forest and rlm: name both in --methods")
     a.spaces = a.spaces.split(",")
