@@ -47,13 +47,13 @@ from nasrlm.search import (
     WorkerSettings,
     make_sampler,
     open_study,
+    place_of,
     reference_point,
     restricted_to_table,
     run_search,
     score,
     worker_seed,
 )
-from nasrlm.search._liveness import place_of
 from nasrlm.testing import temporary_postgres
 from search_spaces import SearchSpace, get_space
 
@@ -131,6 +131,7 @@ class Job:
             self.enqueue_startup(study_name, seed)
         FITS.value = 0
         start = time.perf_counter()
+
         def seed_of(worker: int) -> int:  # one stream per run of a seed (rlm: shared by its workers)
             return worker_seed(self.sampler, seed * 1000, worker)
 

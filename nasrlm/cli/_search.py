@@ -60,7 +60,8 @@ class Search(Command):
         p.add_argument("--images-dir", help="the directory holding cifar-10-batches-py/ or cifar-100-python/")
         p.add_argument("--seed", type=_count, default=0,
                        help="the search's seed (default %(default)s); workers of one rlm study on other "
-                            "machines take the same one, other samplers' a different one each")
+                            "machines take the same one; other samplers' take seeds at least --workers "
+                            "apart (worker k of a machine: the seed plus k)")
         p.add_argument("--storage", help="Optuna storage URL, e.g. sqlite:///study.db or "
                                          "postgresql://user@host/db (resumes; workers on other machines join "
                                          "it); default memory")

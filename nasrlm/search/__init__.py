@@ -22,7 +22,7 @@ from nasrlm.search._job import (
     summary,
     worker_seed,
 )
-from nasrlm.search._liveness import STALE_ATTR, WorkerSettings
+from nasrlm.search._liveness import STALE_ATTR, WorkerSettings, place_of
 from nasrlm.search._options import sampler_keywords
 from nasrlm.search._proposals import ProposalSettings
 from nasrlm.search._report import (
@@ -69,6 +69,7 @@ __all__ = [
     "search_job",
     "summary",
     "worker_seed",
+    "place_of",
     "ArchCache",
     "ArchEvaluator",
     "CandidateSettings",

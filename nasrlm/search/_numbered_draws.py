@@ -1,23 +1,32 @@
 """Random architectures by trial number: a study's start-up trials the same whatever its number of workers.
 
 Optuna's ``RandomSampler`` draws from one stream per process: which architecture a trial gets depends on
-how many its worker drew before, so four workers given one seed draw the same four first trials, and
+how many its worker drew before, so four workers given one seed draw the same first trial four times, and
 four given four seeds start from other trials than one worker does. :class:`NumberedDraws` draws the
 stream once, in order, as one worker's ``RandomSampler(seed)`` would (each draw the parameters that
 ``space.suggest`` asks for), and gives trial ``n`` the ``n``-th: workers sharing a seed then start a
-study from the very trials one worker would (one worker's trials stay as they were), and never from the
-same one twice. Why it matters: experiments/README.md, "Many workers on one study".
+study from the very trials one worker would (one worker's trials stay as they were), and never take the
+same draw twice. Why it matters: experiments/README.md, "Many workers on one study".
+
+The stream is drawn up to the largest number asked for, once per process, in an in-memory Optuna study
+(each draw scans the ones before it): milliseconds for the first hundreds of trials, more for a random
+draw first asked at trial tens of thousands.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
+import zlib
 from typing import Any
 
+import numpy as np
 import optuna
 from optuna.distributions import BaseDistribution
 from optuna.samplers import RandomSampler
+from optuna.study import Study
+from optuna.trial import FrozenTrial
 
 from search_spaces import SearchSpace
 
@@ -37,25 +46,23 @@ class NumberedDraws:
         with self._lock:
             while len(self._params) <= number:
                 trial = self._stream().ask()
-                try:
+                # a draw the space cannot build keeps its place, with the values drawn up to the
+                # failure: the trial given it fails in its own space.suggest on the same values
+                with contextlib.suppress(Exception):
                     self.space.suggest(trial)
-                finally:  # a draw the space cannot build keeps its place: the trial fails on it, as before
-                    self._params.append(dict(trial.params))
+                self._params.append(dict(trial.params))
             return self._params[number]
 
-    def value(self, number: int, name: str, distribution: BaseDistribution) -> tuple[bool, Any]:
-        """``(True, value)`` of parameter ``name`` in the ``number``-th draw where it has one inside
-        ``distribution``; ``(False, None)`` where not (a parameter the objective asks for beside the
-        space's, or one a conditional space drew with another range)."""
-        params = self.params(number)
-        if name not in params:
-            return False, None
-        value = params[name]
-        try:  # Optuna's own check, as its FixedTrial makes it
-            inside = distribution._contains(distribution.to_internal_repr(value))
-        except ValueError:  # a choice the distribution lacks
-            inside = False
-        return (True, value) if inside else (False, None)
+    def sample(self, study: Study, trial: FrozenTrial, name: str, distribution: BaseDistribution) -> Any:
+        """Parameter ``name`` of ``trial``: its value in the trial's draw where that has one inside
+        ``distribution``; else (a parameter the objective asks for beside the space's, or one a
+        conditional space drew with another range) a uniform draw seeded by the seed, the trial's number
+        and the name, so that workers sharing the seed never draw alike either."""
+        value = self.params(trial.number).get(name, _MISSING)
+        if value is not _MISSING and _inside(value, distribution):
+            return value
+        key = np.random.SeedSequence([self.seed, trial.number, zlib.crc32(name.encode())]).generate_state(1)
+        return RandomSampler(seed=int(key[0])).sample_independent(study, trial, name, distribution)
 
     def _stream(self) -> optuna.Study:
         if self._study is None:
@@ -67,3 +74,14 @@ class NumberedDraws:
             finally:
                 optuna_logger.setLevel(level)
         return self._study
+
+
+_MISSING = object()
+
+
+def _inside(value: Any, distribution: BaseDistribution) -> bool:
+    """Whether ``distribution`` holds ``value``: Optuna's own check (private; its ``FixedTrial`` makes it)."""
+    try:
+        return bool(distribution._contains(distribution.to_internal_repr(value)))
+    except ValueError:  # a choice the distribution lacks
+        return False

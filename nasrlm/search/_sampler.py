@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 from optuna.distributions import BaseDistribution
-from optuna.samplers import BaseSampler, RandomSampler
+from optuna.samplers import BaseSampler
 from optuna.study import Study
 from optuna.trial import FrozenTrial
 
@@ -63,7 +63,8 @@ class RLMSampler(ProposalRounds, BaseSampler):
     Args:
         space: the search space the objective draws from with ``space.suggest(trial)``.
         n_startup_trials: completed trials before the model is first trained.
-        startup: how they are chosen: ``"random"``, drawn by ``independent_sampler``; ``"transfer"``,
+        startup: how they are chosen: ``"random"``, trial ``n`` the ``n``-th random draw (see ``seed``);
+            ``"transfer"``,
             the first at random, the others one per stratum of the candidate pool's MACs, in each the
             candidate that ``base``'s (default: the shipped base's) transfer forest of *another* space's
             accuracy ranks best (:mod:`~nasrlm.search._startup`), all enqueued at the second trial; at
@@ -76,14 +77,14 @@ class RLMSampler(ProposalRounds, BaseSampler):
             does.
         seed: makes the whole search reproducible (same seed, same trials). Give every worker of a study
             the same one: a random trial draws by its number (:mod:`~nasrlm.search._numbered_draws`), so
-            workers start from the trials one worker would, and never draw the same one twice.
+            workers start from the trials one worker would, and never take the same draw twice.
         device: where the model trains and samples: ``"cpu"`` or ``"cuda"``.
         label_cache: the file of a :class:`~nasrlm.label_cache.LabelCache` keeping each architecture's
             text and labels once described (``None``: the default cache, shared by every command and
             worker on this machine; ``NASRLM_CACHE=off`` turns it off).
-        independent_sampler: draws the start-up trials and any parameter outside the relative space
-            (default: trial ``n`` takes the ``n``-th architecture of ``RandomSampler(seed)``'s stream, and
-            ``RandomSampler(seed)`` draws a parameter outside the space's).
+        independent_sampler: draws the random trials and any parameter outside the relative space
+            (default: trial ``n`` takes the ``n``-th architecture of ``RandomSampler(seed)``'s stream, a
+            parameter outside the space's a draw seeded by the trial's number).
         progress: show progress bars while the model trains and scores candidates.
         proposals: what predicts the candidates and how many are proposed per fit
             (:class:`~nasrlm.search.ProposalSettings`: the prior, the surrogate, the samples' spread,
@@ -135,8 +136,8 @@ class RLMSampler(ProposalRounds, BaseSampler):
         self.progress = progress
         self._seed = seed if seed is not None else int(np.random.SeedSequence().entropy % 2**31)
         self._rng = np.random.default_rng(self._seed)
-        self._independent = independent_sampler or RandomSampler(seed=self._seed)
-        self._draws = NumberedDraws(space, self._seed) if independent_sampler is None else None
+        self._independent = independent_sampler  # None: the numbered draws
+        self._draws = NumberedDraws(space, self._seed)  # draws nothing until asked
         self._lock = threading.RLock()
         graph = proposals.prior not in (None, "line") or startup == "transfer"  # the forest reads them
         cache = LabelCache(label_cache) if label_cache is not None else DEFAULT_CACHE
@@ -162,7 +163,8 @@ class RLMSampler(ProposalRounds, BaseSampler):
     def reseed_rng(self) -> None:
         """Optuna calls this in each worker of ``n_jobs > 1`` so that workers draw differently."""
         self._rng = np.random.default_rng()
-        self._independent.reseed_rng()
+        if self._independent is not None:  # the numbered draws need none: they go by trial number
+            self._independent.reseed_rng()
 
     def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
         """Every parameter any completed trial used (a union, so conditional spaces keep theirs), and
@@ -210,7 +212,7 @@ class RLMSampler(ProposalRounds, BaseSampler):
 
     def _startup_trial(self, study: Study, trial: FrozenTrial,
                        search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
-        """``{}`` (the independent sampler draws it), or with ``startup="transfer"``, once, the first of the
+        """``{}`` (a random draw), or with ``startup="transfer"``, once, the first of the
         start-up trials still to run that the transfer forest picks (the others enqueued). Not at the
         study's first trial, which has no search space yet (see :class:`SpaceParams`): from its second."""
         if self.startup == "random" or self._startup_asked:
@@ -251,9 +253,7 @@ class RLMSampler(ProposalRounds, BaseSampler):
 
     def sample_independent(self, study: Study, trial: FrozenTrial, param_name: str,
                            param_distribution: BaseDistribution) -> Any:
-        """The trial's numbered draw's value (:class:`NumberedDraws`), or the independent sampler's."""
-        if self._draws is not None:
-            found, value = self._draws.value(trial.number, param_name, param_distribution)
-            if found:
-                return value
-        return self._independent.sample_independent(study, trial, param_name, param_distribution)
+        """The trial's numbered draw's value (:class:`NumberedDraws`), or a given independent sampler's."""
+        if self._independent is not None:
+            return self._independent.sample_independent(study, trial, param_name, param_distribution)
+        return self._draws.sample(study, trial, param_name, param_distribution)

@@ -47,29 +47,35 @@ def test_the_nth_draw_is_the_nth_trial_of_random_sampler_s_stream() -> None:
         == [expected[n] for n in (3, 0, 4, 1, 2)]
 
 
-def test_a_draw_the_space_cannot_build_keeps_its_place_in_the_stream() -> None:
-    class ThirdFails:
-        calls = 0
+class ThirdFails:
+    """NB201, except that the third architecture drawn cannot be built."""
 
-        def suggest(self, trial: optuna.Trial) -> object:
-            arch, self.calls = SPACE.suggest(trial), self.calls + 1
-            if self.calls == 3:
-                raise ValueError("cannot build it")
-            return arch
+    calls = 0
 
+    def suggest(self, trial: optuna.Trial) -> object:
+        arch, self.calls = SPACE.suggest(trial), self.calls + 1
+        if self.calls == 3:
+            raise ValueError("cannot build it")
+        return arch
+
+
+def test_a_draw_the_space_cannot_build_keeps_its_place_and_fails_no_later_trial() -> None:
     draws = NumberedDraws(ThirdFails(), seed=7)
-    with pytest.raises(ValueError, match="cannot build it"):
-        draws.params(2)
-    expected = stream(SPACE, RandomSampler(seed=7), 4)[3]
-    assert SPACE.arch_id(SPACE.suggest(optuna.trial.FixedTrial(draws.params(3)))) == expected
+    expected = stream(SPACE, RandomSampler(seed=7), 4)
+    assert SPACE.arch_id(SPACE.suggest(optuna.trial.FixedTrial(draws.params(3)))) == expected[3]
+    assert SPACE.arch_id(SPACE.suggest(optuna.trial.FixedTrial(draws.params(2)))) == expected[2]
 
 
-def test_a_value_is_found_only_for_the_space_s_parameters_inside_their_range() -> None:
-    draws = NumberedDraws(SPACE, seed=0)
-    name, value = next(iter(draws.params(2).items()))
-    assert draws.value(2, name, CategoricalDistribution([value, "other"])) == (True, value)
-    assert draws.value(2, name, CategoricalDistribution(["other"])) == (False, None)
-    assert draws.value(2, "learning_rate", FloatDistribution(1e-4, 1e-1)) == (False, None)
+def test_a_parameter_outside_the_draw_is_drawn_by_trial_number() -> None:
+    study = optuna.create_study()
+    first, second = study.ask(), study.ask()
+    lr = FloatDistribution(1e-4, 1e-1)
+    draws, again = NumberedDraws(SPACE, seed=0), NumberedDraws(SPACE, seed=0)
+    name, value = next(iter(draws.params(1).items()))
+    assert draws.sample(study, second, name, CategoricalDistribution([value, "other"])) == value
+    assert draws.sample(study, second, name, CategoricalDistribution(["other"])) == "other"
+    assert draws.sample(study, second, "lr", lr) == again.sample(study, second, "lr", lr)  # another worker
+    assert draws.sample(study, first, "lr", lr) != draws.sample(study, second, "lr", lr)
 
 
 def test_one_worker_starts_from_random_sampler_s_trials(tmp_path) -> None:
