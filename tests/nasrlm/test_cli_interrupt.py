@@ -54,7 +54,7 @@ def test_ctrl_c_keeps_the_study_and_the_same_command_resumes_it(tmp_path: Path) 
     with sqlite3.connect(db) as conn:
         states = dict(conn.execute("SELECT state, COUNT(*) FROM trials GROUP BY state").fetchall())
     assert "FAIL" not in states  # the trial ctrl-C stopped is no failure
-    assert "RUNNING" not in states  # nor left running: the resumed run would wait for it to go stale
+    assert "RUNNING" not in states, err  # nor left running: the resumed run would wait for it to go stale
 
     resumed = subprocess.run([*command, "--budget", str(done + 2)], cwd=tmp_path, env=env, text=True,
                              capture_output=True, timeout=120)
