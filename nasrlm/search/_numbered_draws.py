@@ -58,9 +58,9 @@ class NumberedDraws:
         ``distribution``; else (a parameter the objective asks for beside the space's, or one a
         conditional space drew with another range) a uniform draw seeded by the seed, the trial's number
         and the name, so that workers sharing the seed never draw alike either."""
-        value = self.params(trial.number).get(name, _MISSING)
-        if value is not _MISSING and _inside(value, distribution):
-            return value
+        params = self.params(trial.number)
+        if name in params and _inside(params[name], distribution):
+            return params[name]
         key = np.random.SeedSequence([self.seed, trial.number, zlib.crc32(name.encode())]).generate_state(1)
         return RandomSampler(seed=int(key[0])).sample_independent(study, trial, name, distribution)
 
@@ -74,9 +74,6 @@ class NumberedDraws:
             finally:
                 optuna_logger.setLevel(level)
         return self._study
-
-
-_MISSING = object()
 
 
 def _inside(value: Any, distribution: BaseDistribution) -> bool:

@@ -64,11 +64,10 @@ class RLMSampler(ProposalRounds, BaseSampler):
         space: the search space the objective draws from with ``space.suggest(trial)``.
         n_startup_trials: completed trials before the model is first trained.
         startup: how they are chosen: ``"random"``, trial ``n`` the ``n``-th random draw (see ``seed``);
-            ``"transfer"``,
-            the first at random, the others one per stratum of the candidate pool's MACs, in each the
-            candidate that ``base``'s (default: the shipped base's) transfer forest of *another* space's
-            accuracy ranks best (:mod:`~nasrlm.search._startup`), all enqueued at the second trial; at
-            random still where the study has no accuracy objective or the base no forest of another space.
+            ``"transfer"``, the first at random, the others one per stratum of the candidate pool's MACs,
+            in each the candidate that ``base``'s (default: the shipped base's) transfer forest of *another*
+            space's accuracy ranks best (:mod:`~nasrlm.search._startup`), all enqueued at the second trial;
+            at random still where the study has no accuracy objective or the base no forest of another space.
         base: a pre-trained base model directory (``nasrlm pretrain``): every refit starts from it
             (:meth:`RLMPredictor.from_base <nasrlm.rlm.predictor.RLMPredictor.from_base>`), with its size,
             tokenizer and tags, instead of a model learned from scratch; ``fit.model`` (which must then
