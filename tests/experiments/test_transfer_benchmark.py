@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 import torch
@@ -22,8 +20,7 @@ EXCLUDE = "nb201:*acc*,*:titan_rtx_*,*:gold_6226,*:pixel2,*:raspi4,*:eyeriss,*:f
 
 
 @pytest.mark.slow
-def test_smoke_run_prints_every_table(tmp_path: Path, data_dir: Path,
-                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_smoke_run_prints_every_table(tmp_path: Path, data_dir: Path, load_script) -> None:
     base, leaky, other = tmp_path / "base", tmp_path / "leaky", tmp_path / "nb301"
     assert main(["pretrain", "--data-dir", str(data_dir), "-o", str(base), "--spaces", "nb201", "--exclude",
                  EXCLUDE, "--max-rows", "16", "--free-rows", "0", "--max-steps", "2", "--size", "tiny",
@@ -48,7 +45,7 @@ def test_smoke_run_prints_every_table(tmp_path: Path, data_dir: Path,
         "zero-shot without an accuracy rank": ((base, "--tasks", "acc", "--methods", "zero-shot"),
                                                "no accuracy_rank tag"),
     }
-    script, threads = _script(monkeypatch), torch.get_num_threads()
+    script, threads = load_script(SCRIPT), torch.get_num_threads()
     with ThreadPoolExecutor(max_workers=usable_cores()) as pool:
         started = {name: pool.submit(_benchmark, data_dir, model, tmp_path / f"cache-{k}", *options)
                    for k, (name, (model, *options)) in enumerate(runs.items())}
@@ -80,21 +77,11 @@ def test_smoke_run_prints_every_table(tmp_path: Path, data_dir: Path,
 
 
 def test_rank_blend_without_both_methods_it_blends_is_refused(capsys: pytest.CaptureFixture[str],
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+                                                               load_script) -> None:
     with pytest.raises(SystemExit) as exit_:
-        _script(monkeypatch).main(["--data-dir", "DATA", "--base", "BASE", "--methods", "forest,rank-blend"])
+        load_script(SCRIPT).main(["--data-dir", "DATA", "--base", "BASE", "--methods", "forest,rank-blend"])
     assert exit_.value.code == 2
     assert "rank-blend averages the ranks of forest and rlm: name both" in capsys.readouterr().err
-
-
-def _script(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    """The script as a module of this process, whose imports are loaded already: its ``main(argv)``."""
-    monkeypatch.syspath_prepend(str(REPO / "experiments"))  # as when run: its own folder first
-    spec = importlib.util.spec_from_file_location("_transfer_benchmark", REPO / "experiments" / SCRIPT)
-    assert spec is not None and spec.loader is not None
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    return script
 
 
 def _benchmark(data_dir: Path, base: Path, cache: Path, *options: str) -> subprocess.CompletedProcess:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -40,15 +39,8 @@ def _trial(number: int, state: TrialState, arch: str, **system_attrs: object) ->
     return trial
 
 
-def test_a_killed_architecture_is_lost_only_where_a_later_place_completed(monkeypatch: pytest.MonkeyPatch
-                                                                         ) -> None:
-    monkeypatch.syspath_prepend(str(REPO / "experiments"))
-    path = REPO / "experiments" / "worker_benchmark.py"
-    spec = importlib.util.spec_from_file_location("_worker_benchmark", path)
-    assert spec is not None and spec.loader is not None
-    script = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, script)  # its dataclasses look their module up
-    spec.loader.exec_module(script)
+def test_a_killed_architecture_is_lost_only_where_a_later_place_completed(load_script) -> None:
+    script = load_script("worker_benchmark.py")
     killed = {STALE_ATTR: 1.0}
     trials = [_trial(0, TrialState.COMPLETE, "a"), _trial(1, TrialState.FAIL, "b", **killed),
               _trial(2, TrialState.COMPLETE, "c"), _trial(3, TrialState.FAIL, "d", **killed),
