@@ -1,8 +1,9 @@
 """What the benchmark scripts share: the gradient-boosted-trees baseline, texts and graph labels through the
-label cache, and the RLMSampler of their ``--smoke`` runs."""
+label cache, the RLMSampler of their ``--smoke`` runs, and the line that names the machine a run was on."""
 
 from __future__ import annotations
 
+import platform
 from pathlib import Path
 
 import numpy as np
@@ -54,3 +55,16 @@ def smoke_base(folder: Path, texts: list[str], *, accuracy_rank: bool = False) -
     if accuracy_rank:
         predictor.normalizers[ACCURACY_RANK.name] = Normalizer.fit(np.linspace(0, 1, 11))
     return predictor.save(folder / "base")
+
+
+def machine() -> str:
+    """The processor and the BLAS kernels numpy runs on, e.g. ``x86_64, OpenBLAS Haswell kernels``.
+
+    A search replays its trials only on the same kernels: OpenBLAS picks them by the processor (and
+    ``OPENBLAS_CORETYPE``), and a last-bit difference in one product sends the proposals elsewhere.
+    """
+    from threadpoolctl import threadpool_info  # scikit-learn's dependency
+
+    kernels = [f"{i.get('internal_api', '?')} {i.get('architecture', '?')}" for i in threadpool_info()
+               if i.get("user_api") == "blas"]
+    return f"{platform.processor() or platform.machine()}, {' / '.join(kernels) or 'unknown BLAS'} kernels"

@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import time
 
 import numpy as np
 import optuna
 import torch
-from _common import SMOKE_RLM
+from _common import SMOKE_RLM, machine
 
 from nasrlm.metrics import hypervolume
 from nasrlm.plots import hypervolume_plot_data, plot_hypervolume
@@ -106,7 +105,7 @@ def main() -> None:
           "| seconds per run |")
     print("|---|" + "---|" * (len(at) + 2))
     print("\n".join(rows))
-    print(f"\n{len(args.seeds.split(','))} seeds; {platform.processor() or platform.machine()}, "
+    print(f"\n{len(args.seeds.split(','))} seeds; {machine()}, "
           f"{torch.get_num_threads()} torch threads; {time.strftime('%Y-%m-%d')}")
     if args.save_curves:
         with open(args.save_curves, "w") as f:

@@ -25,7 +25,6 @@ import argparse
 import json
 import multiprocessing
 import os
-import platform
 import random
 import signal
 import tempfile
@@ -37,6 +36,7 @@ from pathlib import Path
 import numpy as np
 import optuna
 import torch
+from _common import machine
 
 from nasrlm.search import (
     PREDICTED_USER_ATTR,
@@ -210,7 +210,7 @@ def main() -> None:
     shown = (f" {args.rlm_options}" if options else "") + (
         f", {args.shared_startup} shared start-up trials" if args.shared_startup else "")
     print(f"\n{args.sampler} sampler{shown}, budget {args.budget}, {args.eval_seconds} s per evaluation; "
-          f"{os.cpu_count()} cores {platform.machine()}, one torch thread per worker; "
+          f"{os.cpu_count()} cores {machine()}, one torch thread per worker; "
           f"{time.strftime('%Y-%m-%d')}")
 
 
