@@ -74,9 +74,11 @@ class RLMSampler(ProposalRounds, BaseSampler):
             keep its default) and the pre-training do not apply. Use a base that never saw the study's
             objectives on this space (``nasrlm pretrain --exclude``) when you measure how well the search
             does.
-        seed: makes the whole search reproducible (same seed, same trials). Give every worker of a study
-            the same one: a random trial draws by its number (:mod:`~nasrlm.search._numbered_draws`), so
-            workers start from the trials one worker would, and never take the same draw twice.
+        seed: makes the whole search reproducible (same seed, same trials, on the same BLAS kernels: a
+            last-bit difference in one product, from another processor, sends the proposals elsewhere).
+            Give every worker of a study the same one: a random trial draws by its number
+            (:mod:`~nasrlm.search._numbered_draws`), so workers start from the trials one worker would,
+            and never take the same draw twice.
         device: where the model trains and samples: ``"cpu"`` or ``"cuda"``.
         label_cache: the file of a :class:`~nasrlm.label_cache.LabelCache` keeping each architecture's
             text and labels once described (``None``: the default cache, shared by every command and
