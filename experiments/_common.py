@@ -65,6 +65,6 @@ def machine() -> str:
     """
     from threadpoolctl import threadpool_info  # scikit-learn's dependency
 
-    kernels = [f"{i.get('internal_api', '?')} {i.get('architecture', '?')}" for i in threadpool_info()
-               if i.get("user_api") == "blas"]
+    kernels = sorted({f"{i.get('internal_api', '?')} {i.get('architecture', '?')}" for i in threadpool_info()
+                      if i.get("user_api") == "blas"})  # numpy's and scipy's libraries, once each
     return f"{platform.processor() or platform.machine()}, {' / '.join(kernels) or 'unknown BLAS'} kernels"
