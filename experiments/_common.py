@@ -58,7 +58,7 @@ def smoke_base(folder: Path, texts: list[str], *, accuracy_rank: bool = False) -
 
 
 def machine() -> str:
-    """The processor and the BLAS kernels numpy runs on, e.g. ``x86_64, OpenBLAS Haswell kernels``.
+    """The processor and the BLAS kernels numpy and scipy run on, e.g. ``x86_64, openblas Haswell kernels``.
 
     A search replays its trials only on the same kernels: OpenBLAS picks them by the processor (and
     ``OPENBLAS_CORETYPE``), and a last-bit difference in one product sends the proposals elsewhere.
