@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from nasrlm.cli._common import (
+    SEARCH_THREADS_NOTE,
     CliError,
     Command,
     _add_label_options,
@@ -72,7 +73,7 @@ class Search(Command):
         p.add_argument("--out", help="output directory (default runs/<space>-<sampler>-seed<seed>)")
         p.add_argument("--data-dir", help="benchmark data directory (default $NASRLM_DATA)")
         p.add_argument("--db", help="latency store for measured objectives (default <out>/latency.db)")
-        _add_threads(p)
+        _add_threads(p, SEARCH_THREADS_NOTE)
         _add_label_options(p)
         p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
 
@@ -272,7 +273,7 @@ class Demo(Command):
         p.add_argument("--out", default="runs/demo", help="output directory (default runs/demo)")
         p.add_argument("--data-dir", help="use published tables (acc, pixel3) instead of live measurement")
         p.add_argument("--seed", type=_count, default=0)
-        _add_threads(p)
+        _add_threads(p, SEARCH_THREADS_NOTE)
         _add_label_options(p)
         p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from nasrlm.numerics import kernel_independent
 from nasrlm.priors.prior import NormalScores, ScoresPrior
 
 #: The kinds of model a feature prior fits per objective; ``auto`` picks forest or ridge per objective,
@@ -50,11 +51,13 @@ MIN_FOREST_ROWS = 8
 
 
 def _scores(model: Model, scores: NormalScores, x: np.ndarray) -> np.ndarray:
-    """A model's prediction in the objective's normal scores."""
+    """A model's prediction in the objective's normal scores, the same on every processor (a ridge's and a
+    Gaussian process's go through BLAS: :mod:`nasrlm.numerics`)."""
     predicted = model.predict(x)
-    if isinstance(model, TrendForest | GaussianProcess):  # fitted on the scores themselves
-        return predicted
-    return scores.forward(np.exp(predicted) if isinstance(model, Ridge) and model.log_target else predicted)
+    if not isinstance(model, TrendForest | GaussianProcess):  # those are fitted on the scores themselves
+        predicted = scores.forward(np.exp(predicted) if isinstance(model, Ridge) and model.log_target
+                                   else predicted)
+    return kernel_independent(predicted)
 
 
 def _model_dict(model: Model) -> dict:
@@ -67,6 +70,15 @@ def _model_dict(model: Model) -> dict:
         return {"kind": "trend-forest", "input": model.input, "slope": model.slope,
                 "intercept": model.intercept}
     return {"kind": "forest"}
+
+
+def _logged(inputs: np.ndarray, log: np.ndarray) -> np.ndarray:
+    """``inputs`` with the columns marked in ``log`` as their logs (numpy's ``log`` takes SIMD paths that
+    differ in the last bit from one processor to another: rounded, :mod:`nasrlm.numerics`)."""
+    inputs = np.asarray(inputs, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        x = np.where(log, np.log(np.where(log, np.maximum(inputs, 1e-300), 1.0)), inputs)
+    return kernel_independent(x)
 
 
 def _rank_agreement(predicted: np.ndarray, actual: np.ndarray) -> float:
@@ -209,6 +221,8 @@ class TrendForest:
                        for j in range(x.shape[1])]
         j = int(np.argmax(correlation))
         slope, intercept = np.polyfit(x[:, j], z, 1) if correlation[j] > 0 else (0.0, float(z.mean()))
+        # least squares go through LAPACK: rounded, the forest grows the same trees on every processor
+        slope, intercept = (float(v) for v in kernel_independent([slope, intercept]))
         line = intercept + slope * x[:, j]
         forest, out_of_bag = Forest.fit(x, z - line, seed)
         return cls(j, float(slope), float(intercept), forest), line + out_of_bag
@@ -348,7 +362,7 @@ class FeaturePrior(ScoresPrior):
         if not np.isfinite(inputs).all():
             raise ValueError("the prior's inputs must be known (finite) for every row")
         log = (inputs > 0).all(axis=0)
-        x = np.where(log, np.log(np.where(log, inputs, 1.0)), inputs)
+        x = _logged(inputs, log)
         objectives, models = [], []
         held_out = np.full(values.shape, np.nan)
         for k in range(values.shape[1]):
@@ -371,6 +385,7 @@ class FeaturePrior(ScoresPrior):
                 candidates.append(TrendForest.fit(x[known], z, seed, line_inputs))
             if kind == "gp":
                 candidates.append(GaussianProcess.fit_rows(x[known], z, seed))
+            candidates = [(model, kernel_independent(predicted)) for model, predicted in candidates]
             model, predicted = max(candidates, key=lambda c: _rank_agreement(c[1], z))
             objectives.append(scores)
             models.append(model)
@@ -378,9 +393,7 @@ class FeaturePrior(ScoresPrior):
         return cls(objectives, log, models), held_out
 
     def _x(self, inputs: np.ndarray) -> np.ndarray:
-        inputs = np.asarray(inputs, dtype=np.float64)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(self.log, np.log(np.where(self.log, np.maximum(inputs, 1e-300), 1.0)), inputs)
+        return _logged(inputs, self.log)
 
     def mean(self, inputs: np.ndarray) -> np.ndarray:
         """(n, m) prior mean scores of architectures with these inputs."""
@@ -404,7 +417,7 @@ class FeaturePrior(ScoresPrior):
                 out[:, k] = model.forest.predict_trees(x).std(axis=1)
             elif isinstance(model, Forest):
                 out[:, k] = scores.forward(model.predict_trees(x)).std(axis=1)
-        return out
+        return kernel_independent(out)
 
     @property
     def kinds(self) -> list[str]:

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import norm
 
+from nasrlm.numerics import kernel_independent
+
 #: How far beyond the observed range (as a share of it) a mapped-back value may go; the same room the
 #: model's label normalisers keep (``OBJECTIVE_HEADROOM``), so a prediction can extend the front a little.
 HEADROOM = 0.1
@@ -159,7 +161,9 @@ class FreeLabelPrior(ScoresPrior):
             labels.append(best[0])
             intercepts.append(best[2])
             slopes.append(best[3])
-        return cls(objectives, free_scores, np.array(labels), np.array(intercepts), np.array(slopes))
+        # covariances go through BLAS: rounded, the line is the same on every processor
+        return cls(objectives, free_scores, np.array(labels), kernel_independent(intercepts),
+                   kernel_independent(slopes))
 
     def to_dict(self) -> dict:
         """Plain JSON-ready lists (checkpoints never pickle)."""
@@ -202,7 +206,7 @@ def residual_weight(predicted: np.ndarray, actual: np.ndarray) -> float:
     p, a = predicted[known], actual[known]
     if not p @ p > 0:
         return 1.0
-    return float(np.clip((p @ a) / (p @ p), 0.0, 1.0))
+    return float(kernel_independent(np.clip((p @ a) / (p @ p), 0.0, 1.0)))  # dot products: BLAS
 
 
 def shrunk_weight(predicted: np.ndarray, actual: np.ndarray) -> float:
@@ -223,4 +227,4 @@ def shrunk_weight(predicted: np.ndarray, actual: np.ndarray) -> float:
         return 0.0
     error = a - slope * p
     variance = (error @ error) / (len(p) - 1) / (p @ p)
-    return float(np.clip(slope - variance / slope, 0.0, 1.0))
+    return float(kernel_independent(np.clip(slope - variance / slope, 0.0, 1.0)))  # dot products: BLAS

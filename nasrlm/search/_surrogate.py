@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -30,6 +31,24 @@ OWN_TAG_SUFFIX = "#objective"
 #: Network for the sampler's model: small enough to refit in seconds on two cores (the ``compact`` size;
 #: why no dropout: experiments/README.md, "Pareto search").
 DEFAULT_MODEL = SIZES["compact"]
+#: torch threads the sampler's model trains and decodes on, whatever the rest of the process uses
+#: (``--threads``): a sum split over another number of threads adds in another order, and a seed's trials
+#: would part from the second refit on. One is as fast for this small model (experiments/README.md,
+#: "Same seed, same search").
+MODEL_THREADS = 1
+
+
+@contextmanager
+def model_threads() -> Iterator[None]:
+    """Run the block on :data:`MODEL_THREADS` torch threads, then restore the process's count."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(MODEL_THREADS)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 @dataclass(frozen=True)
@@ -141,6 +160,10 @@ class RLMSurrogate:
         The pool is the population the proposals come from: the ``"line"`` prior takes its normal
         scores over it, and pre-training reads its architectures first (their texts are needed anyway).
         """
+        with model_threads():
+            self._start(pool)
+
+    def _start(self, pool: Sequence[str]) -> None:
         from nasrlm.rlm.predictor import RLMPredictor
         from nasrlm.rlm.tokenizers import OnnxTokenizer
         from nasrlm.rlm.training import TrainConfig
@@ -178,6 +201,10 @@ class RLMSurrogate:
         Free labels keep the scale they were pre-trained with (without pre-training, none was fitted on
         more than the trials: all are refitted); the objectives get :attr:`FitSettings.headroom`.
         """
+        with model_threads():
+            self._fit(arch_ids, targets)
+
+    def _fit(self, arch_ids: Sequence[str], targets: np.ndarray) -> None:
         from nasrlm.rlm.training import TrainConfig
 
         if self._predictor is None:
@@ -218,11 +245,12 @@ class RLMSurrogate:
         if residual_weight is None:
             residual_weight = dict.fromkeys(self._predictor.prior_objectives, 1.0)
         given, graph = self.cache.split(self.cache.labels_of(arch_ids))  # describes new ones in one batch
-        return self._predictor.sample(self.cache.texts_of(arch_ids), self.objective_names, given=given,
-                                      features=graph, batch_size=64, seed=seed, temperature=temperature,
-                                      residual_weight=residual_weight, num_samples=num_samples,
-                                      residual_spread=self._spread(spread, {**given, **graph}),
-                                      progress=self.progress)
+        with model_threads():
+            return self._predictor.sample(self.cache.texts_of(arch_ids), self.objective_names, given=given,
+                                          features=graph, batch_size=64, seed=seed, temperature=temperature,
+                                          residual_weight=residual_weight, num_samples=num_samples,
+                                          residual_spread=self._spread(spread, {**given, **graph}),
+                                          progress=self.progress)
 
     def _spread(self, spread: str, labels: dict[str, np.ndarray]) -> dict[str, Any] | None:
         """``residual_spread`` of :meth:`RLMPredictor.sample` for a ``spread`` of :meth:`sample`."""
