@@ -48,11 +48,12 @@ from nasrlm.search._sampler import (
     RLMSampler,
     SpaceMismatchError,
 )
-from nasrlm.search._surrogate import DEFAULT_MODEL, FitSettings, PriorSurrogate, RLMSurrogate
+from nasrlm.search._surrogate import DEFAULT_MODEL, MODEL_THREADS, FitSettings, PriorSurrogate, RLMSurrogate
 from nasrlm.search._training import TRAINED, NetworkTrainer, Training
 
 __all__ = [
     "DEFAULT_MODEL",
+    "MODEL_THREADS",
     "DUPLICATE_ATTR",
     "ERROR_ATTR",
     "SearchStopped",

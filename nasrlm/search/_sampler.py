@@ -74,9 +74,11 @@ class RLMSampler(ProposalRounds, BaseSampler):
             keep its default) and the pre-training do not apply. Use a base that never saw the study's
             objectives on this space (``nasrlm pretrain --exclude``) when you measure how well the search
             does.
-        seed: makes the whole search reproducible (same seed, same trials, on the same BLAS kernels: a
-            last-bit difference in one product, from another processor, sends the proposals elsewhere).
-            Give every worker of a study the same one: a random trial draws by its number
+        seed: makes the whole search reproducible: same seed, same trials, on a CPU whatever its BLAS
+            kernels and torch thread count (what numpy computes through BLAS is rounded before it is used,
+            :mod:`nasrlm.numerics`, and the model keeps :data:`~nasrlm.search.MODEL_THREADS`), with the
+            library versions of ``constraints.txt``; docs/sampler.md, "Same seed, same trials", says what
+            it does not cover. Give every worker of a study the same one: a random trial draws by its number
             (:mod:`~nasrlm.search._numbered_draws`), so workers start from the trials one worker would,
             and never take the same draw twice.
         device: where the model trains and samples: ``"cpu"`` or ``"cuda"``.
