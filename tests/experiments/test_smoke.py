@@ -210,6 +210,14 @@ def check_prior_ranking(out: str) -> None:
     assert number(next(r[3] for r in rows if r[1:3] == ["30", "gp"])) > 0.3  # 30 labels rank accuracy
 
 
+def check_replay_benchmark(out: str) -> None:
+    rows = table(out, "| seed | setting (kernels got) |")
+    assert [r[:1] + [r[1].split()[0]] for r in rows] == [["0", "own:1"], ["0", "own:2"]]
+    for r in rows:
+        assert fraction(number(r[2])) and r[3] == "8 of 8", r  # the same trials with two torch threads
+    assert "2 of 2 runs replay the reference's trials" in out
+
+
 def check_train_ranking(out: str) -> None:
     cells = [line for line in out.splitlines() if line[:2].strip().isdigit()]
     assert len(cells) == 3, out
@@ -232,6 +240,7 @@ SMOKES: dict[str, Smoke] = {
     "lm_alone.py": Smoke(check_lm_alone, [*DATA, "--threads", "1", "--freeze-encoder"]),
     "predictor_benchmark.py": Smoke(check_predictor_benchmark, [*DATA, "--threads", "1"]),
     "prior_ranking.py": Smoke(check_prior_ranking, DATA),
+    "replay_benchmark.py": Smoke(check_replay_benchmark, DATA),
     "sampler_overhead.py": Smoke(check_sampler_overhead, DATA),
     "sampler_probe.py": Smoke(check_sampler_probe, [*DATA, "--threads", "1"]),
     "tokenizer_stats.py": Smoke(check_tokenizer_stats),
