@@ -9,9 +9,6 @@ Its recipe is three settings objects (``ProposalSettings``, ``FitSettings``, ``C
 """
 
 from nasrlm.measure import is_profile
-from nasrlm.search._acquisition import greedy_ehvi
-from nasrlm.search._arch_cache import ArchCache
-from nasrlm.search._candidates import CandidateSettings, candidate_params, draw_params
 from nasrlm.search._evaluate import ArchEvaluator, MissingValueError
 from nasrlm.search._job import (
     SAMPLERS,
@@ -22,9 +19,6 @@ from nasrlm.search._job import (
     summary,
     worker_seed,
 )
-from nasrlm.search._liveness import STALE_ATTR, WorkerSettings, place_of
-from nasrlm.search._options import sampler_keywords
-from nasrlm.search._proposals import ProposalSettings
 from nasrlm.search._report import (
     PredictedFront,
     Scores,
@@ -43,13 +37,25 @@ from nasrlm.search._run import (
     open_study,
     run_search,
 )
-from nasrlm.search._sampler import (
-    PREDICTED_USER_ATTR,
-    RLMSampler,
-    SpaceMismatchError,
-)
-from nasrlm.search._surrogate import DEFAULT_MODEL, MODEL_THREADS, FitSettings, PriorSurrogate, RLMSurrogate
 from nasrlm.search._training import TRAINED, NetworkTrainer, Training
+from nasrlm.search.sampler import (
+    DEFAULT_MODEL,
+    MODEL_THREADS,
+    PREDICTED_USER_ATTR,
+    ArchCache,
+    CandidateSettings,
+    FitSettings,
+    PriorSurrogate,
+    ProposalSettings,
+    RLMSampler,
+    RLMSurrogate,
+    SpaceMismatchError,
+    candidate_params,
+    draw_params,
+    greedy_ehvi,
+    sampler_keywords,
+)
+from nasrlm.search.workers import STALE_ATTR, WorkerSettings, place_of
 
 __all__ = [
     "DEFAULT_MODEL",

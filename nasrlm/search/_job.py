@@ -20,11 +20,10 @@ from tqdm.auto import tqdm
 
 from nasrlm.measure import LatencyStore, is_profile
 from nasrlm.search._evaluate import ArchEvaluator
-from nasrlm.search._options import sampler_keywords
 from nasrlm.search._report import PredictedFront, Truth, predicted_front, reference_point, score, write_report
 from nasrlm.search._run import SearchResult, SearchStopped, run_search
-from nasrlm.search._sampler import RLMSampler
 from nasrlm.search._training import TRAINED, NetworkTrainer, Training
+from nasrlm.search.sampler import RLMSampler, sampler_keywords
 from search_spaces import SearchSpace, SubsetSpace
 
 SamplerFactory = Callable[[SearchSpace, int, bool], optuna.samplers.BaseSampler]
@@ -44,9 +43,10 @@ SAMPLERS: dict[str, SamplerFactory] = {
 
 def worker_seed(sampler: str, seed: int, worker: int) -> int:
     """The seed of worker ``worker`` (from 0) of a study searched with ``sampler`` seeded ``seed``: ``seed``
-    itself for ``rlm``, whose random trials draw by their number (:mod:`~nasrlm.search._numbered_draws`), so
-    that its workers start from the trials one worker would; ``seed + worker`` for Optuna's samplers, each
-    drawing from a stream of its own, lest workers given one seed draw alike."""
+    itself for ``rlm``, whose random trials draw by their number
+    (:mod:`~nasrlm.search.sampler._numbered_draws`), so that its workers start from the trials one worker
+    would; ``seed + worker`` for Optuna's samplers, each drawing from a stream of its own, lest workers
+    given one seed draw alike."""
     return seed if sampler == "rlm" else seed + worker
 
 

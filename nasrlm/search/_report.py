@@ -18,7 +18,7 @@ import numpy as np
 from nasrlm.metrics import hypervolume, hypervolume_history, median_reference, pareto_mask, pareto_recall
 from nasrlm.plots import Axis, hypervolume_plot_data, pareto_plot_data, plot_hypervolume, plot_pareto
 from nasrlm.search._run import SearchResult
-from nasrlm.search._sampler import RLMSampler
+from nasrlm.search.sampler import RLMSampler
 
 
 @dataclass

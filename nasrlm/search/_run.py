@@ -28,7 +28,7 @@ from nasrlm.data import Objective
 from nasrlm.errors import NasrlmError
 from nasrlm.metrics import pareto_mask
 from nasrlm.search._evaluate import ArchEvaluator, MissingValueError
-from nasrlm.search._liveness import (
+from nasrlm.search.workers import (
     CREATE_RACES,
     OUTAGES,
     WorkerSettings,

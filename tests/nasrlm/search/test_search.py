@@ -43,9 +43,9 @@ from nasrlm.search import (
     search_job,
     write_report,
 )
-from nasrlm.search._coordination import WORKER_COUNT_WINDOW
-from nasrlm.search._lease import FitLease
-from nasrlm.search._startup import startup_transfer
+from nasrlm.search.sampler._coordination import WORKER_COUNT_WINDOW
+from nasrlm.search.sampler._startup import startup_transfer
+from nasrlm.search.workers._lease import FitLease
 from search_spaces import NasBench201, SearchSpace, SubsetSpace, get_space
 from search_spaces.nasbench201 import EDGES, OPS, NB201Arch
 
@@ -656,7 +656,7 @@ def search_within(seconds: float, evaluator: ArchEvaluator, storage: str, budget
 def test_a_killed_workers_trial_is_failed_and_its_architecture_run_again(tmp_path, beat_once) -> None:
     import time
 
-    from nasrlm.search._liveness import rdb_storage
+    from nasrlm.search.workers._liveness import rdb_storage
 
     evaluator, storage = a_searched_study(tmp_path, 2)
     # a worker killed mid-evaluation, or between asking for its trial and its first heartbeat
@@ -714,7 +714,7 @@ def frozen(number: int, state: optuna.trial.TrialState, **system_attrs) -> optun
 def test_a_dead_workers_place_goes_to_its_retry_not_to_a_later_draw() -> None:
     import time
 
-    from nasrlm.search._liveness import RETRY_GRACE_SECONDS, STALE_ATTR
+    from nasrlm.search.workers._liveness import RETRY_GRACE_SECONDS, STALE_ATTR
 
     S = optuna.trial.TrialState
     done = [frozen(0, S.COMPLETE), frozen(1, S.COMPLETE)]
@@ -743,7 +743,7 @@ def test_a_dead_workers_place_goes_to_its_retry_not_to_a_later_draw() -> None:
 def test_a_dead_trial_holds_its_place_from_its_failing_to_its_retry(tmp_path) -> None:
     import time
 
-    from nasrlm.search._liveness import STALE_ATTR, fail_stale_trials, rdb_storage
+    from nasrlm.search.workers._liveness import STALE_ATTR, fail_stale_trials, rdb_storage
 
     storage = rdb_storage(f"sqlite:///{tmp_path / 's.db'}", QUICK)
     study = optuna.create_study(study_name="nasrlm", storage=storage, directions=["maximize"])
@@ -775,7 +775,7 @@ def test_a_dead_trial_holds_its_place_from_its_failing_to_its_retry(tmp_path) ->
 def test_a_draw_held_back_by_a_waiting_retry_gives_its_place_up(tmp_path) -> None:
     import time
 
-    from nasrlm.search._liveness import fail_stale_trials, rdb_storage
+    from nasrlm.search.workers._liveness import fail_stale_trials, rdb_storage
 
     # one worker; the budget's last place is a dead worker's, and its retry waits behind a draw enqueued
     # before it: waiting for the retry would never end (no other worker asks for it), so the draw gives way
@@ -801,7 +801,7 @@ def test_a_draw_held_back_by_a_waiting_retry_gives_its_place_up(tmp_path) -> Non
 def test_a_retry_held_back_by_an_earlier_retry_waits_again_behind_it(tmp_path) -> None:
     import time
 
-    from nasrlm.search._liveness import fail_stale_trials, rdb_storage
+    from nasrlm.search.workers._liveness import fail_stale_trials, rdb_storage
 
     # two dead workers' trials; the later one's retry is enqueued first and asked first, with one place
     # left: it goes back in the queue (it is not a new failure), the earlier one's retry takes the place
@@ -913,7 +913,7 @@ def test_search_job_with_a_bad_objective_leaves_no_run_directory(tmp_path) -> No
 def test_the_docs_list_every_rlm_option() -> None:
     from pathlib import Path
 
-    from nasrlm.search._options import OPTIONS
+    from nasrlm.search.sampler._options import OPTIONS
 
     root = Path(__file__).resolve().parents[3]
     readme = (root / "README.md").read_text()
@@ -984,7 +984,7 @@ def test_one_fit_s_other_proposals_wait_in_the_study_for_any_worker(tmp_path) ->
 
 
 def test_running_trials_are_pending_never_proposed_and_believed_when_picking(monkeypatch) -> None:
-    import nasrlm.search._rounds as module
+    import nasrlm.search.sampler._rounds as module
 
     seen: list[int] = []
     real = module.greedy_ehvi

@@ -19,7 +19,7 @@ import torch
 
 from nasrlm.data import BenchmarkTable, Objective
 from nasrlm.search import ArchEvaluator, RLMSampler, WorkerSettings, open_study, run_search, sampler_keywords
-from nasrlm.search._liveness import CREATE_RACES, OUTAGES
+from nasrlm.search.workers._liveness import CREATE_RACES, OUTAGES
 from search_spaces import NasBench201
 
 SPACE = NasBench201()

@@ -1,13 +1,13 @@
 """``RLMSampler``: an Optuna sampler that asks the regression language model where to look next.
 
-Each proposal round it refits its surrogate (:class:`~nasrlm.search._surrogate.RLMSurrogate`) on the
-completed trials, draws candidate architectures (:mod:`~nasrlm.search._candidates`), samples the
+Each proposal round it refits its surrogate (:class:`~nasrlm.search.sampler._surrogate.RLMSurrogate`) on the
+completed trials, draws candidate architectures (:mod:`~nasrlm.search.sampler._candidates`), samples the
 model's predictive distribution for each, and proposes the candidates with the largest *expected
-hypervolume improvement* over the front found so far (:func:`~nasrlm.search._acquisition.greedy_ehvi`).
+hypervolume improvement* over the front found so far (:func:`~nasrlm.search.sampler.greedy_ehvi`).
 Because the improvement is averaged over decoded samples, an uncertain candidate that might land
 beyond the front scores above a confident one just behind it: the model's uncertainty is what drives
 exploration. After ``prior_alone_after`` trials the surrogate is the model's prior alone
-(:class:`~nasrlm.search._surrogate.PriorSurrogate`), which searched as well from there at a fraction
+(:class:`~nasrlm.search.sampler._surrogate.PriorSurrogate`), which searched as well from there at a fraction
 of the cost. In the ``refine`` ranges of completed trials the candidates are the front's mutants alone,
 so the search refines the front it found: by default from 50 to 100 trials and again from 150 on, with
 the whole space scored once more in between (refining from 50 to the end found less by 300).
@@ -35,16 +35,16 @@ from optuna.trial import FrozenTrial
 
 from nasrlm.free_labels import DEFAULT_CACHE
 from nasrlm.label_cache import LabelCache
-from nasrlm.search._arch_cache import ArchCache, SpaceMismatchError
-from nasrlm.search._candidates import CandidateSettings
-from nasrlm.search._coordination import Workers, is_enqueued
-from nasrlm.search._numbered_draws import NumberedDraws
-from nasrlm.search._proposals import ProposalSettings
-from nasrlm.search._rounds import MIN_CHECKED_PROPOSALS, ProposalRounds
-from nasrlm.search._space_params import SpaceParams
-from nasrlm.search._startup import STARTUPS, startup_picks, startup_transfer
-from nasrlm.search._study import PREDICTED_USER_ATTR, completed, front_params, objectives
-from nasrlm.search._surrogate import DEFAULT_MODEL, FitSettings, PriorSurrogate, RLMSurrogate
+from nasrlm.search.sampler._arch_cache import ArchCache, SpaceMismatchError
+from nasrlm.search.sampler._candidates import CandidateSettings
+from nasrlm.search.sampler._coordination import Workers, is_enqueued
+from nasrlm.search.sampler._numbered_draws import NumberedDraws
+from nasrlm.search.sampler._proposals import ProposalSettings
+from nasrlm.search.sampler._rounds import MIN_CHECKED_PROPOSALS, ProposalRounds
+from nasrlm.search.sampler._space_params import SpaceParams
+from nasrlm.search.sampler._startup import STARTUPS, startup_picks, startup_transfer
+from nasrlm.search.sampler._study import PREDICTED_USER_ATTR, completed, front_params, objectives
+from nasrlm.search.sampler._surrogate import DEFAULT_MODEL, FitSettings, PriorSurrogate, RLMSurrogate
 from search_spaces import SearchSpace
 
 _logger = logging.getLogger("nasrlm.search")
@@ -66,8 +66,9 @@ class RLMSampler(ProposalRounds, BaseSampler):
         startup: how they are chosen: ``"random"``, trial ``n`` the ``n``-th random draw (see ``seed``);
             ``"transfer"``, the first at random, the others one per stratum of the candidate pool's MACs,
             in each the candidate that ``base``'s (default: the shipped base's) transfer forest of *another*
-            space's accuracy ranks best (:mod:`~nasrlm.search._startup`), all enqueued at the second trial;
-            at random still where the study has no accuracy objective or the base no forest of another space.
+            space's accuracy ranks best (:mod:`~nasrlm.search.sampler._startup`), all enqueued at the second
+            trial; at random still where the study has no accuracy objective or the base no forest of another
+            space.
         base: a pre-trained base model directory (``nasrlm pretrain``): every refit starts from it
             (:meth:`RLMPredictor.from_base <nasrlm.rlm.predictor.RLMPredictor.from_base>`), with its size,
             tokenizer and tags, instead of a model learned from scratch; ``fit.model`` (which must then
@@ -79,8 +80,8 @@ class RLMSampler(ProposalRounds, BaseSampler):
             :mod:`nasrlm.numerics`, and the model keeps :data:`~nasrlm.search.MODEL_THREADS`), with the
             library versions of ``constraints.txt``; docs/sampler.md, "Same seed, same trials", says what
             it does not cover. Give every worker of a study the same one: a random trial draws by its number
-            (:mod:`~nasrlm.search._numbered_draws`), so workers start from the trials one worker would,
-            and never take the same draw twice.
+            (:mod:`~nasrlm.search.sampler._numbered_draws`), so workers start from the trials one worker
+            would, and never take the same draw twice.
         device: where the model trains and samples: ``"cpu"`` or ``"cuda"``.
         label_cache: the file of a :class:`~nasrlm.label_cache.LabelCache` keeping each architecture's
             text and labels once described (``None``: the default cache, shared by every command and
@@ -103,7 +104,7 @@ class RLMSampler(ProposalRounds, BaseSampler):
     proposed again, and believed at the model's median when the next proposals are picked. The
     workers are counted as the most trials this sampler has seen running at once lately.
 
-    Workers sharing a study refit one at a time (a lease in the study, :mod:`~nasrlm.search._lease`),
+    Workers sharing a study refit one at a time (a lease in the study, :mod:`~nasrlm.search.workers._lease`),
     and the one with a trained model does it: when the proposals run out, the others wait for its next
     ones (:meth:`awaiting_proposals`, which :func:`~nasrlm.search.run_search` asks before each trial)
     rather than refit beside it or pre-train a model of their own. A worker whose trial finds another

@@ -9,7 +9,7 @@ from dataclasses import fields
 import pytest
 
 from nasrlm.search import CandidateSettings, FitSettings, ProposalSettings, RLMSampler, sampler_keywords
-from nasrlm.search._options import OPTIONS, SAMPLER_OPTIONS, SETTINGS, option_hints
+from nasrlm.search.sampler._options import OPTIONS, SAMPLER_OPTIONS, SETTINGS, option_hints
 
 
 def test_every_name_is_one_keyword_or_one_field_of_one_settings_object() -> None:

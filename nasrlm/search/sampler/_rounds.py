@@ -4,7 +4,7 @@
 One round refits the surrogate on the completed trials (:meth:`ProposalRounds._fit`), draws and scores
 the candidates, and picks those with the largest expected hypervolume improvement
 (:meth:`ProposalRounds._propose`); the sampler decides when a round runs and hands its proposals out
-(:mod:`~nasrlm.search._coordination`). The settings it reads are the sampler's public attributes, set
+(:mod:`~nasrlm.search.sampler._coordination`). The settings it reads are the sampler's public attributes, set
 by ``RLMSampler.__init__`` (declared below): settings objects replaced on a sampler
 (``dataclasses.replace``) apply from its next round.
 """
@@ -22,14 +22,14 @@ from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial
 
 from nasrlm.metrics import median_reference
-from nasrlm.search._acquisition import greedy_ehvi
-from nasrlm.search._arch_cache import ArchCache, SpaceMismatchError
-from nasrlm.search._candidates import CandidateSettings, candidate_params
-from nasrlm.search._coordination import Proposal
-from nasrlm.search._proposals import ProposalSettings
-from nasrlm.search._space_params import SpaceParams
-from nasrlm.search._study import PREDICTED_USER_ATTR, front_params, objectives
-from nasrlm.search._surrogate import FitSettings, PriorSurrogate, RLMSurrogate
+from nasrlm.search.sampler._acquisition import greedy_ehvi
+from nasrlm.search.sampler._arch_cache import ArchCache, SpaceMismatchError
+from nasrlm.search.sampler._candidates import CandidateSettings, candidate_params
+from nasrlm.search.sampler._coordination import Proposal
+from nasrlm.search.sampler._proposals import ProposalSettings
+from nasrlm.search.sampler._space_params import SpaceParams
+from nasrlm.search.sampler._study import PREDICTED_USER_ATTR, front_params, objectives
+from nasrlm.search.sampler._surrogate import FitSettings, PriorSurrogate, RLMSurrogate
 
 #: Evaluated proposals of the model needed before its residual's weight is estimated from them.
 MIN_CHECKED_PROPOSALS = 5

@@ -23,7 +23,7 @@ from nasrlm.data import Objective
 from nasrlm.priors.feature_prior import KINDS, FeaturePrior
 from nasrlm.priors.prior import residual_weight
 from nasrlm.rlm.presets import SIZES
-from nasrlm.search._arch_cache import FREE_NAMES, ArchCache
+from nasrlm.search.sampler._arch_cache import FREE_NAMES, ArchCache
 
 #: Appended to the model's tag of a study objective named like a free label (``params_m``), which the
 #: decoder is given already: the two stay apart.

@@ -7,7 +7,7 @@ import time
 import optuna
 import pytest
 
-from nasrlm.search._lease import LEASE_ATTR, FitLease
+from nasrlm.search.workers._lease import LEASE_ATTR, FitLease
 
 
 @pytest.fixture

@@ -5,8 +5,8 @@ from __future__ import annotations
 import optuna
 import pytest
 
-from nasrlm.search._coordination import Workers
-from nasrlm.search._study import PREDICTED_USER_ATTR
+from nasrlm.search.sampler._coordination import Workers
+from nasrlm.search.sampler._study import PREDICTED_USER_ATTR
 
 FAIL, WAITING = optuna.trial.TrialState.FAIL, optuna.trial.TrialState.WAITING
 

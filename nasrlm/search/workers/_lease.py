@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import optuna
 from optuna.trial import TrialState
 
-from nasrlm.search._liveness import repeating
+from nasrlm.search.workers._liveness import repeating
 
 #: The study system attribute that holds the lease (``None`` when free).
 LEASE_ATTR = "nasrlm:fit_lease"

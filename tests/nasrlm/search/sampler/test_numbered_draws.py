@@ -8,7 +8,7 @@ from optuna.distributions import CategoricalDistribution, FloatDistribution
 from optuna.samplers import RandomSampler
 
 from nasrlm.search import RLMSampler, worker_seed
-from nasrlm.search._numbered_draws import NumberedDraws
+from nasrlm.search.sampler._numbered_draws import NumberedDraws
 from search_spaces import NasBench201, SearchSpace
 
 SPACE = NasBench201()

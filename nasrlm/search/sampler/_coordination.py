@@ -3,7 +3,7 @@ the proposals waiting in the study for them.
 
 One :class:`Workers` per sampler keeps what this worker has seen: the proposals it handed out (their
 trials may not be stored yet), and how many trials ran at each recent ask (the worker count). The fit
-lease itself lives in the study (:mod:`~nasrlm.search._lease`), and so do the waiting proposals:
+lease itself lives in the study (:mod:`~nasrlm.search.workers._lease`), and so do the waiting proposals:
 enqueued trials (``study.enqueue_trial``) that any worker's next trial takes. The few calls this needs
 into Optuna's private parts (a trial's storage id, an enqueued trial's system attribute, the storage
 itself) are at the end of this module, in one place.
@@ -22,10 +22,9 @@ from optuna.exceptions import UpdateFinishedTrialError
 from optuna.study import Study
 from optuna.trial import FrozenTrial, TrialState
 
-from nasrlm.search._arch_cache import SpaceMismatchError
-from nasrlm.search._lease import FitLease
-from nasrlm.search._liveness import beating
-from nasrlm.search._study import PREDICTED_USER_ATTR, by_name, completed
+from nasrlm.search.sampler._arch_cache import SpaceMismatchError
+from nasrlm.search.sampler._study import PREDICTED_USER_ATTR, by_name, completed
+from nasrlm.search.workers import FitLease, beating
 
 #: Seconds a fit lease outlives its holder: the holder pushes its deadline back while it fits, so
 #: workers waiting on a worker killed mid-fit stop waiting this long after (see :mod:`._lease`).

@@ -9,7 +9,7 @@ import pytest
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
 from nasrlm.search import CandidateSettings, candidate_params, draw_params
-from nasrlm.search._candidates import draw, mutants, parameter_grid
+from nasrlm.search.sampler._candidates import draw, mutants, parameter_grid
 
 SMALL = {"a": CategoricalDistribution(["x", "y", "z"]), "b": IntDistribution(0, 3)}
 LARGE = {"a": CategoricalDistribution(["x", "y", "z"]), "w": FloatDistribution(0.0, 1.0)}

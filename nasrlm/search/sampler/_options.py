@@ -10,10 +10,10 @@ from collections.abc import Mapping
 from dataclasses import fields
 from typing import Any
 
-from nasrlm.search._candidates import CandidateSettings
-from nasrlm.search._proposals import ProposalSettings
-from nasrlm.search._sampler import RLMSampler
-from nasrlm.search._surrogate import FitSettings
+from nasrlm.search.sampler._candidates import CandidateSettings
+from nasrlm.search.sampler._proposals import ProposalSettings
+from nasrlm.search.sampler._sampler import RLMSampler
+from nasrlm.search.sampler._surrogate import FitSettings
 
 #: ``RLMSampler`` keywords a flat option names as they are (the others take Python objects or come from
 #: elsewhere: the seed, progress bars, the independent sampler, the settings objects).

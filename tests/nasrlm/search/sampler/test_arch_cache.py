@@ -15,7 +15,7 @@ SPACE = NasBench201()
 
 
 def test_each_architecture_is_described_once(monkeypatch) -> None:
-    import nasrlm.search._arch_cache as module
+    import nasrlm.search.sampler._arch_cache as module
 
     calls: list[int] = []
     real = module.describe

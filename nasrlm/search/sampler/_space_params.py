@@ -10,7 +10,7 @@ from optuna.distributions import BaseDistribution
 from optuna.study import Study
 from optuna.trial import FixedTrial, TrialState
 
-from nasrlm.search._candidates import draw_params
+from nasrlm.search.sampler._candidates import draw_params
 from search_spaces import SearchSpace, SubsetSpace
 
 #: Random architectures whose parameters (``space.params_of``) tell a conditional space's full search

@@ -9,7 +9,7 @@ import pytest
 from nasrlm.data import Objective
 from nasrlm.free_labels import ALL_FREE_OBJECTIVES
 from nasrlm.priors.transfer import AccuracyTransfer
-from nasrlm.search._startup import startup_picks, startup_transfer
+from nasrlm.search.sampler._startup import startup_picks, startup_transfer
 
 WIDTH = len(ALL_FREE_OBJECTIVES)
 MACS = [o.name for o in ALL_FREE_OBJECTIVES].index("macs_m")
