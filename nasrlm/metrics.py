@@ -158,12 +158,30 @@ def _optuna_hypervolume() -> Callable[..., float]:
 
 
 def _hv_2d(loss: np.ndarray, ref: np.ndarray) -> float:
-    """Exact 2-D hypervolume of any points (dominated ones included) by a sweep over x."""
+    """Exact 2-D hypervolume of any points (dominated ones included) by a sweep over x. Summed without BLAS,
+    as every hypervolume here: a search decides on them, and BLAS adds in an order of the processor's
+    (:mod:`nasrlm.numerics`)."""
     order = np.lexsort((loss[:, 1], loss[:, 0]))
     x = loss[order, 0]
     y_best = np.minimum.accumulate(loss[order, 1])
     widths = np.diff(np.append(x, ref[0]))
-    return float(np.dot(widths, ref[1] - y_best))
+    return float(np.sum(widths * (ref[1] - y_best)))
+
+
+def _hv_3d(loss: np.ndarray, ref: np.ndarray) -> float:
+    """Exact 3-D hypervolume of any points: over the grid of their sorted x and y, each cell's height is the
+    best z of the points at or left of and below it (two cumulative maxima), as Optuna's WFG computes it
+    in 3-D, but summed without BLAS (see :func:`_hv_2d`)."""
+    n = loss.shape[0]
+    x_order, y_order = np.argsort(loss[:, 0], kind="stable"), np.argsort(loss[:, 1], kind="stable")
+    x_rank = np.empty(n, dtype=np.intp)
+    x_rank[x_order] = np.arange(n)
+    height = np.zeros((n, n))  # [x rank, y rank]: ref z less the best z reached there
+    height[x_rank[y_order], np.arange(n)] = ref[2] - loss[y_order, 2]
+    height = np.maximum.accumulate(np.maximum.accumulate(height, axis=0), axis=1)
+    x, y = loss[x_order, 0], loss[y_order, 1]
+    dx, dy = np.append(x[1:], ref[0]) - x, np.append(y[1:], ref[1]) - y
+    return float(np.sum(np.sum(height * dy, axis=1) * dx))
 
 
 def _hv_min(loss: np.ndarray, ref: np.ndarray, *, assume_pareto: bool = False) -> float:
@@ -175,6 +193,8 @@ def _hv_min(loss: np.ndarray, ref: np.ndarray, *, assume_pareto: bool = False) -
         return float(ref[0] - loss[:, 0].min())
     if m == 2:
         return _hv_2d(loss, ref)
+    if m == 3:  # Optuna's 3-D case goes through BLAS (its dimensions beyond do not)
+        return _hv_3d(loss, ref)
     return float(_optuna_hypervolume()(loss, ref, assume_pareto=assume_pareto))
 
 

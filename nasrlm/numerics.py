@@ -9,7 +9,10 @@ gives a forest other near-tied splits, the search scores its candidates differen
 trial differs (experiments/README.md, "Same seed, same search"). So every value a seeded search computes that
 way, and carries on into its model or its decisions, is first rounded here, to float32's precision: some
 seven digits, far above that noise and far below anything a prediction or a ranking can tell apart. (A value
-within the noise of a rounding boundary, about one in a billion, can still round apart.)
+within the noise of a rounding boundary can still round apart: about one in a billion for a last-bit
+difference, so a rare search in many; results that differ by more, as an ill-conditioned solve's may, part
+more often.) Where the decision itself can be made without BLAS, it is: :mod:`nasrlm.metrics` sums its
+hypervolumes with numpy's pairwise sums, which add in one order on every processor.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import numpy as np
 
 
 def kernel_independent(values: np.ndarray | float) -> np.ndarray:
-    """``values`` rounded to float32's precision, returned as float64 (NaN and infinities kept): the same
-    number whichever kernels computed it (module docstring)."""
-    return np.asarray(values, dtype=np.float64).astype(np.float32).astype(np.float64)
+    """``values`` rounded to float32's precision (24 significant bits, ties to even), returned as float64
+    with float64's range (NaN and infinities kept): the same number whichever kernels computed it (module
+    docstring). Exact arithmetic on the mantissa, so the rounding itself is the same on every processor."""
+    mantissa, exponent = np.frexp(np.asarray(values, dtype=np.float64))
+    return np.ldexp(np.round(mantissa * 2.0**24) / 2.0**24, exponent)

@@ -31,7 +31,7 @@ def _check_rlm_options(options: dict[str, Any], space: search_spaces.SearchSpace
     """``--rlm-option`` values checked against :class:`RLMSampler`'s flat options before any work: a name
     it lacks, a value of the wrong type (``num_candidates=abc``), a model setting ``RLMConfig`` lacks
     (which would otherwise fail at the first model fit), a bad base or device."""
-    from nasrlm.search.sampler._options import OPTIONS, option_hints
+    from nasrlm.search.sampler import OPTIONS, option_hints
 
     hints = option_hints()
     for key, value in options.items():

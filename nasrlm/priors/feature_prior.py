@@ -180,7 +180,7 @@ class Ridge:
             fitted = mean + u @ (shrink * uy)
             leverage = (u**2) @ shrink + 1.0 / len(y)  # the intercept's share too
             held_out = y - (y - fitted) / np.maximum(1.0 - leverage, 1e-9)
-            error = float(np.mean((y - held_out) ** 2))
+            error = float(kernel_independent(np.mean((y - held_out) ** 2)))  # near-equal ones tie: the first
             if best is None or error < best[0]:
                 coef = vt.T @ (s / (s**2 + alpha) * uy)
                 best = (error, cls(centre, coef, mean, float(alpha), log_target), held_out)
@@ -219,6 +219,7 @@ class TrendForest:
         eligible = np.ones(x.shape[1], dtype=bool) if line_inputs is None else line_inputs
         correlation = [abs(np.corrcoef(x[:, j], z)[0, 1]) if eligible[j] and np.std(x[:, j]) > 0 else 0.0
                        for j in range(x.shape[1])]
+        correlation = kernel_independent(correlation)  # BLAS: inputs alike to the last bit tie: the first
         j = int(np.argmax(correlation))
         slope, intercept = np.polyfit(x[:, j], z, 1) if correlation[j] > 0 else (0.0, float(z.mean()))
         # least squares go through LAPACK: rounded, the forest grows the same trees on every processor
@@ -282,8 +283,8 @@ class GaussianProcess:
                     weights = vectors @ (inverted * projected)  # K⁻¹ (z - mean)
                     diagonal = (vectors**2) @ inverted  # the diagonal of K⁻¹
                     held_out = z - weights / diagonal
-                    error = float(np.mean((z - held_out) ** 2))
-                    if best is None or error < best[0] - 1e-12:
+                    error = float(kernel_independent(np.mean((z - held_out) ** 2)))  # as a ridge's
+                    if best is None or error < best[0]:
                         best = (error, float(length), float(linear), float(noise), weights, held_out,
                                 vectors, inverted)
         _, length, linear, noise, weights, held_out, vectors, inverted = best

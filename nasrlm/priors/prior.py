@@ -88,10 +88,10 @@ class NormalScores:
         out = np.interp(scores, self.scores, self.knots)
         out = np.where(scores < low, self.knots[0] + (scores - low) / slope, out)
         out = np.where(scores > high, self.knots[-1] + (scores - high) / slope, out)
-        if self.log:
+        if self.log:  # log and exp take SIMD paths of the processor's: the bounds rounded (nasrlm.numerics)
             low, high = np.log(self.knots[0]), np.log(self.knots[-1])
             room = HEADROOM * (high - low)
-            return np.clip(out, np.exp(low - room), np.exp(high + room))
+            return np.clip(out, *kernel_independent([np.exp(low - room), np.exp(high + room)]))
         room = HEADROOM * (self.knots[-1] - self.knots[0])
         return np.clip(out, self.knots[0] - room, self.knots[-1] + room)
 
@@ -153,7 +153,7 @@ class FreeLabelPrior(ScoresPrior):
                 x = z_free[known, j]
                 if np.std(x) == 0 or np.std(z) == 0:
                     continue
-                r = float(np.corrcoef(x, z)[0, 1])
+                r = float(kernel_independent(np.corrcoef(x, z)[0, 1]))  # BLAS: ties go to the first label
                 if abs(r) > best[1]:
                     slope = float(np.cov(x, z, bias=True)[0, 1] / np.var(x))
                     best = (j, abs(r), float(z.mean() - slope * x.mean()), slope)

@@ -249,3 +249,20 @@ def test_median_reference() -> None:
         median_reference(np.array([[1.0, np.nan], [2.0, np.nan]]))
     with pytest.raises(ValueError, match="non-empty"):
         median_reference(np.empty((0, 2)))
+
+
+def test_the_3d_hypervolume_is_optunas_summed_without_blas() -> None:
+    # Optuna's 3-D case multiplies through BLAS, whose kernels add in a processor's own order; ours sums
+    # the same cells with numpy's pairwise sums (nasrlm.numerics): the same volume, ties and repeats included
+    from optuna._hypervolume import compute_hypervolume
+
+    from nasrlm.metrics import hypervolume
+
+    rng = np.random.default_rng(0)
+    for trial in range(60):
+        points = rng.random((int(rng.integers(1, 30)), 3))
+        if trial % 3 == 0:
+            points = np.round(points, 1)  # ties in every coordinate
+        reference = np.full(3, 1.1)
+        expected = compute_hypervolume(points, reference)
+        assert hypervolume(points, reference, [False] * 3) == pytest.approx(expected, rel=1e-12, abs=1e-15)

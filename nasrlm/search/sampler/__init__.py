@@ -13,7 +13,7 @@ sharing a study (``_coordination``, on :mod:`nasrlm.search.workers`).
 from nasrlm.search.sampler._acquisition import greedy_ehvi
 from nasrlm.search.sampler._arch_cache import ArchCache, SpaceMismatchError
 from nasrlm.search.sampler._candidates import CandidateSettings, candidate_params, draw_params
-from nasrlm.search.sampler._options import sampler_keywords
+from nasrlm.search.sampler._options import OPTIONS, option_hints, sampler_keywords
 from nasrlm.search.sampler._proposals import ProposalSettings
 from nasrlm.search.sampler._sampler import MIN_CHECKED_PROPOSALS, RLMSampler
 from nasrlm.search.sampler._study import PREDICTED_USER_ATTR
@@ -29,6 +29,7 @@ __all__ = [
     "DEFAULT_MODEL",
     "MIN_CHECKED_PROPOSALS",
     "MODEL_THREADS",
+    "OPTIONS",
     "PREDICTED_USER_ATTR",
     "ArchCache",
     "CandidateSettings",
@@ -41,5 +42,6 @@ __all__ = [
     "candidate_params",
     "draw_params",
     "greedy_ehvi",
+    "option_hints",
     "sampler_keywords",
 ]

@@ -27,7 +27,8 @@ from nasrlm.search.sampler._study import PREDICTED_USER_ATTR, by_name, completed
 from nasrlm.search.workers import FitLease, beating
 
 #: Seconds a fit lease outlives its holder: the holder pushes its deadline back while it fits, so
-#: workers waiting on a worker killed mid-fit stop waiting this long after (see :mod:`._lease`).
+#: workers waiting on a worker killed mid-fit stop waiting this long after
+#: (see :mod:`~nasrlm.search.workers._lease`).
 LEASE_SECONDS = 60.0
 #: Seconds a claim made before asking for a trial holds the lease until the fit takes it over: the
 #: others wait no longer than this when the trial asked for turns out not to refit (a retry came first).

@@ -33,8 +33,8 @@ OWN_TAG_SUFFIX = "#objective"
 DEFAULT_MODEL = SIZES["compact"]
 #: torch threads the sampler's model trains and decodes on, whatever the rest of the process uses
 #: (``--threads``): a sum split over another number of threads adds in another order, and a seed's trials
-#: would part from the second refit on. One is as fast for this small model (experiments/README.md,
-#: "Same seed, same search").
+#: would part from the second refit on (experiments/README.md, "Same seed, same search"). The count is the
+#: process's: while the model fits, a torch objective running beside it (``n_jobs > 1``) runs on it too.
 MODEL_THREADS = 1
 
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-#: A search small enough for a test, with the default model size and prior, so that the paths where the
-#: kernels and threads differ (the prior's least squares, the model's parallel reductions) are all taken.
+#: A search small enough for a test, with the default model size and prior: the prior's least squares and
+#: the model's parallel reductions, where the kernels and threads once made the trials part, are taken.
 SCRIPT = textwrap.dedent("""
     import hashlib, json, sys
     import optuna, torch
