@@ -1,4 +1,4 @@
-"""Same seed, same search, on any CPU: one seed's trials under other BLAS kernels and torch thread counts.
+"""Same seed, same search: one seed's trials under other BLAS kernels and torch thread counts.
 
 Runs ``nasrlm search`` once per seed and setting, each in a fresh process (as a user would, on the published
 table), and compares each run's trials (the architectures, in evaluation order) with the first setting's.
@@ -91,6 +91,7 @@ def main() -> None:
                         help="KERNELS:THREADS, comma-separated; the first is the reference")
     parser.add_argument("--rlm-options", default="{}", help='RLMSampler options as JSON: {"fit_steps": 5}')
     parser.add_argument("--parallel", type=int, default=1, help="searches run side by side")
+    parser.add_argument("--save-trials", help="write every run's architectures, in evaluation order, here (JSON)")
     parser.add_argument("--smoke", action="store_true", help="8 evaluations of a tiny model, own:1 and own:2")
     args = parser.parse_args()
     if args.smoke:
@@ -114,17 +115,20 @@ def main() -> None:
         print("| seed | setting (kernels got) | " + " | ".join(f"HV ratio @{b}" for b in at)
               + " | trials as the reference's |")
         print("|---|---|" + "---|" * (len(at) + 1))
-        same = 0
+        same, saved = 0, {}
         for seed in seeds:
             first, _ = jobs[(seed, settings[0])].result()
             for s in settings:
                 arch_ids, values = jobs[(seed, s)].result()
+                saved[f"seed{seed} {s}"] = arch_ids
                 result = SearchResult("rlm", evaluator.objectives, arch_ids, values)
                 history = score(result, reference, truth).history
                 agree = agreeing(arch_ids, first)
                 same += agree == len(first) == len(arch_ids)
                 print(f"| {seed} | {s} ({got[s]}) | " + " | ".join(f"{history[b - 1]:.3f}" for b in at)
                       + f" | {agree} of {len(arch_ids)} |", flush=True)
+    if args.save_trials:
+        Path(args.save_trials).write_text(json.dumps(saved, indent=0))
     print(f"\n{same} of {len(seeds) * len(settings)} runs replay the reference's trials; {machine()}; "
           f"{time.strftime('%Y-%m-%d')}, {time.perf_counter() - start:.0f} s")
 
