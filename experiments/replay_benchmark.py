@@ -91,7 +91,7 @@ def main() -> None:
                         help="KERNELS:THREADS, comma-separated; the first is the reference")
     parser.add_argument("--rlm-options", default="{}", help='RLMSampler options as JSON: {"fit_steps": 5}')
     parser.add_argument("--parallel", type=int, default=1, help="searches run side by side")
-    parser.add_argument("--save-trials", help="write every run's architectures, in evaluation order, here (JSON)")
+    parser.add_argument("--save-trials", help="write each run's architectures here (JSON)")
     parser.add_argument("--smoke", action="store_true", help="8 evaluations of a tiny model, own:1 and own:2")
     args = parser.parse_args()
     if args.smoke:
