@@ -1,5 +1,5 @@
-"""Same seed, same search, on any CPU: a short RLMSampler search replays its trials, and ends with the same
-model to the bit, under other BLAS kernels (``OPENBLAS_CORETYPE``) and other torch thread counts.
+"""Same seed, same search: a short RLMSampler search replays its trials, and ends with the same model to the
+bit, under other BLAS kernels (``OPENBLAS_CORETYPE``) and other torch thread counts.
 
 Each search runs in a fresh process, since OpenBLAS reads its kernel setting when it loads. Scope: the CPU,
 one worker, the pinned library versions (``constraints.txt``); the full-size check is
