@@ -161,9 +161,7 @@ class FreeLabelPrior(ScoresPrior):
             labels.append(best[0])
             intercepts.append(best[2])
             slopes.append(best[3])
-        # covariances go through BLAS: rounded, the line is the same on every processor
-        return cls(objectives, free_scores, np.array(labels), kernel_independent(intercepts),
-                   kernel_independent(slopes))
+        return cls(objectives, free_scores, np.array(labels), np.array(intercepts), np.array(slopes))
 
     def to_dict(self) -> dict:
         """Plain JSON-ready lists (checkpoints never pickle)."""
