@@ -179,11 +179,6 @@ def _add_device(p: argparse.ArgumentParser) -> None:
                    help="cpu, cuda, cuda:N, or auto (default: CUDA where torch sees a GPU, else CPU)")
 
 
-#: What ``--threads`` of a command that searches adds: the sampler's model keeps its own count.
-SEARCH_THREADS_NOTE = ("; the rlm sampler's own model trains and decodes on one whatever this says, so "
-                       "that a seed gives the same trials with any count")
-
-
 def _add_threads(p: argparse.ArgumentParser, note: str = "") -> None:
     p.add_argument("--threads", type=_positive_int, help=f"torch CPU threads (default: torch's choice){note}")
 

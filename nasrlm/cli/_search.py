@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from nasrlm.cli._common import (
-    SEARCH_THREADS_NOTE,
     CliError,
     Command,
     _add_label_options,
@@ -25,6 +24,10 @@ from nasrlm.cli._common import (
 from nasrlm.cli._inputs import _load_base, _objective_names, _profile, _space
 from nasrlm.cli._sampler_checks import _check_rlm_options, _check_sampler, _rlm_options
 from nasrlm.data import resolve_data_dir
+
+#: What ``--threads`` of a command that searches adds: the sampler's model keeps its own count.
+SEARCH_THREADS_NOTE = ("; the rlm sampler's own model trains and decodes on one whatever this says, so "
+                       "that a seed gives the same trials with any count")
 
 
 class Search(Command):
