@@ -53,7 +53,7 @@ def smoke_base(folder: Path, texts: list[str], *, accuracy_rank: bool = False) -
     predictor = RLMPredictor.from_scratch(tags, size="tiny", tokenizer=OnnxTokenizer.train(texts, seed=0),
                                           d_model=16, d_ff=32)
     if accuracy_rank:
-        predictor.normalizers[ACCURACY_RANK.name] = Normalizer.fit(np.linspace(0, 1, 11))
+        predictor.lm.normalizers[ACCURACY_RANK.name] = Normalizer.fit(np.linspace(0, 1, 11))
     return predictor.save(folder / "base")
 
 

@@ -58,7 +58,7 @@ def _smoke(folder: Path, texts: list[str], free: np.ndarray) -> Path:
 
     predictor = RLMPredictor.load(smoke_base(folder, texts))
     for k, objective in enumerate(ALL_FREE_OBJECTIVES):
-        predictor.normalizers[objective.name] = Normalizer.fit(free[:, k])
+        predictor.lm.normalizers[objective.name] = Normalizer.fit(free[:, k])
     return predictor.save(folder / "base")
 
 
@@ -86,7 +86,7 @@ def main() -> None:
         fidelity, worth = [], []
         truth_taus = None
         for base in bases:
-            tags = RLMPredictor.load(base).model.config.objectives
+            tags = RLMPredictor.load(base).lm.model.config.objectives
             seen = [t for t in tags if is_excluded(t, [f"{a.space}:*acc*"])]
             if seen:
                 raise SystemExit(f"base {base} saw {a.space} accuracy columns {seen}: pre-train it with "

@@ -84,7 +84,7 @@ def main() -> None:
     texts, _ = encoded(space, ids)
     with tempfile.TemporaryDirectory() as scratch:
         base = a.base or smoke_base(Path(scratch), texts)
-        tags = RLMPredictor.load(base).model.config.objectives
+        tags = RLMPredictor.load(base).lm.model.config.objectives
         seen = [t for t in tags if is_excluded(t, ["nb201:*acc*", f"*:{a.device}"])]
         if seen:
             raise SystemExit(f"base {base} saw {seen}: pre-train it with --exclude")

@@ -47,8 +47,8 @@ def main() -> None:
     print(f"| model | batch | archs/s ({samples} samples × {len(NAMES)} objectives) |\n|---|---|---|")
     for name, size in VARIANTS.items():
         predictor = RLMPredictor.from_scratch(objectives, size=size, tokenizer=tokenizer)
-        predictor.normalizers = {n: Normalizer.fit(np.arange(1.0, 100.0)) for n in NAMES}
-        predictor.decode_order = NAMES
+        predictor.lm.normalizers = {n: Normalizer.fit(np.arange(1.0, 100.0)) for n in NAMES}
+        predictor.lm.decode_order = NAMES
         for batch in batches:
             predictor.sample(texts[:batch], num_samples=samples, batch_size=batch)  # warm-up
             start = time.perf_counter()

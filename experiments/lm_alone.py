@@ -57,7 +57,7 @@ def fine_tune(predictor: RLMPredictor, encoded_texts: list[list[int]], targets: 
               seed: int) -> float:
     """``a.steps`` AdamW steps (warm-up, cosine) on batches of ``train``, plus as many unlabelled rows
     (accuracy masked out) when ``a.unlabelled`` > 0; returns the seconds taken."""
-    model = predictor.model
+    model = predictor.lm.model
     encoder = [p for n, p in model.named_parameters() if n.startswith(("t5.encoder", "t5.shared"))]
     for p in encoder:
         p.requires_grad_(not a.freeze_encoder)
@@ -122,7 +122,7 @@ def decoded_accuracy(predictor: RLMPredictor, encoded_texts: list[list[int]], ro
                      structure: tuple[str, ...], target: str, samples: int) -> tuple[np.ndarray, np.ndarray]:
     """Mean and median of ``samples`` decoded values of ``target`` (scaled) per row, after the model's own
     greedy decoding of ``structure``."""
-    model, generator = predictor.model, torch.Generator().manual_seed(0)
+    model, generator = predictor.lm.model, torch.Generator().manual_seed(0)
     means, medians = [], []
     for k in range(0, len(rows), 64):
         ids, mask = pad_batch([encoded_texts[i] for i in rows[k : k + 64]], model.config.text_pad_id)
@@ -173,7 +173,7 @@ def main() -> None:
     y = table.column("acc")[: len(ids)]
     with tempfile.TemporaryDirectory() as scratch:
         base = a.base or smoke_base(Path(scratch), texts, accuracy_rank=True)
-        tags = RLMPredictor.load(base).model.config.objectives
+        tags = RLMPredictor.load(base).lm.model.config.objectives
         seen = [t for t in tags if is_excluded(t, [f"{a.space}:*acc*"])]
         if seen:
             raise SystemExit(f"base {base} saw {a.space} accuracy columns {seen}: pre-train it with "
@@ -203,20 +203,21 @@ def run(a: argparse.Namespace, base: Path, texts: list[str], labels: np.ndarray,
     predictor = RLMPredictor.from_base(base, [accuracy], space=a.space)
     names = [o.name for o in ALL_FREE_OBJECTIVES]
     for tag in structure:  # a base normalises each on the rows it saw; a tag it never decoded gets one here
-        predictor.normalizers.setdefault(tag, Normalizer.fit(labels[unlabelled, names.index(tag)]))
+        predictor.lm.normalizers.setdefault(tag, Normalizer.fit(labels[unlabelled, names.index(tag)]))
     target = "acc" if n else ACCURACY_RANK.name
     seconds = 0.0
     if n:
-        predictor.normalizers["acc"] = Normalizer.fit(y[train])
+        predictor.lm.normalizers["acc"] = Normalizer.fit(y[train])
         objectives = (*structure, "acc")
         values = np.column_stack([labels[:, [names.index(t) for t in structure]], y])
-        targets = torch.as_tensor(predictor._targets(values, objectives))
-        seconds = fine_tune(predictor, predictor.encode_texts(texts), targets, objectives, train, unlabelled,
+        targets = torch.as_tensor(predictor.lm.targets(values, objectives))
+        seconds = fine_tune(predictor, predictor.lm.encode_texts(texts), targets, objectives, train,
+                            unlabelled,
                             a, seed)
-    elif target not in predictor.model.config.objectives:
+    elif target not in predictor.lm.model.config.objectives:
         raise SystemExit(f"base {base} has no {ACCURACY_RANK.name} tag to predict zero-shot with")
     start = time.perf_counter()
-    mean, median = decoded_accuracy(predictor, predictor.encode_texts(texts), test, structure, target,
+    mean, median = decoded_accuracy(predictor, predictor.lm.encode_texts(texts), test, structure, target,
                                     a.samples)
     taus = [float(stats.kendalltau(v, y[test]).statistic) for v in (mean, median)]
     print(f"{a.space} acc N={n} seed {seed} {a.recipe} (unlabelled {a.unlabelled}, frozen encoder "

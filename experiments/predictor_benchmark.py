@@ -267,9 +267,9 @@ def main() -> None:
                     epochs = len(report.train_loss)
                     best = min(report.validation_loss) if report.validation_loss else float("nan")
                     details = f"; {epochs} epochs ({report.stopped_by}), best validation loss {best:.3f}"
-                if method == "rlm+prior" and predictor.residual_weights:
+                if method == "rlm+prior" and predictor.prior_part.weights:
                     details += "; residual weights " + ", ".join(
-                        f"{o} {w:.2f}" for o, w in predictor.residual_weights.items())
+                        f"{o} {w:.2f}" for o, w in predictor.prior_part.weights.items())
                 print(f"seed {seed} N={n} {method}: acc tau {acc_tau:.3f}; Spearman {rhos}{details} "
                       f"({train_s:.0f} s incl. prediction)", flush=True)
 

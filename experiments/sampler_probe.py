@@ -78,7 +78,7 @@ def main() -> None:
             free_tau = [abs(kendalltau(params, held_truth[:, k])[0]) for k in range(len(names))]
         row = {"trials": n, "fit_s": round(seconds, 1)}
         variants = {}
-        if sampler.predictor.prior is not None:
+        if sampler.predictor.prior_part is not None:
             for label, weights in (("prior alone", dict.fromkeys(names, 0.0)),
                                    ("weighted", sampler.last_residual_weights)):
                 variants[label] = np.median(sampler.predict_samples(

@@ -76,6 +76,7 @@ from nasrlm.rlm.predictor import RLMPredictor
 from nasrlm.rlm.presets import ALONE_TUNE, DECODER_TUNE, FINE_TUNE
 from nasrlm.rlm.pretraining import PRETRAINING_FILE, is_excluded, tag
 from nasrlm.rlm.training import TrainConfig
+from nasrlm.rlm.tuning import sample_archs
 from nasrlm.selection import farthest_first
 from search_spaces import SearchSpace, get_space
 
@@ -228,16 +229,16 @@ def fine_tuned(base: Path, space: SearchSpace, name: str, texts: list[str], trai
     if reads and k:
         first = tuple(r for r in reads if r in FREE)  # the free labels, always read (rlm-readfK)
         rest = tuple(r for r in reads if r not in FREE)
-        reads = (*first, *predictor.choose_reads([texts[i] for i in train], y, rest, k))
+        reads = (*first, *predictor.lm.choose_reads([texts[i] for i in train], y, rest, k))
     predictor.fit([texts[i] for i in train], values, [*given, name], config, refit_normalizers=refit,
                   calibration_folds=a.calibration_folds, reads=reads, **prior)
     seconds = time.perf_counter() - start
     if mode == "blend":
-        print(f"  {name}: the language model's share {predictor.residual_weights[name]:.2f}", flush=True)
+        print(f"  {name}: the language model's share {predictor.prior_part.weights[name]:.2f}", flush=True)
     start = time.perf_counter()
     if ids is not None and not kind:
-        draws = predictor.sample_archs(space, [ids[i] for i in test], [name], equivalents=a.equivalents,
-                                       num_samples=a.samples, batch_size=64, seed=seed)
+        draws = sample_archs(predictor, space, [ids[i] for i in test], [name], equivalents=a.equivalents,
+                             num_samples=a.samples, batch_size=64, seed=seed)
     else:
         draws = predictor.sample([texts[i] for i in test], [name],
                                  given={c: v[test] for c, v in given.items()},
@@ -248,7 +249,7 @@ def fine_tuned(base: Path, space: SearchSpace, name: str, texts: list[str], trai
     alone = None
     if kind:
         x = np.column_stack([*(given[k][test] for k in given), *(features[k][test] for k in features)])
-        alone = predictor.prior.mean(x)[:, 0]
+        alone = predictor.prior_part.prior.mean(x)[:, 0]
     return np.median(draws, axis=1)[:, 0], alone, seconds, draws[..., 0]
 
 
@@ -320,8 +321,8 @@ def run_accuracy(a, space_name: str, seed: int, record) -> None:
         if predictor.predicts != (ACCURACY_RANK.name,):
             raise SystemExit(f"base {a.base} has no {ACCURACY_RANK.name} tag to rank accuracy zero-shot with")
         start = time.perf_counter()
-        draws = predictor.sample_archs(space, [table.ids[i] for i in rows], equivalents=a.equivalents,
-                                       num_samples=a.samples, batch_size=64, seed=seed)
+        draws = sample_archs(predictor, space, [table.ids[i] for i in rows], equivalents=a.equivalents,
+                             num_samples=a.samples, batch_size=64, seed=seed)
         speed = len(rows) / (time.perf_counter() - start)
         print(f"  {space_name} zero-shot: {speed:.0f} archs/s", flush=True)
         zero_shot = np.full(len(order), np.nan)

@@ -1,5 +1,5 @@
-"""The import graph of our three packages has no circle: no module needs, when it is imported, a module that
-needs it back (imports inside functions, and those only for type checkers, are not counted)."""
+"""The import graph of our three packages has no circle: no module imports a module that imports it back,
+counting every import: at module level, inside a function, or only for type checkers."""
 
 from __future__ import annotations
 
@@ -15,31 +15,20 @@ def _module_name(path: Path, root: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _imported_at_import_time(path: Path, name: str, known: set[str]) -> set[str]:
-    """The known modules that ``path`` (module ``name``) imports when it is imported."""
+def _imports(path: Path, name: str, known: set[str]) -> set[str]:
+    """The known modules that ``path`` (module ``name``) imports anywhere in its text."""
     found: set[str] = set()
     package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
-
-    def visit(body: list[ast.stmt]) -> None:
-        for node in body:
-            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-                continue
-            if isinstance(node, ast.If | ast.Try | ast.With):
-                for block in ("body", "orelse", "finalbody"):
-                    visit(getattr(node, block, []))
-                for handler in getattr(node, "handlers", []):
-                    visit(handler.body)
-            elif isinstance(node, ast.Import):
-                found.update(alias.name for alias in node.names)
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    stem = package[: len(package) - node.level + 1]
-                    base = ".".join([*stem, base] if base else stem)
-                found.add(base)
-                found.update(f"{base}.{alias.name}" for alias in node.names)  # a submodule imported by name
-
-    visit(ast.parse(path.read_text(encoding="utf-8")).body)
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                stem = package[: len(package) - node.level + 1]
+                base = ".".join([*stem, base] if base else stem)
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)  # a submodule imported by name
     # importing a.b.c imports the packages a and a.b first, unless the importer lives inside them
     for module in list(found):
         parts = module.split(".")
@@ -51,7 +40,7 @@ def import_cycles(root: Path, packages: tuple[str, ...]) -> list[list[str]]:
     """Every set of modules under ``root`` that import one another in a circle (Tarjan's strongly
     connected components of more than one module)."""
     paths = {_module_name(p, root): p for package in packages for p in (root / package).rglob("*.py")}
-    graph = {name: _imported_at_import_time(path, name, set(paths)) for name, path in paths.items()}
+    graph = {name: _imports(path, name, set(paths)) for name, path in paths.items()}
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -88,7 +77,8 @@ def test_a_circle_is_found(tmp_path) -> None:
     package.mkdir()
     (package / "__init__.py").write_text("")
     (package / "a.py").write_text("from pkg.b import thing\n")
-    (package / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import pkg.c\n"
-                                  "def later():\n    import pkg.c\nfrom . import a\nthing = 1\n")
-    (package / "c.py").write_text("import pkg.b\n")  # b needs c only lazily or for type checkers: no circle
-    assert import_cycles(tmp_path, ("pkg",)) == [["pkg.a", "pkg.b"]]
+    (package / "b.py").write_text("from . import a\nthing = 1\n")
+    (package / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import pkg.d\n")
+    (package / "d.py").write_text("def later():\n    import pkg.c\n")
+    (package / "e.py").write_text("import pkg.a\n")  # imports into the circle, but nothing imports it back
+    assert import_cycles(tmp_path, ("pkg",)) == [["pkg.a", "pkg.b"], ["pkg.c", "pkg.d"]]

@@ -49,7 +49,7 @@ def _predicted(predictor: Any, objectives: str | None, model: str) -> tuple[str,
     if not objectives:
         return predictor.predicts
     names = tuple(_comma_list(objectives))
-    untrained = [n for n in names if n not in predictor.trained_objectives or TAG_SEPARATOR in n]
+    untrained = [n for n in names if n not in predictor.lm.trained_objectives or TAG_SEPARATOR in n]
     if untrained:
         known = dict.fromkeys((*predictor.predicts, *predictor.space_columns()))
         raise CliError(f"--objectives: {model} was never trained on {', '.join(untrained)} of this space "
@@ -106,6 +106,7 @@ class Predict(Command):
         p.add_argument("-q", "--quiet", action="store_true", help="no progress bar (on stderr)")
 
     def run(self, args: argparse.Namespace) -> int:
+        from nasrlm.rlm.tuning import predict_archs
 
         _check_samples(args.samples)
         device = _device(args.device)
@@ -116,9 +117,9 @@ class Predict(Command):
         else:
             predictor = _zero_shot(space).to(device)
         objectives = _predicted(predictor, args.objectives, args.model or "the shipped base model")
-        predictions = predictor.predict_archs(space, ids, objectives, equivalents=args.equivalents,
-                                              num_samples=args.samples, seed=args.seed,
-                                              progress=not args.quiet)
+        predictions = predict_archs(predictor, space, ids, objectives, equivalents=args.equivalents,
+                                    num_samples=args.samples, seed=args.seed,
+                                    progress=not args.quiet)
         out = {i: {k: v.to_dict() for k, v in p.items()} for i, p in zip(ids, predictions, strict=True)}
         print(json.dumps(out, indent=2))
         return 0
@@ -145,6 +146,7 @@ class Eval(Command):
         from scipy import stats
 
         from nasrlm.rlm.calibration import central_coverage
+        from nasrlm.rlm.tuning import sample_archs
 
         _check_samples(args.samples)
         device = _device(args.device)
@@ -154,18 +156,18 @@ class Eval(Command):
         predictor = _load_model_for(args.model, space).to(device)
         if args.objectives:
             names = _table_columns(table, args.objectives, args.data)
-            untrained = [n for n in names if n not in predictor.trained_objectives]
+            untrained = [n for n in names if n not in predictor.lm.trained_objectives]
             if untrained:
                 raise CliError(f"--objectives: {args.model} was never trained on {', '.join(untrained)} "
-                               f"(it predicts {', '.join(predictor.trained_objectives)})")
+                               f"(it predicts {', '.join(predictor.lm.trained_objectives)})")
         else:
-            names = [n for n in table.names if n in predictor.trained_objectives]
+            names = [n for n in table.names if n in predictor.lm.trained_objectives]
         if not names:
             raise CliError(f"none of {args.data}'s columns ({', '.join(table.names)}) is predicted by "
                            f"{args.model}")
         truth = np.stack([table.column(n) for n in names], axis=1)
-        samples = predictor.sample_archs(space, table.ids, names, equivalents=args.equivalents,
-                                         num_samples=args.samples, seed=args.seed, progress=not args.quiet)
+        samples = sample_archs(predictor, space, table.ids, names, equivalents=args.equivalents,
+                               num_samples=args.samples, seed=args.seed, progress=not args.quiet)
         median = np.median(samples, axis=1)
         coverage = central_coverage(samples, truth)
         result = {}

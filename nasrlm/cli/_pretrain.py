@@ -146,11 +146,11 @@ class Pretrain(Command):
             if args.init:
                 predictor = _initial(Path(args.init), tasks)
                 if args.encoder_layers:
-                    predictor.model = _deepened(predictor.model, args.encoder_layers)
+                    predictor.lm.model = _deepened(predictor.lm.model, args.encoder_layers)
                     log(f"encoder deepened to {args.encoder_layers} layers")
-                kept = dict(predictor.normalizers)  # the weights decode the digits these normalisers wrote
+                kept = dict(predictor.lm.normalizers)  # the weights decode the digits these normalisers wrote
                 fit_normalizers(predictor, tasks)
-                predictor.normalizers.update(kept)
+                predictor.lm.normalizers.update(kept)
             else:
                 predictor = RLMPredictor.from_scratch(objectives, size=args.size, seed=args.seed)
                 fit_normalizers(predictor, tasks)
@@ -222,7 +222,7 @@ def _initial(base: Path, tasks: list) -> Any:
     from nasrlm.rlm.predictor import RLMPredictor
 
     predictor = RLMPredictor.load(base)
-    missing = sorted({o for t in tasks for o in t.objectives} - set(predictor.model.config.objectives))
+    missing = sorted({o for t in tasks for o in t.objectives} - set(predictor.lm.model.config.objectives))
     if missing:
         raise CliError(f"--init: {base} has no tag for {len(missing)} column(s) of this run "
                        f"({', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''})")

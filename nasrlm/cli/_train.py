@@ -119,8 +119,9 @@ class Train(Command):
 
     def run(self, args: argparse.Namespace) -> int:
         from nasrlm.free_labels import FREE_OBJECTIVES, texts_and_free_labels
-        from nasrlm.rlm.predictor import RLMPredictor, tune_config
+        from nasrlm.rlm.predictor import RLMPredictor
         from nasrlm.rlm.training import TrainConfig
+        from nasrlm.rlm.tuning import fine_tune, tune_config
 
         _check_output_dir(args.output, "-o")  # before training, not after
         table = _read_table(args.data)
@@ -150,7 +151,7 @@ class Train(Command):
         device = _device(args.device)
         if not scratch:
             predictor = _load_base(args.init, objectives, space.name)
-            new = [n for n in names if n not in predictor.normalizers]
+            new = [n for n in names if n not in predictor.lm.normalizers]
             print(f"fine-tuning {args.init or 'the shipped base model'} on {len(ids):,} architectures of "
                   f"{space.name}: {', '.join(names)}" + (f" (new: {', '.join(new)})" if new else ""),
                   file=sys.stderr)
@@ -168,7 +169,7 @@ class Train(Command):
         if scratch:
             config = TrainConfig(batch_size=args.batch_size, **{**TRAIN.settings(len(ids), args.batch_size),
                                                                   **fields})
-        else:  # the recipe RLMPredictor.fine_tune follows by default
+        else:  # the recipe fine_tune follows by default
             config = tune_config(len(ids), decoder_only=decoder_only, alone=args.prior == "none",
                                  batch_size=args.batch_size, **fields)
         if args.pretrain:
@@ -189,12 +190,13 @@ class Train(Command):
         # a base keeps the normalisers of what it knows (the free labels decoded first among them); prior
         # residuals and new columns get their own
         refit = list(names) if prior and not blend else (True if scratch else new)
-        report = predictor.fine_tune(space, ids, values, names, config, prior=prior,
-                                     prior_mode="blend" if blend else "residual", refit_normalizers=refit,
-                                     derived_from=derived_from, progress=not args.quiet,
-                                     read_latencies=args.read)
-        if predictor.reads_first:
-            print(f"the model reads {', '.join(predictor.reads_first)} first (the latencies it knows whose "
+        report = fine_tune(predictor, space, ids, values, names, config, prior=prior,
+                           prior_mode="blend" if blend else "residual", refit_normalizers=refit,
+                           derived_from=derived_from, progress=not args.quiet,
+                           read_latencies=args.read)
+        if predictor.lm.reads_first:
+            reads = ", ".join(predictor.lm.reads_first)
+            print(f"the model reads {reads} first (the latencies it knows whose "
                   "reading ranks the labelled rows best) and predicts after them", file=sys.stderr)
         if prior not in (None, "line") and predictor.transfer is not None:
             print(f"the prior also reads what {predictor.transfer.sources[0].space}'s published accuracy "
@@ -203,11 +205,11 @@ class Train(Command):
         predictor.to("cpu").save(args.output)
         print(f"saved {args.output}: best epoch {report.best_epoch + 1} of {len(report.train_loss)} "
               f"({report.stopped_by}), {report.seconds:.0f} s", file=sys.stderr)
-        if predictor.residual_weights:
+        if predictor.prior_part is not None:
             from nasrlm.rlm.predictor import MIN_VALIDATION_ROWS
 
             rows = len(report.validation_rows)
-            shares = ", ".join(f"{k} {v:.2f}" for k, v in predictor.residual_weights.items())
+            shares = ", ".join(f"{k} {v:.2f}" for k, v in predictor.prior_part.weights.items())
             if rows >= MIN_VALIDATION_ROWS:
                 source = f"weighed on {rows} validation rows"
             elif blend and report.cross_fits:

@@ -18,12 +18,13 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the names for type checkers and editors; at run time they load lazily
-    from nasrlm.rlm.checkpoints import ModelFileError, ModelNotFoundError
+    from nasrlm.rlm.checkpoints import ModelFileError, ModelNotFoundError, shipped_base
     from nasrlm.rlm.model import RegressionLM, RLMConfig
     from nasrlm.rlm.normalize import Normalizer
-    from nasrlm.rlm.predictor import Prediction, RLMPredictor, shipped_base, tune_config
+    from nasrlm.rlm.predictor import Prediction, RLMPredictor
     from nasrlm.rlm.tokenizers import DigitTokenizer, OnnxTokenizer
     from nasrlm.rlm.training import TrainConfig
+    from nasrlm.rlm.tuning import tune_config
 
 __all__ = [
     "DigitTokenizer",
@@ -52,8 +53,8 @@ _DEFINED_IN = {
     "RLMPredictor": "nasrlm.rlm.predictor",
     "RegressionLM": "nasrlm.rlm.model",
     "TrainConfig": "nasrlm.rlm.training",
-    "shipped_base": "nasrlm.rlm.predictor",
-    "tune_config": "nasrlm.rlm.predictor",
+    "shipped_base": "nasrlm.rlm.checkpoints",
+    "tune_config": "nasrlm.rlm.tuning",
 }
 
 

@@ -1,28 +1,20 @@
-"""A pre-trained base model's pieces made ready to fine-tune on one search space's objectives: what
+"""A pre-trained base's language model made ready to fine-tune on one search space's objectives: what
 :meth:`RLMPredictor.from_base <nasrlm.rlm.predictor.RLMPredictor.from_base>` builds its predictor of.
-
-This module does not import the predictor's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from nasrlm.data import Objective
 from nasrlm.priors.transfer import ACCURACY_RANK, TAG_SEPARATOR, is_accuracy
-from nasrlm.rlm.model import RegressionLM
-from nasrlm.rlm.normalize import Normalizer
-
-if TYPE_CHECKING:
-    from nasrlm.rlm.predictor import RLMPredictor
+from nasrlm.rlm.language_model import LanguageModel
 
 
-def for_space(base: RLMPredictor, objectives: Sequence[Objective], space: str
-              ) -> tuple[RegressionLM, list[Objective], dict[str, Normalizer]]:
-    """The model, objectives' metadata and normalisers of ``base`` with its tags of ``space``
-    (``nb201:pixel3``) renamed to their plain names (``pixel3``) and a new tag for each new objective."""
+def for_space(base: LanguageModel, objectives: Sequence[Objective], space: str) -> LanguageModel:
+    """``base`` with its tags of ``space`` (``nb201:pixel3``) renamed to their plain names (``pixel3``) and
+    a new tag for each new objective: a new accuracy starts as the base's accuracy rank."""
     prefix = f"{space}{TAG_SEPARATOR}"
     plain = set(base.model.config.objectives)
     renamed = {t: t.removeprefix(prefix) for t in plain  # a free label keeps its tag for the same name
@@ -36,4 +28,4 @@ def for_space(base: RLMPredictor, objectives: Sequence[Objective], space: str
             if o.name not in known and is_accuracy(o) and ACCURACY_RANK.name in known}
     model = base.model.with_objectives(tuple(tags), renamed=renamed, like=like)
     normalizers = {renamed.get(n, n): v for n, v in base.normalizers.items()}
-    return model, list(metadata.values()), normalizers
+    return LanguageModel(base.tokenizer, model, list(metadata.values()), normalizers)

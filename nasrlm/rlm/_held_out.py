@@ -1,24 +1,22 @@
 """How :meth:`RLMPredictor.fit <nasrlm.rlm.predictor.RLMPredictor.fit>` calibrates its spread on rows it
-did not train on: its validation rows, or those of cross-fits (:func:`cross_fitted_spreads`).
+did not train on: its validation rows, or those of cross-fits (:func:`cross_fitted_spreads`), each fit on a
+clone of the predictor as it stood before.
 
-It samples through the predictor it is given; this module does not import the predictor's.
+It samples and fits through whatever it is given that has the predictor's methods (:class:`Estimator`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import numpy as np
 
 from nasrlm.priors.prior import shrunk_weight
-from nasrlm.rlm._residuals import blended, departures, prior_matrix
+from nasrlm.rlm._residuals import PriorPart, blended, departures, prior_matrix
 from nasrlm.rlm.calibration import Spread, fit_spread, spread_scale
-from nasrlm.rlm.training import TrainConfig
-
-if TYPE_CHECKING:
-    from nasrlm.rlm.predictor import RLMPredictor
+from nasrlm.rlm.training import TrainConfig, TrainReport
 
 #: Samples per held-out row when a fit calibrates its spread
 #: (:attr:`RLMPredictor.spreads <nasrlm.rlm.predictor.RLMPredictor.spreads>`).
@@ -26,6 +24,18 @@ CALIBRATION_SAMPLES = 32
 #: Most trained rows whose :meth:`HeldOut.typical_width` compares one member with the pooled members
 #: (:func:`first_member_spreads`): a median that more rows would barely move, at a fraction of the decoding.
 WIDTH_ROWS = 200
+
+
+class Estimator(Protocol):
+    """What calibration asks of a predictor: to sample, to fit, and its prior's part."""
+
+    prior_part: PriorPart | None
+
+    def sample(self, texts: Sequence[str], objectives: Sequence[str] | None = None, **options: Any
+               ) -> np.ndarray: ...
+
+    def fit(self, texts: Sequence[str], values: np.ndarray, objectives: Sequence[str],
+            config: TrainConfig | None = None, **options: Any) -> TrainReport: ...
 
 
 @dataclass(frozen=True)
@@ -47,7 +57,7 @@ class HeldOut:
     def decoded(self, objectives: tuple[str, ...]) -> list[str]:
         return [o for o in objectives if o not in self.prior_from]
 
-    def sample(self, predictor: RLMPredictor, texts: Sequence[str], values: np.ndarray,
+    def sample(self, predictor: Estimator, texts: Sequence[str], values: np.ndarray,
                objectives: tuple[str, ...], rows: np.ndarray, *, seed: int, model_alone: bool = False
                ) -> np.ndarray:
         """(rows, samples, decoded objectives) as decoded; ``values`` hold the given columns. With
@@ -55,7 +65,8 @@ class HeldOut:
         given = {f: values[rows, objectives.index(f)] for f in self.prior_from}
         features = {f: np.asarray(v, dtype=np.float64)[rows] for f, v in self.prior_inputs.items()}
         decoded = self.decoded(objectives)
-        alone = [o for o in predictor.prior_objectives if o in decoded] if model_alone else []
+        predicted = predictor.prior_part.objectives if predictor.prior_part is not None else ()
+        alone = [o for o in predicted if o in decoded] if model_alone else []
         return predictor.sample([texts[i] for i in rows], decoded, num_samples=CALIBRATION_SAMPLES,
                                 given=given, features=features, seed=seed,
                                 residual_weight=dict.fromkeys(alone, 1.0) or None)
@@ -69,7 +80,7 @@ class HeldOut:
                 spreads[name] = fit_spread(draws[..., j], column, log=self.logs[name])
         return spreads
 
-    def spreads(self, predictor: RLMPredictor, texts: Sequence[str], values: np.ndarray,
+    def spreads(self, predictor: Estimator, texts: Sequence[str], values: np.ndarray,
                 objectives: tuple[str, ...], rows: np.ndarray, *, seed: int,
                 truth: np.ndarray | None = None) -> dict[str, Spread]:
         """A spread per decoded objective from the samples of ``rows``, against ``truth`` (rows of every
@@ -96,36 +107,32 @@ class HeldOut:
         return np.median(high - low, axis=0)
 
 
-def first_member_spreads(predictor: RLMPredictor, held_out: HeldOut, texts: Sequence[str], values: np.ndarray,
-                         objectives: tuple[str, ...], rows: np.ndarray, trained: np.ndarray, *, seed: int,
-                         truth: np.ndarray | None = None) -> dict[str, Spread]:
-    """:meth:`HeldOut.spreads` on ``rows``, the validation rows of the first of the predictor's members, which
-    the others trained on (:mod:`nasrlm.rlm._members`): fitted to the first member's own samples, then
+def first_member_spreads(pool: Estimator, first: Estimator, held_out: HeldOut, texts: Sequence[str],
+                         values: np.ndarray, objectives: tuple[str, ...], rows: np.ndarray,
+                         trained: np.ndarray, *, seed: int, truth: np.ndarray | None = None
+                         ) -> dict[str, Spread]:
+    """:meth:`HeldOut.spreads` on ``rows``, the validation rows of the ``first`` of the ``pool``'s members,
+    which the others trained on (:mod:`nasrlm.rlm._members`): fitted to the first member's own samples, then
     each stretched by the ratio of its :meth:`HeldOut.typical_width` to the pooled members' on rows every
     member ``trained`` on (the pool decodes wider than one member), at most :data:`WIDTH_ROWS` of them."""
     if len(trained) > WIDTH_ROWS:
         trained = np.sort(np.random.default_rng(seed).choice(trained, WIDTH_ROWS, replace=False))
 
-    def width() -> np.ndarray:
+    def width(predictor: Estimator) -> np.ndarray:
         draws = held_out.sample(predictor, texts, values, objectives, trained, seed=seed)
         return held_out.typical_width(draws, objectives)
 
-    members, predictor.members = predictor.members, []
-    try:
-        spreads = held_out.spreads(predictor, texts, values, objectives, rows, seed=seed, truth=truth)
-        one = width()
-    finally:
-        predictor.members = members
-    return held_out.rescaled(spreads, objectives, one, width())
+    spreads = held_out.spreads(first, texts, values, objectives, rows, seed=seed, truth=truth)
+    return held_out.rescaled(spreads, objectives, width(first), width(pool))
 
 
-def cross_fitted_spreads(predictor: RLMPredictor, texts: Sequence[str], values: np.ndarray,
+def cross_fitted_spreads(clone: Callable[[], Estimator], texts: Sequence[str], values: np.ndarray,
                          objectives: tuple[str, ...], config: TrainConfig, source: np.ndarray, folds: int,
                          held_out: HeldOut, options: dict
                          ) -> tuple[dict[str, Spread], np.ndarray, dict[str, float] | None]:
-    """The spreads of :meth:`RLMPredictor.fit <nasrlm.rlm.predictor.RLMPredictor.fit>` from ``folds`` fits
-    of ``predictor``, each on the rows of the other folds, started from the weights and normalisers the
-    model has now (put back when done), and the folds' mean :meth:`HeldOut.typical_width` of each decoded
+    """The spreads of :meth:`RLMPredictor.fit <nasrlm.rlm.predictor.RLMPredictor.fit>` from ``folds`` fits,
+    each of a ``clone()`` of the predictor as it stands (its weights and normalisers) on the rows of the other
+    folds, and the folds' mean :meth:`HeldOut.typical_width` of each decoded
     objective on their own training rows. An augmented row goes with the row it was made from.
 
     Blended (``options["prior_mode"] == "blend"``), also the model's weight per prior objective: the
@@ -137,8 +144,6 @@ def cross_fitted_spreads(predictor: RLMPredictor, texts: Sequence[str], values: 
     fold = np.empty(len(texts), dtype=np.int64)
     fold[originals] = np.random.default_rng(config.seed).permutation(len(originals)) % folds
     fold[source >= 0] = fold[source[source >= 0]]
-    weights = {k: v.detach().clone() for k, v in predictor.model.state_dict().items()}
-    normalizers = dict(predictor.normalizers)
     # with a prior, whose residual is not weighed with this few rows, the folds' errors are the prior's
     # whatever the model learns, and the width ratio matches their spread to the final model's: the
     # decoder alone is trained, at a fraction of the time
@@ -149,56 +154,50 @@ def cross_fitted_spreads(predictor: RLMPredictor, texts: Sequence[str], values: 
     draws: list[np.ndarray] = []
     rows: list[np.ndarray] = []
     widths: list[np.ndarray] = []
-    priors: list[tuple] = []  # blended: each fold's prior and the inputs of its held-out rows
-    try:
-        for k in range(folds):
-            # each fold from the weights and normalisers the model had: the last fold's weights have
-            # learned this fold's rows
-            predictor.model.load_state_dict(weights)
-            predictor.normalizers = dict(normalizers)
-            kept = np.flatnonzero(fold != k)
-            position = np.full(len(texts), -1, dtype=np.int64)
-            position[kept] = np.arange(len(kept))
-            derived = np.where(source[kept] >= 0, position[np.maximum(source[kept], 0)], -1)
-            predictor.fit([texts[i] for i in kept], values[kept], objectives, quiet, **options,
-                          prior_from=held_out.prior_from,
-                          prior_inputs={f: np.asarray(v)[kept] for f, v in held_out.prior_inputs.items()},
-                          derived_from=derived if (source >= 0).any() else None, calibration_folds=0)
-            test = np.flatnonzero((fold == k) & (source < 0))
-            draws.append(held_out.sample(predictor, texts, values, objectives, test, seed=config.seed,
-                                         model_alone=blend))
-            rows.append(test)
-            if blend:
-                x = prior_matrix(values[test], objectives, held_out.prior_from,
-                                 {f: np.asarray(v)[test] for f, v in held_out.prior_inputs.items()})
-                priors.append((predictor.prior, predictor.prior_objectives, x))
-            seen = kept[source[kept] < 0]
-            widths.append(held_out.typical_width(held_out.sample(predictor, texts, values, objectives, seen,
-                                                                 seed=config.seed, model_alone=blend),
-                                                 objectives))
-    finally:
-        predictor.model.load_state_dict(weights)
-        predictor.normalizers = normalizers
+    priors: list[tuple[PriorPart, np.ndarray]] = []  # blended: each fold's prior, inputs of its held-out rows
+    for k in range(folds):
+        predictor = clone()  # each fold from the weights and normalisers the model has
+        kept = np.flatnonzero(fold != k)
+        position = np.full(len(texts), -1, dtype=np.int64)
+        position[kept] = np.arange(len(kept))
+        derived = np.where(source[kept] >= 0, position[np.maximum(source[kept], 0)], -1)
+        predictor.fit([texts[i] for i in kept], values[kept], objectives, quiet, **options,
+                      prior_from=held_out.prior_from,
+                      prior_inputs={f: np.asarray(v)[kept] for f, v in held_out.prior_inputs.items()},
+                      derived_from=derived if (source >= 0).any() else None, calibration_folds=0)
+        test = np.flatnonzero((fold == k) & (source < 0))
+        draws.append(held_out.sample(predictor, texts, values, objectives, test, seed=config.seed,
+                                     model_alone=blend))
+        rows.append(test)
+        if blend:
+            x = prior_matrix(values[test], objectives, held_out.prior_from,
+                             {f: np.asarray(v)[test] for f, v in held_out.prior_inputs.items()})
+            priors.append((predictor.prior_part, x))
+        seen = kept[source[kept] < 0]
+        widths.append(held_out.typical_width(held_out.sample(predictor, texts, values, objectives, seen,
+                                                             seed=config.seed, model_alone=blend),
+                                             objectives))
     shares = None
     if blend:  # the model's weights, and the held-out samples under them
         shares = _shares(priors, draws, rows, values, objectives, held_out)
-        for (prior, names, x), fold_draws in zip(priors, draws, strict=True):
-            blended(prior, names, x, fold_draws, tuple(held_out.decoded(objectives)), shares)
+        for (part, x), fold_draws in zip(priors, draws, strict=True):
+            blended(part.prior, part.objectives, x, fold_draws, tuple(held_out.decoded(objectives)), shares)
     spreads = held_out.fitted(np.concatenate(draws), values[np.concatenate(rows)], objectives)
     return spreads, np.mean(widths, axis=0), shares
 
 
-def _shares(priors: list[tuple], draws: list[np.ndarray], rows: list[np.ndarray], values: np.ndarray,
-            objectives: tuple[str, ...], held_out: HeldOut) -> dict[str, float]:
+def _shares(priors: list[tuple[PriorPart, np.ndarray]], draws: list[np.ndarray], rows: list[np.ndarray],
+            values: np.ndarray, objectives: tuple[str, ...], held_out: HeldOut) -> dict[str, float]:
     """:func:`cross_fitted_spreads`'s blend weights: per prior objective, over the folds' held-out rows."""
     decoded = tuple(held_out.decoded(objectives))
     predicted, actual = [], []
-    for (prior, names, x), fold_draws, test in zip(priors, draws, rows, strict=True):
+    for (part, x), fold_draws, test in zip(priors, draws, rows, strict=True):
+        prior, names = part.prior, part.objectives
         center = prior.values(x, np.zeros((len(x), len(names))))
         median = np.median(fold_draws, axis=1, keepdims=True)
         predicted.append(departures(prior, names, center, median, decoded)[:, 0])
         truth = values[test][:, [objectives.index(n) for n in names]]
         actual.append(departures(prior, names, center, truth[:, None, :], names)[:, 0])
-    names = priors[0][1]
+    names = priors[0][0].objectives
     predicted, actual = np.concatenate(predicted), np.concatenate(actual)
     return {name: shrunk_weight(predicted[:, j], actual[:, j]) for j, name in enumerate(names)}

@@ -1,31 +1,99 @@
-"""The prior beside :class:`~nasrlm.rlm.predictor.RLMPredictor`'s model: fitting it (:func:`prior_matrix`,
-:func:`fit_prior`), weighing the model's part on held-out rows (:func:`validated_weights`,
-:func:`blend_weights`), the truths its spread is calibrated on (:func:`out_of_sample_truth`), and
-adding the prior back to what the model decodes (:func:`add_prior`, :func:`blended`).
+"""The prior beside the language model, as a fitted value (:class:`PriorPart`): fitting it
+(:func:`prior_matrix`, :meth:`PriorPart.fit`), weighing the model's part on held-out rows
+(:meth:`PriorPart.weighed`), the truths its spread is calibrated on (:func:`out_of_sample_truth`), and adding
+the prior back to what the model decodes (:func:`add_prior`, :func:`blended`).
 
 Two ways to stand beside it (:data:`PRIOR_MODES`): ``"residual"``, the model learns only what the prior
 leaves unexplained, and its decoded residual is added to the prior's mean; ``"blend"``, the model learns
 each objective itself, and its prediction, read as a residual of the prior, is weighed the same way:
 weight 1 is the model alone, 0 the prior alone.
 
-It samples through the predictor it is given; this module does not import the predictor's.
+What it samples, it samples through a function it is given (:data:`Sample`, ``RLMPredictor.sample``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from nasrlm.priors.feature_prior import FeaturePrior
 from nasrlm.priors.prior import FreeLabelPrior, ScoresPrior, residual_weight, shrunk_weight, stratified_normal
+from nasrlm.priors.transfer import TRANSFER_LABEL
 
 #: How a model stands beside its prior (module docstring).
 PRIOR_MODES = ("residual", "blend")
+#: The share of a residual kept when there were too few validation rows to weigh it: none. Fine-tuned
+#: on 20 measurements of an unseen device, the residual pulled a ridge prior's ranking down (see
+#: experiments/README.md, "Transfer from a pre-trained base model"); it must prove itself first.
+UNVALIDATED_RESIDUAL_WEIGHT = 0.0
+#: How the prior's part samples the predictor it stands in: ``RLMPredictor.sample``'s signature,
+#: ``(texts, objectives, **options) -> (texts, samples, objectives)``.
+Sample = Callable[..., np.ndarray]
 
-if TYPE_CHECKING:
-    from nasrlm.rlm.predictor import RLMPredictor
+
+@dataclass(frozen=True)
+class PriorPart:
+    """A fitted prior beside the language model: the labels it reads (:attr:`inputs`, those the model decodes
+    first), the objectives it predicts, how the model stands beside it (:data:`PRIOR_MODES`), the share of the
+    model's part that held-out rows supported (:attr:`weights`) and the prior's own error (:attr:`errors`)."""
+
+    prior: ScoresPrior  # FreeLabelPrior or FeaturePrior
+    inputs: tuple[str, ...]
+    objectives: tuple[str, ...]
+    mode: str = "residual"
+    #: per objective, the share of the model's residual (blended: of the way its prediction departs from the
+    #: prior's) that sampling keeps by default (see :func:`~nasrlm.priors.prior.residual_weight`)
+    weights: Mapping[str, float] = field(default_factory=dict)
+    #: per objective, the root-mean-square residual of the fit's training rows in normal scores: the
+    #: prior's error on architectures it did not see (out of bag for a feature prior; in sample for the
+    #: line prior, which has two parameters)
+    errors: Mapping[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def fit(cls, values: np.ndarray, objectives: tuple[str, ...], prior_from: tuple[str, ...],
+            prior_inputs: Mapping[str, np.ndarray], *, kind: str, reference: np.ndarray | None, mode: str,
+            original: np.ndarray) -> tuple[PriorPart, np.ndarray, np.ndarray]:
+        """The prior of ``RLMPredictor.fit`` fitted on the ``original`` rows, what the model learns beside it
+        (``values`` with the prior's objectives as residuals, or as they are blended) and the prior's inputs
+        of every row (:func:`prior_matrix`)."""
+        inputs = (*prior_from, *prior_inputs)
+        x = prior_matrix(values, objectives, prior_from, dict(prior_inputs))
+        prior, predicted, residuals = fit_prior(x, values, objectives, prior_from, kind, reference, original,
+                                                line_inputs=[f != TRANSFER_LABEL for f in inputs])
+        rows = residuals[original][:, [objectives.index(name) for name in predicted]]
+        errors = {name: float(np.sqrt(np.nanmean(rows[:, j] ** 2))) for j, name in enumerate(predicted)}
+        return cls(prior, inputs, predicted, mode, {}, errors), residuals, x
+
+    def learned(self, values: np.ndarray, residuals: np.ndarray) -> np.ndarray:
+        """What the model learns of rows of ``values`` whose residuals of the prior are ``residuals``."""
+        return values if self.mode == "blend" else residuals
+
+    def weighed(self, sample: Sample, texts: Sequence[str], x: np.ndarray, raw: np.ndarray,
+                residuals: np.ndarray, objectives: tuple[str, ...], rows: Sequence[int] | None,
+                held_out: Mapping[str, float] | None = None) -> PriorPart:
+        """This part with the model's :attr:`weights`: measured on the validation ``rows`` where there are
+        enough (``sample`` draws from the fitted model), else those the cross-fits measured (``held_out``),
+        else :data:`UNVALIDATED_RESIDUAL_WEIGHT`."""
+        if rows is not None:
+            weights = (blend_weights(self, sample, texts, x, raw, residuals, objectives, rows)
+                       if self.mode == "blend" else
+                       validated_weights(self, sample, texts, x, residuals, objectives, rows))
+        elif held_out is not None:
+            weights = dict(held_out)
+        else:
+            weights = dict.fromkeys(self.objectives, UNVALIDATED_RESIDUAL_WEIGHT)
+        return replace(self, weights=weights)
+
+
+def check_mode(mode: str, kind: str, prior_from: Sequence[str], inputs: Sequence[str]) -> None:
+    """What ``RLMPredictor.fit`` refuses of ``prior_mode``."""
+    if mode not in PRIOR_MODES:
+        raise ValueError(f"prior_mode {mode!r}: expected one of {', '.join(PRIOR_MODES)}")
+    if mode == "blend" and (prior_from or not inputs or kind == "line"):
+        raise ValueError("prior_mode='blend' needs a feature prior (prior_kind not 'line') whose inputs "
+                         "are all prior_inputs: the model decodes none of them")
 
 
 def prior_matrix(values: np.ndarray, objectives: tuple[str, ...], prior_from: tuple[str, ...],
@@ -80,18 +148,18 @@ def fit_prior(x: np.ndarray, values: np.ndarray, objectives: tuple[str, ...],
     return prior, tuple(objectives[k] for k in rest), values
 
 
-def validated_weights(predictor: RLMPredictor, texts: Sequence[str], x: np.ndarray, values: np.ndarray,
-                      objectives: tuple[str, ...], rows: Sequence[int]) -> dict[str, float]:
+def validated_weights(part: PriorPart, sample: Sample, texts: Sequence[str], x: np.ndarray,
+                      values: np.ndarray, objectives: tuple[str, ...], rows: Sequence[int]
+                      ) -> dict[str, float]:
     """Residual weight per prior objective from the model's median residual on held-out ``rows``
     (``x``: the prior's inputs; ``values`` holds the residuals the model was trained on)."""
-    given = {f: values[rows, objectives.index(f)] for f in predictor.prior_inputs if f in objectives}
-    features = {f: x[rows, j] for j, f in enumerate(predictor.prior_inputs)}
-    predicted = predictor.sample([texts[i] for i in rows], predictor.prior_objectives, num_samples=16,
-                                 given=given, features=features,
-                                 residual_weight=dict.fromkeys(predictor.prior_objectives, 1.0))
-    median = predictor.prior.residuals(x[rows], np.median(predicted, axis=1))
+    given = {f: values[rows, objectives.index(f)] for f in part.inputs if f in objectives}
+    features = {f: x[rows, j] for j, f in enumerate(part.inputs)}
+    predicted = sample([texts[i] for i in rows], part.objectives, num_samples=16, given=given,
+                       features=features, residual_weight=dict.fromkeys(part.objectives, 1.0))
+    median = part.prior.residuals(x[rows], np.median(predicted, axis=1))
     return {name: residual_weight(median[:, j], values[rows, objectives.index(name)])
-            for j, name in enumerate(predictor.prior_objectives)}
+            for j, name in enumerate(part.objectives)}
 
 
 def out_of_sample_truth(prior: ScoresPrior, x: np.ndarray, values: np.ndarray, raw: np.ndarray,
@@ -114,17 +182,17 @@ def out_of_sample_truth(prior: ScoresPrior, x: np.ndarray, values: np.ndarray, r
     return truth
 
 
-def blend_weights(predictor: RLMPredictor, texts: Sequence[str], x: np.ndarray, raw: np.ndarray,
+def blend_weights(part: PriorPart, sample: Sample, texts: Sequence[str], x: np.ndarray, raw: np.ndarray,
                   residuals: np.ndarray, objectives: tuple[str, ...], rows: Sequence[int]
                   ) -> dict[str, float]:
     """The model's weight per prior objective in ``"blend"`` mode, from how its median prediction of the
     held-out ``rows`` departs from the prior's out-of-sample prediction of them (:func:`departures`;
     ``raw``: the values; ``residuals``: the out-of-sample residuals :func:`fit_prior` left, whose prior
     saw these rows too) against how their values do."""
-    prior, names = predictor.prior, predictor.prior_objectives
-    features = {f: x[rows, j] for j, f in enumerate(predictor.prior_inputs)}
-    draws = predictor.sample([texts[i] for i in rows], names, num_samples=16, features=features,
-                             residual_weight=dict.fromkeys(names, 1.0))
+    prior, names = part.prior, part.objectives
+    features = {f: x[rows, j] for j, f in enumerate(part.inputs)}
+    draws = sample([texts[i] for i in rows], names, num_samples=16, features=features,
+                   residual_weight=dict.fromkeys(names, 1.0))
     columns = [objectives.index(name) for name in names]
     truth = raw[rows][:, columns]
     out_of_sample = prior.scores(truth) - residuals[rows][:, columns]  # the prior's scores of these rows
@@ -188,7 +256,7 @@ def residual_block(out: np.ndarray, prior_objectives: tuple[str, ...], objective
     return block
 
 
-def add_prior(predictor: RLMPredictor, out: np.ndarray, objectives: tuple[str, ...],
+def add_prior(part: PriorPart | None, out: np.ndarray, objectives: tuple[str, ...],
               inputs: Mapping[str, np.ndarray], residual: Sequence[int], *,
               residual_weight: dict[str, float] | None, residual_spread: dict[str, float] | None,
               seed: int) -> None:
@@ -198,39 +266,39 @@ def add_prior(predictor: RLMPredictor, out: np.ndarray, objectives: tuple[str, .
     residuals with the prior's mean added back, or a blended model's values moved toward the prior's
     (:func:`blended`). ``inputs``: the prior's inputs, by name. Refuses options for objectives that are
     not the prior's in this call, prior or none, and ``residual_spread`` for a blended model."""
+    predicted = part.objectives if part is not None else ()
     for option, named in (("residual_weight", residual_weight), ("residual_spread", residual_spread)):
-        unknown = [o for o in named or {} if o not in predictor.prior_objectives or o not in objectives]
+        unknown = [o for o in named or {} if o not in predicted or o not in objectives]
         if unknown:
             raise ValueError(f"{option} for {unknown}: not residual objectives of this call "
-                             f"(residual objectives: {list(predictor.prior_objectives)})")
-    if residual_spread and predictor.prior_mode == "blend":
+                             f"(residual objectives: {list(predicted)})")
+    if residual_spread and part is not None and part.mode == "blend":
         raise ValueError("residual_spread applies to a model that learns the prior's residual, not to a "
                          "blended one")
-    if not residual or predictor.prior is None:
+    if not residual or part is None:
         return
-    x = np.stack([np.asarray(inputs[f], dtype=np.float64).reshape(len(out))
-                  for f in predictor.prior_inputs], axis=1)
-    weights = {**predictor.residual_weights, **(residual_weight or {})}
-    if predictor.prior_mode == "blend":
-        blended(predictor.prior, predictor.prior_objectives, x, out, objectives, weights)
+    x = np.stack([np.asarray(inputs[f], dtype=np.float64).reshape(len(out)) for f in part.inputs], axis=1)
+    weights = {**part.weights, **(residual_weight or {})}
+    if part.mode == "blend":
+        blended(part.prior, part.objectives, x, out, objectives, weights)
         return
-    block = residual_block(out, predictor.prior_objectives, objectives)
+    block = residual_block(out, part.objectives, objectives)
     for name, weight in weights.items():
         if name not in objectives or weight == 1.0:
             continue
-        j = predictor.prior_objectives.index(name)
+        j = part.objectives.index(name)
         median = np.median(block[..., j], axis=1, keepdims=True)
         block[..., j] += (weight - 1.0) * median
     if residual_spread:
         rng = np.random.default_rng(seed)  # the median stays put: see stratified_normal
         for name, spread in residual_spread.items():
-            j = predictor.prior_objectives.index(name)
+            j = part.objectives.index(name)
             spread = np.asarray(spread, dtype=np.float64).reshape(-1, 1)  # one for all, or per text
             if len(spread) not in (1, len(out)):
                 raise ValueError(f"residual_spread for {name!r}: one number or one per text "
                                  f"({len(out)}), got {len(spread)}")
             median = np.median(block[..., j], axis=1, keepdims=True)
             block[..., j] = median + spread * stratified_normal(len(out), out.shape[1], rng)
-    values = predictor.prior.values(x, block)
+    values = part.prior.values(x, block)
     for k in residual:
-        out[..., k] = values[..., predictor.prior_objectives.index(objectives[k])]
+        out[..., k] = values[..., part.objectives.index(objectives[k])]

@@ -14,7 +14,7 @@ latency and parameter counts do not.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -96,6 +96,37 @@ class EquivalentReadings:
     def trivial(self) -> bool:
         """Whether every architecture is read through one text: pooling changes nothing."""
         return all(len(g) == 1 for g in self.groups)
+
+    def pooled(self, arch_ids: Sequence[str], draws: Callable[[list[str], int], np.ndarray], num_samples: int,
+               shared: Sequence[int], width: int) -> np.ndarray:
+        """Samples (len(arch_ids), num_samples, width) of the architectures these readings were made for,
+        ``draws(ids, n)`` drawing ``n`` of each of ``ids``: columns ``shared`` read through each one's
+        readers, ``num_samples`` divided among them, the class's median with each text's spread (as
+        calibrated) around it; the other columns through the architecture's own text. Each reader is decoded
+        once (classes are disjoint)."""
+        if self.trivial:
+            return draws(list(arch_ids), num_samples)
+        out = np.empty((len(arch_ids), num_samples, width))
+        read: dict[int, np.ndarray] = {}  # a reader's draws
+        if len(shared) < width:
+            out[:] = draws(list(arch_ids), num_samples)
+            for row, group in enumerate(self.groups):  # a class of one is read through its own text
+                if len(group) == 1:
+                    read[int(group[0])] = out[row]
+        share = np.zeros(len(self.readers), dtype=np.int64)
+        for group in self.groups:
+            share[group] = num_samples // len(group) + (np.arange(len(group)) < num_samples % len(group))
+        share[list(read)] = 0
+        for n in np.unique(share[share > 0]):
+            rows = np.flatnonzero(share == n)
+            read.update(zip(rows.tolist(), draws([self.readers[r] for r in rows], int(n)), strict=True))
+        for i, group in enumerate(self.groups):
+            parts = [read[r][:, shared] for r in group.tolist()]
+            if len(parts) > 1:
+                centre = np.median(np.concatenate(parts), axis=0)
+                parts = [part - np.median(part, axis=0) + centre for part in parts]
+            out[i][:, shared] = np.concatenate(parts)
+        return out
 
 
 def equivalent_readings(space: SearchSpace, arch_ids: Sequence[str], k: int = EQUIVALENT_READINGS, *,

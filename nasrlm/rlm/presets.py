@@ -98,6 +98,6 @@ ALONE_TUNE = replace(DECODER_TUNE, learning_rate=1e-3, steps=1500, steps_per_row
 
 #: Fine-tuned on a latency it never decoded (a new device), a model first reads this many of the latencies of
 #: the same space it does decode, those whose reading ranks the labelled rows best
-#: (:meth:`~nasrlm.rlm.predictor.RLMPredictor.fine_tune`), and predicts the new one after them: six or all
+#: (:func:`~nasrlm.rlm.tuning.fine_tune`), and predicts the new one after them: six or all
 #: of them rank no better and decode slower (experiments/README.md, "Who carries the prediction").
 READ_LATENCIES = 3

@@ -320,7 +320,7 @@ def fit_normalizers(predictor: RLMPredictor, tasks: Sequence[Task]) -> None:
     for name, parts in values.items():
         column = np.concatenate(parts)
         if np.isfinite(column).any():
-            predictor.normalizers[name] = Normalizer.fit(column)
+            predictor.lm.normalizers[name] = Normalizer.fit(column)
 
 
 def pretrain(predictor: RLMPredictor, tasks: Sequence[Task], config: PretrainConfig, *,
@@ -338,11 +338,11 @@ def pretrain(predictor: RLMPredictor, tasks: Sequence[Task], config: PretrainCon
     # the spaces it learns objectives of (not those whose free labels only it reads): predict refuses others
     labelled = {t.space for t in tasks if len(t.objectives) > len(ALL_FREE_OBJECTIVES)}
     predictor.spaces = tuple(sorted({*predictor.spaces, *labelled}))
-    predictor.members = []  # a fine-tuned model's other decoders: pre-training moves the encoder under them
-    model = predictor.model.to(device)
+    predictor.lm.members = []  # a fine-tuned model's other decoders: pre-training moves the encoder
+    model = predictor.lm.model.to(device)
     free = len(FREE_OBJECTIVES)
-    encoded = [predictor.encode_texts(t.texts) for t in tasks]
-    targets = [torch.as_tensor(predictor._targets(t.values, t.objectives)) for t in tasks]
+    encoded = [predictor.lm.encode_texts(t.texts) for t in tasks]
+    targets = [torch.as_tensor(predictor.lm.targets(t.values, t.objectives)) for t in tasks]
     known = [~np.isnan(t.values) for t in tasks]
     by_length = [np.argsort([len(ids) for ids in e], kind="stable") for e in encoded]
     ranks = [t.objectives.index(ACCURACY_RANK.name) if ACCURACY_RANK.name in t.objectives else None

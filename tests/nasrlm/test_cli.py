@@ -237,7 +237,7 @@ def test_pretrain_then_fine_tune_a_new_column_with_init(capsys, tmp_path: Path, 
     assert json.loads((shipped / "pretraining.json").read_text())["exclude"] == ["nb201:*acc*"]
     from nasrlm.rlm.predictor import RLMPredictor
 
-    assert RLMPredictor.load(shipped).model.config == RLMPredictor.load(base).model.config
+    assert RLMPredictor.load(shipped).lm.model.config == RLMPredictor.load(base).lm.model.config
     # a new run from the shipped base: its weights and normalisers, a schedule of its own, the same --exclude
     again, rows = tmp_path / "again", ["--spaces", "nb201", "--max-rows", "16", "--free-rows", "0"]
     start = ["pretrain", "--data-dir", str(data_dir), "-o", str(again), "--init", str(shipped)]
@@ -248,7 +248,7 @@ def test_pretrain_then_fine_tune_a_new_column_with_init(capsys, tmp_path: Path, 
     code, _, err = run(capsys, *start, "--exclude", "nb201:*acc*", *rows, "--max-steps", "2", "--quiet")
     assert code == 0 and "2 steps" in err, err
     first, second = RLMPredictor.load(shipped), RLMPredictor.load(again)
-    assert second.model.config == first.model.config and second.normalizers == first.normalizers
+    assert second.lm.model.config == first.lm.model.config and second.lm.normalizers == first.lm.normalizers
     record = json.loads((again / "pretraining.json").read_text())
     assert record["step"] == 2 and record["init"]["step"] == 5  # counted afresh, and the steps before
     parent = record["init"]  # where the weights came from, and what they had seen
@@ -258,7 +258,8 @@ def test_pretrain_then_fine_tune_a_new_column_with_init(capsys, tmp_path: Path, 
               *rows, "--quiet"]
     code, _, err = run(capsys, *deepen, "-o", str(deeper), "--encoder-layers", "3", "--max-steps", "1")
     assert code == 0, err
-    assert RLMPredictor.load(deeper).model.config.encoder_layers == 3 != first.model.config.encoder_layers
+    deepened = RLMPredictor.load(deeper).lm.model.config
+    assert deepened.encoder_layers == 3 != first.lm.model.config.encoder_layers
     assert json.loads((deeper / "pretraining.json").read_text())["init"]["encoder_layers"] == 3
     code, _, err = run(capsys, *deepen, "-o", str(tmp_path / "same"), "--encoder-layers", "1")
     assert code == 2 and "--encoder-layers: encoder_layers 1: the model already has 1" in err, err
@@ -284,7 +285,7 @@ def test_pretrain_then_fine_tune_a_new_column_with_init(capsys, tmp_path: Path, 
         code, _, err = run(capsys, "train", "--data", str(data), "-o", str(tmp_path / name), "--init",
                            str(base), "--epochs", "1", "--device", "cpu", "--quiet", *read)
         assert code == 0 and "new: my_device" in err, err
-        reads = RLMPredictor.load(tmp_path / name).reads_first
+        reads = RLMPredictor.load(tmp_path / name).lm.reads_first
         assert len(reads) == expected and all(f"nb201:{r}" in tags for r in reads), reads
         assert ("first" in err) == bool(expected), err
     code, out, _ = run(capsys, "predict", str(tmp_path / "reading"), "--space", "nb201", "--arch", ids[0])
@@ -313,7 +314,7 @@ def test_pretrain_writes_a_transfer_forest_train_init_reads(capsys, tmp_path: Pa
     code, _, err = run(capsys, "train", "--data", str(table.to_csv(tmp_path / "few.csv")), "-o", str(model),
                        "--init", str(base), "--epochs", "1")
     assert code == 0 and "what nb301's published accuracy says" in err, err
-    assert RLMPredictor.load(model).prior_inputs[-1] == TRANSFER_LABEL  # the prior reads what NB301 says
+    assert RLMPredictor.load(model).prior_part.inputs[-1] == TRANSFER_LABEL  # the prior reads what NB301 says
     code, out, _ = run(capsys, "predict", str(model), "--space", "nb201", "--arch", ids[0], "--samples", "4")
     assert code == 0 and 60 <= json.loads(out)[ids[0]]["acc"]["median"] <= 90
 
@@ -372,11 +373,12 @@ def test_label_options_reach_the_label_cache(argv, variable, value, tmp_path: Pa
         def to(self, device):
             return self
 
-        def predict_archs(self, space, ids, objectives, **kwargs):  # reads texts through the label cache
-            seen["value"] = os.environ.get(variable)
-            raise SystemExit(0)
+    def predict_archs(predictor, space, ids, objectives, **kwargs):  # reads texts through the label cache
+        seen["value"] = os.environ.get(variable)
+        raise SystemExit(0)
 
     monkeypatch.setattr("nasrlm.cli._predict._load_model_for", lambda path, space: Recording())
+    monkeypatch.setattr("nasrlm.rlm.tuning.predict_archs", predict_archs)
     with pytest.raises(SystemExit):
         main(["predict", "m", "--space", "nb201", "--random", "1", "-q",
               *(a.format(tmp=tmp_path) for a in argv)])

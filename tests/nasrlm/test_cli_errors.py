@@ -215,7 +215,7 @@ def test_user_errors_are_nasrlm_errors_and_keep_their_builtin_bases() -> None:
     from nasrlm.data._analog import AnalogNasBenchNotFoundError
     from nasrlm.errors import NasrlmError
     from nasrlm.measure import LatencyStoreError
-    from nasrlm.rlm.predictor import ModelFileError, ModelNotFoundError
+    from nasrlm.rlm.checkpoints import ModelFileError, ModelNotFoundError
     from nasrlm.rlm.pretraining import PretrainInputError
 
     bases = {CliError: Exception, DataFileError: ValueError, DataFileNotFoundError: FileNotFoundError,

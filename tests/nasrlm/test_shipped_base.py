@@ -14,7 +14,8 @@ import torch
 from nasrlm.cli import main
 from nasrlm.data import BenchmarkTable, Objective
 from nasrlm.priors.transfer import ACCURACY_RANK
-from nasrlm.rlm.predictor import SHIPPED_BASE, ModelNotFoundError, RLMPredictor, shipped_base
+from nasrlm.rlm.checkpoints import SHIPPED_BASE, ModelNotFoundError, shipped_base
+from nasrlm.rlm.predictor import RLMPredictor
 from nasrlm.rlm.pretraining import is_excluded
 from search_spaces import NasBench201
 
@@ -41,24 +42,24 @@ def test_the_shipped_base_loads_offline_and_fits_the_size_limit(no_network) -> N
     path = shipped_base()
     assert sum(f.stat().st_size for f in path.iterdir()) <= 10 * 10**6
     predictor = RLMPredictor.load(path)
-    assert next(predictor.model.parameters()).dtype.is_floating_point
-    assert ACCURACY_RANK.name in predictor.normalizers and "nb201" in predictor.spaces
+    assert next(predictor.lm.model.parameters()).dtype.is_floating_point
+    assert ACCURACY_RANK.name in predictor.lm.normalizers and "nb201" in predictor.spaces
 
 
 def test_the_shipped_base_never_saw_nb201_accuracy() -> None:
     record = json.loads((shipped_base() / "pretraining.json").read_text())
     assert "nb201:*acc*" in record["exclude"] and record["rows"]["nb201"] > 0  # its structure, latencies
     predictor = RLMPredictor.load(shipped_base())
-    seen = [t for t in predictor.model.config.objectives if is_excluded(t, ["nb201:*acc*"])]
+    seen = [t for t in predictor.lm.model.config.objectives if is_excluded(t, ["nb201:*acc*"])]
     assert seen == []
     if predictor.transfer is not None:  # its cross-space accuracy forests
         assert "nb201" not in {s.space for s in predictor.transfer.sources}
 
 
 def test_a_missing_shipped_base_is_one_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    import nasrlm.rlm.predictor
+    import nasrlm.rlm.checkpoints
 
-    monkeypatch.setattr(nasrlm.rlm.predictor, "SHIPPED_BASE", tmp_path / "base")
+    monkeypatch.setattr(nasrlm.rlm.checkpoints, "SHIPPED_BASE", tmp_path / "base")
     with pytest.raises(ModelNotFoundError, match="lacks its base model"):
         shipped_base()
 
@@ -103,11 +104,11 @@ def test_zero_shot_orders_a_space_s_columns_under_their_plain_names() -> None:
 
 
 def test_zero_shot_samples_after_its_own_greedy_reading_of_the_free_labels(monkeypatch) -> None:
-    import nasrlm.rlm.predictor as module
+    import nasrlm.rlm.language_model as module
     from nasrlm.free_labels import texts_and_free_labels
 
     predictor = RLMPredictor.zero_shot("nb201")
-    assert predictor.reads_first == ("params_m", "macs_m")
+    assert predictor.lm.reads_first == ("params_m", "macs_m")
     texts, labels = texts_and_free_labels(NasBench201(), [ARCH])
     calls = []
     real = module.sample_scaled
@@ -122,7 +123,7 @@ def test_zero_shot_samples_after_its_own_greedy_reading_of_the_free_labels(monke
     predictor.sample(texts, num_samples=4, given={"params_m": labels[:, 0]})  # what is given is not read
     (names, tokens), reads = calls[1]
     assert names == ("params_m",) and reads == ("macs_m",)
-    assert torch.equal(tokens, torch.as_tensor(predictor._targets(labels[:, :1], ("params_m",))))
+    assert torch.equal(tokens, torch.as_tensor(predictor.lm.targets(labels[:, :1], ("params_m",))))
 
 
 @pytest.mark.slow
@@ -135,11 +136,12 @@ def test_train_blends_the_language_model_with_the_forest_by_default(capsys, tmp_
     code, _, err = run(capsys, "train", "--data", data, "-o", str(tmp_path / "m"), "--epochs", "1", "-q")
     assert code == 0 and "beside the language model, which learns each objective from the text alone" in err
     assert "the language model's share of each prediction (weighed on 5 cross-fits): eyeriss" in err, err
-    predictor, base = RLMPredictor.load(tmp_path / "m"), RLMPredictor.load(SHIPPED_BASE).model
-    assert predictor.prior_mode == "blend" and predictor.prior_inputs  # a forest on the free and graph labels
-    assert not set(predictor.decode_order) & set(predictor.prior_inputs)  # the model decodes none of them
+    predictor, base = RLMPredictor.load(tmp_path / "m"), RLMPredictor.load(SHIPPED_BASE).lm.model
+    part = predictor.prior_part
+    assert part.mode == "blend" and part.inputs  # a forest on the free and graph labels
+    assert not set(predictor.lm.decode_order) & set(part.inputs)  # the model decodes none of them
     encoder = dict(base.named_parameters())
-    for name, p in predictor.model.named_parameters():  # blended, the model trains its decoder only
+    for name, p in predictor.lm.model.named_parameters():  # blended, the model trains its decoder only
         if name.startswith("t5.encoder."):
             assert torch.equal(p, encoder[name]), name
     code, out, _ = run(capsys, "predict", str(tmp_path / "m"), "--space", "nb201", "--arch", ARCH,
@@ -155,7 +157,7 @@ def test_train_fine_tunes_the_shipped_base_unless_told_otherwise(capsys, tmp_pat
     code, _, err = run(capsys, "train", "--data", data, "-o", str(tmp_path / "m"), "--epochs", "1", "-q",
                        "--prior", "none")
     assert code == 0 and "fine-tuning the shipped base model on 12 architectures" in err, err
-    model, base = RLMPredictor.load(tmp_path / "m").model, RLMPredictor.load(SHIPPED_BASE).model
+    model, base = RLMPredictor.load(tmp_path / "m").lm.model, RLMPredictor.load(SHIPPED_BASE).lm.model
     encoder = dict(base.named_parameters())
     for name, p in model.named_parameters():  # the language model alone trains the decoder only
         if name.startswith("t5.encoder."):

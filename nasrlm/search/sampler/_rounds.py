@@ -122,7 +122,7 @@ class ProposalRounds:
         picked = greedy_ehvi(samples, observed, reference, maximize, count, self._rng)
         chosen = [candidates[ids[k]] for k in picked]
         predictor = self._surrogate.predictor
-        if not (p.weigh_residual and predictor is not None and predictor.prior is not None):
+        if not (p.weigh_residual and predictor is not None and predictor.prior_part is not None):
             return [(params, None) for params in chosen]
         raw = np.median(self.predict_samples([ids[k] for k in picked], seed=seed), axis=1)  # unweighted
         return [(params, [float(v) for v in row]) for params, row in zip(chosen, raw, strict=True)]

@@ -40,7 +40,7 @@ def startup_transfer(base: str | Path | None, space: str, objectives: Sequence[O
     where the study has no accuracy objective, the base no transfer file, or no other space's forest."""
     if not any(is_accuracy_objective(o) for o in objectives):
         return None
-    from nasrlm.rlm.predictor import shipped_base  # the model stack, only when a start-up asks for it
+    from nasrlm.rlm.checkpoints import shipped_base  # the model stack, only when a start-up asks for it
 
     try:
         transfer = AccuracyTransfer.find(shipped_base() if base is None else base)

@@ -237,13 +237,14 @@ class RLMSurrogate:
         ``residual_weight``: per objective, the share of the predicted residual kept (``None``: all).
         ``spread``: how far the samples scatter around each median: ``"model"``, as the model decodes
         them; ``"prior"``, as far as the prior errs on trials it did not see
-        (``RLMPredictor.prior_errors``); ``"trees"``, that error scaled per architecture by how much
+        (``PriorPart.errors``); ``"trees"``, that error scaled per architecture by how much
         the prior's trees disagree on it, relative to their mean disagreement over ``arch_ids``.
         """
         if self._predictor is None:
             raise RuntimeError("the sampler has not trained a model yet")
         if residual_weight is None:
-            residual_weight = dict.fromkeys(self._predictor.prior_objectives, 1.0)
+            part = self._predictor.prior_part
+            residual_weight = dict.fromkeys(part.objectives if part is not None else (), 1.0)
         given, graph = self.cache.split(self.cache.labels_of(arch_ids))  # describes new ones in one batch
         with model_threads():
             return self._predictor.sample(self.cache.texts_of(arch_ids), self.objective_names, given=given,
@@ -255,14 +256,15 @@ class RLMSurrogate:
     def _spread(self, spread: str, labels: dict[str, np.ndarray]) -> dict[str, Any] | None:
         """``residual_spread`` of :meth:`RLMPredictor.sample` for a ``spread`` of :meth:`sample`."""
         predictor = self._predictor
-        if spread == "model" or predictor.prior is None:
+        if spread == "model" or predictor.prior_part is None:
             return None
-        errors = dict(predictor.prior_errors)
-        if spread != "trees" or not hasattr(predictor.prior, "disagreement"):
+        part = predictor.prior_part
+        errors = dict(part.errors)
+        if spread != "trees" or not hasattr(part.prior, "disagreement"):
             return errors
-        x = np.column_stack([labels[name] for name in predictor.prior_inputs])
-        names = predictor.prior_objectives
-        scales = scaled_by_trees(np.array([errors[n] for n in names]), predictor.prior.disagreement(x))
+        x = np.column_stack([labels[name] for name in part.inputs])
+        names = part.objectives
+        scales = scaled_by_trees(np.array([errors[n] for n in names]), part.prior.disagreement(x))
         return {**errors, **{name: scales[:, j] for j, name in enumerate(names)}}
 
     def residual_weights(self, arch_ids: Sequence[str], actual: np.ndarray,
@@ -270,13 +272,14 @@ class RLMSurrogate:
         """Per objective, the least-squares slope (through 0, clipped to [0, 1]) of the residual that
         came true (``actual`` values) on the residual the model predicted (``predicted`` values), both
         in the current prior's normal scores; ``None`` without a prior."""
-        prior = self._predictor.prior if self._predictor is not None else None
-        if prior is None:
+        part = self._predictor.prior_part if self._predictor is not None else None
+        if part is None:
             return None
+        prior = part.prior
         labels = self.cache.labels_of(arch_ids)  # the prior's inputs: free labels, then any graph labels
         came, said = prior.residuals(labels, actual), prior.residuals(labels, predicted)
         return {name: residual_weight(said[:, k], came[:, k])
-                for k, name in enumerate(self._predictor.prior_objectives)}
+                for k, name in enumerate(part.objectives)}
 
 
 class PriorSurrogate:

@@ -13,6 +13,7 @@ from nasrlm.data import Objective
 from nasrlm.free_labels import ALL_FREE_OBJECTIVES
 from nasrlm.priors.transfer import AccuracyTransfer, TransferFileError, is_accuracy
 from nasrlm.rlm.pretraining import Task, fit_transfer
+from nasrlm.rlm.tuning import fine_tune, known_labels
 
 WIDTH = len(ALL_FREE_OBJECTIVES)
 
@@ -110,7 +111,8 @@ def test_fit_transfer_reads_only_the_accuracy_columns_the_tasks_hold() -> None:
 def test_a_predictor_carries_its_transfer_forest_into_its_prior_and_its_checkpoints(tmp_path) -> None:
     from nasrlm.free_labels import free_labels
     from nasrlm.priors.transfer import TRANSFER_FILE, TRANSFER_LABEL
-    from nasrlm.rlm.predictor import ModelFileError, ModelNotFoundError, RLMPredictor
+    from nasrlm.rlm.checkpoints import ModelFileError, ModelNotFoundError
+    from nasrlm.rlm.predictor import RLMPredictor
     from nasrlm.rlm.tokenizers import OnnxTokenizer
     from nasrlm.rlm.training import TrainConfig
     from search_spaces import NasBench201
@@ -128,18 +130,18 @@ def test_a_predictor_carries_its_transfer_forest_into_its_prior_and_its_checkpoi
     accuracy = Objective("acc", "%", "", "", True)
     predictor = RLMPredictor.from_base(tmp_path / "base", [accuracy], space="nb201")
     assert predictor.transfer is not None and predictor.transfer.tags == ("nb101:acc", "other:acc")
-    predictor.fine_tune(space, ids[:20], labels[:20, 1], ["acc"], TrainConfig(max_epochs=1))
-    assert predictor.prior_inputs[-1] == TRANSFER_LABEL
+    fine_tune(predictor, space, ids[:20], labels[:20, 1], ["acc"], TrainConfig(max_epochs=1))
+    assert predictor.prior_part.inputs[-1] == TRANSFER_LABEL
     assert predictor.transfer.tags == ("nb101:acc",)  # the forest of the space like these rows, kept
-    known = predictor.known_labels(space, ids[20:])
+    known = known_labels(predictor, space, ids[20:])
     np.testing.assert_allclose(known["features"][TRANSFER_LABEL], transfer.sources[0].predict(labels[20:]))
     assert np.isfinite(predictor.sample([space.to_text(space.parse(i)) for i in ids[20:]], ["acc"],
                                         num_samples=2, **known)).all()
     predictor.save(tmp_path / "tuned")
     again = RLMPredictor.load(tmp_path / "tuned")
-    assert again.transfer is not None and again.prior_inputs == predictor.prior_inputs
-    np.testing.assert_array_equal(again.known_labels(space, ids[20:])["features"][TRANSFER_LABEL],
-                                  known["features"][TRANSFER_LABEL])
+    assert again.transfer is not None and again.prior_part.inputs == predictor.prior_part.inputs
+    np.testing.assert_array_equal(known_labels(again, space, ids[20:])["features"][TRANSFER_LABEL],
+                                               known["features"][TRANSFER_LABEL])
     (tmp_path / "tuned" / TRANSFER_FILE).write_bytes(b"truncated")
     with pytest.raises(ModelFileError, match="transfer.safetensors: not a transfer file"):
         RLMPredictor.load(tmp_path / "tuned")
@@ -169,11 +171,11 @@ def test_a_trend_forest_line_follows_the_space_own_labels_never_the_transfer_for
     tiny = {"d_model": 16, "num_heads": 2, "d_ff": 32, "encoder_layers": 1, "decoder_layers": 1}
     predictor = RLMPredictor.from_scratch([Objective("acc", "%", "", "", True)], tokenizer=tokenizer, **tiny)
     predictor.transfer = transfer
-    predictor.fine_tune(space, ids[:30], accuracy[:30], ["acc"], TrainConfig(max_epochs=1),
-                        prior="trend-forest")
-    inputs = predictor.prior_inputs
+    fine_tune(predictor, space, ids[:30], accuracy[:30], ["acc"], TrainConfig(max_epochs=1),
+              prior="trend-forest")
+    inputs = predictor.prior_part.inputs
     assert TRANSFER_LABEL in inputs and predictor.transfer.tags == ("other:acc",)  # the forest reads it
-    assert predictor.prior.kinds[0] == "trend-forest"
+    assert predictor.prior_part.prior.kinds[0] == "trend-forest"
     # yet the line, which carries predictions past the rows, follows the space's own labels: there
     # another space's guess knows nothing
-    assert inputs[predictor.prior.models[0].input] != TRANSFER_LABEL
+    assert inputs[predictor.prior_part.prior.models[0].input] != TRANSFER_LABEL

@@ -12,6 +12,7 @@ from nasrlm.priors.transfer import ACCURACY_RANK
 from nasrlm.rlm.augment import equivalent_readings, equivalent_rows, shared_by_equivalents
 from nasrlm.rlm.predictor import RLMPredictor
 from nasrlm.rlm.tokenizers import OnnxTokenizer
+from nasrlm.rlm.tuning import sample_archs
 from search_spaces import NasBench201
 
 DEAD_BRANCH = "|nor_conv_3x3~0|+|none~0|none~1|+|skip_connect~0|none~1|none~2|"  # one of 341 equivalent cells
@@ -112,7 +113,7 @@ def test_sampling_by_id_pools_an_accuracy_over_the_class_and_reads_latency_from_
     equivalent = space.arch_id(space.equivalents(space.parse(DEAD_BRANCH))[0])
     asked = [DEAD_BRANCH, ALL_LIVE, equivalent]
     predictor, calls = stub_predictor(monkeypatch, space, asked)
-    draws = predictor.sample_archs(space, asked, ["acc", "lat"], equivalents=4, num_samples=8)
+    draws = sample_archs(predictor, space, asked, ["acc", "lat"], equivalents=4, num_samples=8)
     assert draws.shape == (3, 8, 2)
     np.testing.assert_array_equal(draws[0, :, 0], draws[2, :, 0])  # equivalents: one accuracy
     readings = equivalent_readings(space, asked, 4)
@@ -124,7 +125,7 @@ def test_sampling_by_id_pools_an_accuracy_over_the_class_and_reads_latency_from_
     np.testing.assert_allclose(draws[1, :, 0], identity_of(space, ALL_LIVE) + np.arange(8) / 100)  # alone
     assert calls == [(3, 8), (4, 2)]  # their own texts, then the class's four readers (ALL_LIVE: its own)
     calls.clear()
-    own = predictor.sample_archs(space, asked, ["acc", "lat"], equivalents=1, num_samples=8)
+    own = sample_archs(predictor, space, asked, ["acc", "lat"], equivalents=1, num_samples=8)
     assert calls == [(3, 8)]
     np.testing.assert_allclose(own[2, :, 0], identity_of(space, equivalent) + np.arange(8) / 100)
 
@@ -133,7 +134,7 @@ def test_an_accuracy_alone_divides_the_samples_unevenly_and_keeps_two_a_text(mon
     space = NasBench201()
     asked = [DEAD_BRANCH, ALL_LIVE]
     predictor, calls = stub_predictor(monkeypatch, space, asked)
-    draws = predictor.sample_archs(space, asked, ["acc"], equivalents=4, num_samples=9)
+    draws = sample_archs(predictor, space, asked, ["acc"], equivalents=4, num_samples=9)
     assert draws.shape == (2, 9, 1) and calls == [(3, 2), (1, 3), (1, 9)]  # 3 + 2 + 2 + 2; ALL_LIVE's 9
     readings = equivalent_readings(space, asked, 4)
     raw = [identity_of(space, readings.readers[r]) + j / 100
@@ -141,7 +142,7 @@ def test_an_accuracy_alone_divides_the_samples_unevenly_and_keeps_two_a_text(mon
     offsets = [-0.01, 0, 0.01, *[-0.005, 0.005] * 3]  # each text's spread around its own median
     np.testing.assert_allclose(draws[0, :, 0], np.median(raw) + np.array(offsets))
     calls.clear()
-    few = predictor.sample_archs(space, asked, ["acc"], equivalents=4, num_samples=4)
+    few = sample_archs(predictor, space, asked, ["acc"], equivalents=4, num_samples=4)
     assert calls == [(2, 2), (1, 4)]  # two texts of two samples, never one sample a text (no spread)
     readings = equivalent_readings(space, asked, 2)
     raw = [identity_of(space, readings.readers[r]) + j / 100 for r in readings.groups[0] for j in (0, 1)]
@@ -152,6 +153,6 @@ def test_sampling_by_id_refuses_what_it_computes_itself_and_unknown_objectives(m
     space = NasBench201()
     predictor, _ = stub_predictor(monkeypatch, space, [DEAD_BRANCH])
     with pytest.raises(ValueError, match="given"):
-        predictor.sample_archs(space, [DEAD_BRANCH], ["acc"], given={"params_m": np.ones(1)})
+        sample_archs(predictor, space, [DEAD_BRANCH], ["acc"], given={"params_m": np.ones(1)})
     with pytest.raises(ValueError, match="'top1'"):
-        predictor.sample_archs(space, [DEAD_BRANCH], ["top1"])
+        sample_archs(predictor, space, [DEAD_BRANCH], ["top1"])

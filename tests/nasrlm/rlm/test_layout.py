@@ -94,3 +94,10 @@ def test_the_model_stack_imports_no_search_no_command_line_no_optuna() -> None:
     assert priors == [], f"nasrlm.priors imports {priors}"
     above = [n for n in stack if not n.startswith("nasrlm.rlm.")]
     assert above == [], f"the model stack imports {above}"
+
+
+def test_no_module_of_nasrlm_is_over_500_lines_and_the_predictor_s_own_is_at_most_300() -> None:
+    # a module past these is a sign that two ideas share it (issue "The predictor as parts that compose")
+    sizes = {path.relative_to(REPO): len(path.read_text().splitlines()) for path in NASRLM.rglob("*.py")}
+    assert not {path: n for path, n in sizes.items() if n > 500}
+    assert sizes[Path("nasrlm/rlm/predictor.py")] <= 300

@@ -30,6 +30,7 @@ from nasrlm.rlm.pretraining import (
     varying_graph_labels,
 )
 from nasrlm.rlm.tokenizers import OnnxTokenizer
+from nasrlm.rlm.tuning import fine_tune, known_labels
 from search_spaces import get_space
 
 TINY = {"size": "tiny"}
@@ -159,24 +160,27 @@ def test_from_base_keeps_known_tags_renames_the_space_and_adds_new_ones(tasks, t
     acc = Objective("acc", "%", "accuracy", "test", True)
     raspi = Objective("raspi4", "ms", "latency", "test", False)
     tuned = RLMPredictor.from_base(tmp_path, [acc, raspi], space="nb201")
-    tags = tuned.model.config.objectives
+    tags = tuned.lm.model.config.objectives
     assert "raspi4" in tags and "nb201:raspi4" not in tags and tags[-1] == "acc"
     assert "nds_vanilla:params_m" not in tags and "params_m" in tags
-    assert tuned.normalizers["raspi4"] == base.normalizers["nb201:raspi4"] and "acc" not in tuned.normalizers
-    embed, old = tuned.model.t5.shared.weight, base.model.t5.shared.weight
-    assert torch.equal(embed[tuned.model.vocab.tags["raspi4"]], old[base.model.vocab.tags["nb201:raspi4"]])
-    known = old[base.model.vocab.first_tag : base.model.vocab.first_number]
-    assert torch.allclose(embed[tuned.model.vocab.tags["acc"]], known.mean(0))
+    tuned_lm, base_lm = tuned.lm, base.lm
+    assert tuned_lm.normalizers["raspi4"] == base_lm.normalizers["nb201:raspi4"]
+    assert "acc" not in tuned_lm.normalizers
+    embed, old = tuned.lm.model.t5.shared.weight, base.lm.model.t5.shared.weight
+    tags, base_tags = tuned_lm.model.vocab.tags, base_lm.model.vocab.tags
+    assert torch.equal(embed[tags["raspi4"]], old[base_tags["nb201:raspi4"]])
+    known = old[base.lm.model.vocab.first_tag : base.lm.model.vocab.first_number]
+    assert torch.allclose(embed[tuned.lm.model.vocab.tags["acc"]], known.mean(0))
     # it trains and predicts the new column like any other
     space = get_space("nb201")
     ids = space.sample_ids(12, seed=3)
     from nasrlm.priors.prior import HEADROOM
     from nasrlm.rlm.training import TrainConfig
 
-    tuned.fine_tune(space, ids, np.linspace(50, 90, 12), ["acc"], TrainConfig(max_epochs=1, progress=False),
-                    prior_mode="residual", refit_normalizers=["acc"])
-    assert tuned.normalizers["raspi4"] == base.normalizers["nb201:raspi4"]
-    known = tuned.known_labels(space, ids[:2])  # the forest prior reads free and graph labels
+    fine_tune(tuned, space, ids, np.linspace(50, 90, 12), ["acc"], TrainConfig(max_epochs=1, progress=False),
+              prior_mode="residual", refit_normalizers=["acc"])
+    assert tuned.lm.normalizers["raspi4"] == base.lm.normalizers["nb201:raspi4"]
+    known = known_labels(tuned, space, ids[:2])  # the forest prior reads free and graph labels
     assert set(known["given"]) == {"params_m", "macs_m"} and len(known["features"]) == len(GRAPH_OBJECTIVES)
     samples = tuned.sample([space.to_text(space.parse(i)) for i in ids[:2]], ["acc"], num_samples=4,
                            calibrated=False, **known)  # as decoded: the calibrated floor may reach further
@@ -189,7 +193,7 @@ def _tiny_model_and_input(tasks) -> tuple[RegressionLM, torch.Tensor, torch.Tens
     predictor = RLMPredictor.from_scratch([Objective("a", "", "", "", True)], tokenizer=_tokenizer(tasks[0]),
                                           **TINY)
     ids = torch.randint(1, 200, (3, 9))
-    return predictor.model.eval(), ids, torch.ones_like(ids)
+    return predictor.lm.model.eval(), ids, torch.ones_like(ids)
 
 
 def test_with_objectives_keeps_behaviour_for_kept_tags(tasks) -> None:
@@ -256,20 +260,20 @@ def test_ctrl_c_saves_the_steps_done_and_says_so(tasks, tmp_path, monkeypatch) -
 
 
 def test_fine_tune_with_its_defaults_blends_a_forest_and_tunes_the_decoder_alone(tasks, tmp_path) -> None:
-    from nasrlm.rlm.predictor import tune_config
     from nasrlm.rlm.presets import DECODER_TUNE, FINE_TUNE
+    from nasrlm.rlm.tuning import tune_config
 
     base = _base(tasks)
     base.save(tmp_path)
     tuned = RLMPredictor.from_base(tmp_path, [Objective("acc", "%", "accuracy", "test", True)], space="nb201")
-    encoder = {k: v.clone() for k, v in tuned.model.named_parameters() if ".encoder." in k}
-    decoder = {k: v.clone() for k, v in tuned.model.named_parameters() if ".decoder." in k}
+    encoder = {k: v.clone() for k, v in tuned.lm.model.named_parameters() if ".encoder." in k}
+    decoder = {k: v.clone() for k, v in tuned.lm.model.named_parameters() if ".decoder." in k}
     assert encoder and decoder
     space = get_space("nb201")
     ids = space.sample_ids(12, seed=5)
-    tuned.fine_tune(space, ids, np.linspace(50, 90, 12), ["acc"], calibration_folds=0)  # as nasrlm train
-    assert tuned.prior_mode == "blend" and tuned.prior is not None
-    after = dict(tuned.model.named_parameters())
+    fine_tune(tuned, space, ids, np.linspace(50, 90, 12), ["acc"], calibration_folds=0)  # as nasrlm train
+    assert tuned.prior_part.mode == "blend" and tuned.prior_part is not None
+    after = dict(tuned.lm.model.named_parameters())
     assert all(torch.equal(after[k], v) for k, v in encoder.items())  # the text is read as the base learned
     assert any(not torch.equal(after[k], v) for k, v in decoder.items())
     # the schedule nasrlm train prints: few steps without a validation split, the decoder's below 100 rows

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from nasrlm.rlm._residuals import blend_weights, fit_prior, out_of_sample_truth
+from nasrlm.rlm._residuals import PriorPart, blend_weights, fit_prior, out_of_sample_truth
 
 
 def _noisy_rows(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -38,15 +38,9 @@ def test_an_unknown_truth_stays_unknown():
     assert np.isnan(truth[3, 0]) and np.isfinite(np.delete(truth[:, 0], 3)).all()
 
 
-class _Decoding:
-    """What ``blend_weights`` asks of a predictor: its prior, and samples (here: set, 16 equal ones)."""
-
-    def __init__(self, prior, draws: np.ndarray) -> None:
-        self.prior, self.prior_objectives, self.prior_inputs = prior, ("acc",), ("a", "b", "c")
-        self.draws = draws
-
-    def sample(self, texts, objectives, **options) -> np.ndarray:
-        return np.repeat(self.draws[:, None, :], 16, axis=1)
+def _decoding(draws: np.ndarray):
+    """What ``blend_weights`` samples: here set, 16 equal samples of ``draws`` per text."""
+    return lambda texts, objectives, **options: np.repeat(draws[:, None, :], 16, axis=1)
 
 
 def test_blend_weights_measure_the_model_from_the_prior_s_out_of_sample_prediction():
@@ -59,7 +53,8 @@ def test_blend_weights_measure_the_model_from_the_prior_s_out_of_sample_predicti
     texts = ["-"] * len(x)
     # the validation rows' out-of-sample prediction: the prior, fitted on them too, without their own labels
     held_out = prior.values(x[rows], prior.scores(raw[rows]) - residuals[rows] - prior.mean(x[rows]))
-    weigh = lambda draws: blend_weights(_Decoding(prior, draws), texts, x, raw, residuals, ("acc",), rows)  # noqa: E731
+    part = PriorPart(prior, ("a", "b", "c"), ("acc",), "blend")
+    weigh = lambda draws: blend_weights(part, _decoding(draws), texts, x, raw, residuals, ("acc",), rows)  # noqa: E731
     assert weigh(raw[rows]) == {"acc": pytest.approx(1.0)}  # a model that knows every truth
     assert weigh(held_out) == {"acc": 0.0}  # a model that says what the prior says, out of sample
     in_bag = prior.values(x[rows], np.zeros((len(rows), 1)))  # nearer the truths than out of sample

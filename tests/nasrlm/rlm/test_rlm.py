@@ -13,10 +13,12 @@ import nasrlm.rlm._members
 import nasrlm.rlm.checkpoints
 import nasrlm.rlm.predictor
 from nasrlm.data import Objective
+from nasrlm.rlm._residuals import UNVALIDATED_RESIDUAL_WEIGHT
 from nasrlm.rlm.inference import _IncrementalDecoder, sample_digits
+from nasrlm.rlm.language_model import LanguageModel
 from nasrlm.rlm.model import RegressionLM, RLMConfig
 from nasrlm.rlm.normalize import HIGH, LOW, Normalizer
-from nasrlm.rlm.predictor import UNVALIDATED_RESIDUAL_WEIGHT, RLMPredictor
+from nasrlm.rlm.predictor import RLMPredictor
 from nasrlm.rlm.tokenizers import DigitTokenizer
 from nasrlm.rlm.training import Stepper, TrainConfig, pad_batch
 
@@ -176,8 +178,8 @@ def test_training_learns_is_deterministic_and_survives_a_checkpoint(corpus, tmp_
         return predictor
 
     first, second = fitted(), fitted()
-    weights = second.model.state_dict()
-    for name, a in first.model.state_dict().items():
+    weights = second.lm.model.state_dict()
+    for name, a in first.lm.model.state_dict().items():
         assert torch.equal(a, weights[name]), f"weights differ at {name}"
     predictions = first.predict(texts[:4], num_samples=16, seed=3)
     assert set(predictions[0]) == {"acc", "lat"} and predictions[0]["lat"].unit == "ms"
@@ -186,7 +188,7 @@ def test_training_learns_is_deterministic_and_survives_a_checkpoint(corpus, tmp_
 
     first.save(tmp_path / "model")
     loaded = RLMPredictor.load(tmp_path / "model")
-    assert loaded.trained_objectives == ("acc", "lat")
+    assert loaded.lm.trained_objectives == ("acc", "lat")
     np.testing.assert_array_equal(loaded.sample(texts[:4], num_samples=16, seed=3),
                                   first.sample(texts[:4], num_samples=16, seed=3))
 
@@ -213,12 +215,12 @@ def test_a_frozen_encoder_stays_as_it_was_while_the_decoder_learns(corpus) -> No
     tokenizer, texts, values = corpus
     predictor = RLMPredictor.from_scratch(OBJECTIVES, size=None, tokenizer=tokenizer,
                                           **{**TINY, "dropout": 0.1})
-    before = {n: p.detach().clone() for n, p in predictor.model.named_parameters()}
+    before = {n: p.detach().clone() for n, p in predictor.lm.model.named_parameters()}
     config = TrainConfig(max_epochs=8, batch_size=16, learning_rate=3e-3, validation_fraction=0.0,
                          freeze_encoder=True, progress=False)
     report = predictor.fit(texts, values, ("acc", "lat"), config)
     assert report.train_loss[-1] < report.train_loss[0]  # the decoder learned from the cached states
-    for name, p in predictor.model.named_parameters():
+    for name, p in predictor.lm.model.named_parameters():
         same = torch.equal(p, before[name])
         assert same == name.startswith(("t5.encoder.", "t5.shared.")), name
         assert p.requires_grad  # frozen for the fit only
@@ -259,8 +261,8 @@ def test_half_precision_weights_load_back_as_float32(corpus, tmp_path) -> None:
     size = {p: (p / "model.safetensors").stat().st_size for p in (full, half)}
     assert size[half] < 0.55 * size[full]
     loaded = RLMPredictor.load(half)
-    assert next(predictor.model.parameters()).dtype == torch.float32  # the saved model is left as it was
-    for (name, a), b in zip(predictor.model.state_dict().items(), loaded.model.state_dict().values(),
+    assert next(predictor.lm.model.parameters()).dtype == torch.float32  # the saved model is left as it was
+    for (name, a), b in zip(predictor.lm.model.state_dict().items(), loaded.lm.model.state_dict().values(),
                             strict=True):
         assert b.dtype == torch.float32 and torch.allclose(a, b, atol=1e-3, rtol=1e-3), name
 
@@ -324,7 +326,7 @@ def test_free_label_prior_ranks_by_the_free_label_before_any_learning_and_is_sav
     labelled = np.column_stack([convs, values[:, 1]])
     one_step = TrainConfig(max_epochs=1, batch_size=48, validation_fraction=0.0, progress=False)
     predictor.fit(texts, labelled, ("convs", "lat"), one_step, prior_from=("convs",))
-    assert predictor.prior_inputs == ("convs",) and predictor.prior_objectives == ("lat",)
+    assert predictor.prior_part.inputs == ("convs",) and predictor.prior_part.objectives == ("lat",)
     with pytest.raises(ValueError, match="features="):
         predictor.sample(texts[:4], ("lat",), num_samples=4)
     samples = predictor.sample(texts, ("lat",), num_samples=32, given={"convs": convs})
@@ -334,7 +336,7 @@ def test_free_label_prior_ranks_by_the_free_label_before_any_learning_and_is_sav
 
     predictor.save(tmp_path / "model")
     loaded = RLMPredictor.load(tmp_path / "model")
-    assert loaded.prior_objectives == ("lat",)
+    assert loaded.prior_part.objectives == ("lat",)
     np.testing.assert_array_equal(loaded.sample(texts, ("lat",), num_samples=32, given={"convs": convs}),
                                   samples)
     with pytest.raises(ValueError, match="prior_from"):
@@ -343,20 +345,20 @@ def test_free_label_prior_ranks_by_the_free_label_before_any_learning_and_is_sav
     # weight 0: each text's median is the prior's own prediction, the samples keep their spread
     centred = predictor.sample(texts, ("lat",), num_samples=9, given={"convs": convs},
                                residual_weight={"lat": 0.0})
-    prior_alone = predictor.prior.values(np.column_stack([convs]), np.zeros((len(texts), 1)))[:, 0]
+    prior_alone = predictor.prior_part.prior.values(np.column_stack([convs]), np.zeros((len(texts), 1)))[:, 0]
     np.testing.assert_allclose(np.median(centred[:, :, 0], axis=1), prior_alone)
     assert np.ptp(centred[:, :, 0], axis=1).max() > 0
     with pytest.raises(ValueError, match="residual_weight"):
         predictor.sample(texts, ("lat",), given={"convs": convs}, residual_weight={"acc": 0.5})
 
     # the prior's own error (in normal scores) as the spread: same medians, a spread of that width
-    error = predictor.prior_errors["lat"]
+    error = predictor.prior_part.errors["lat"]
     assert error > 0
     for spread in (0.0, error, 5 * error):
         wide = predictor.sample(texts, ("lat",), num_samples=9, given={"convs": convs},
                                 residual_weight={"lat": 0.0}, residual_spread={"lat": spread})
         np.testing.assert_allclose(np.median(wide[:, :, 0], axis=1), prior_alone)
-        z = predictor.prior.residuals(np.repeat(convs[:, None], 9, axis=0), wide.reshape(-1, 1))
+        z = predictor.prior_part.prior.residuals(np.repeat(convs[:, None], 9, axis=0), wide.reshape(-1, 1))
         expected = spread * np.std(norm.ppf((np.arange(9) + 0.5) / 9))
         assert np.std(z.reshape(-1, 9), axis=1).mean() == pytest.approx(expected, rel=0.2, abs=1e-6)
     with pytest.raises(ValueError, match="residual_spread"):
@@ -392,17 +394,17 @@ def test_the_residual_is_weighed_on_the_validation_rows_and_saved(corpus, tmp_pa
     config = TrainConfig(max_epochs=2, batch_size=16, validation_fraction=0.25, progress=False)
     report = predictor.fit(texts, labelled, ("convs", "acc", "lat"), config, prior_from=("convs",))
     assert len(report.validation_rows) == 12
-    weights = predictor.residual_weights
+    weights = predictor.prior_part.weights
     assert set(weights) == {"acc", "lat"} and all(0.0 <= w <= 1.0 for w in weights.values())
     given = {"convs": convs[:6]}
     default = predictor.sample(texts[:6], given=given, num_samples=4)
     np.testing.assert_array_equal(default, predictor.sample(texts[:6], given=given, num_samples=4,
                                                             residual_weight=weights))
     predictor.save(tmp_path / "model")
-    assert RLMPredictor.load(tmp_path / "model").residual_weights == weights
+    assert RLMPredictor.load(tmp_path / "model").prior_part.weights == weights
     everything = TrainConfig(max_epochs=1, validation_fraction=0.0, progress=False)
     predictor.fit(texts, labelled, ("convs", "acc", "lat"), everything, prior_from=("convs",))
-    assert predictor.residual_weights == {"acc": 0.0, "lat": 0.0}  # no validation rows: not trusted yet
+    assert predictor.prior_part.weights == {"acc": 0.0, "lat": 0.0}  # no validation rows: not trusted yet
 
 
 def test_free_label_prior_takes_its_normal_scores_over_the_reference_population(corpus) -> None:
@@ -415,7 +417,7 @@ def test_free_label_prior_takes_its_normal_scores_over_the_reference_population(
     population = np.arange(0.0, 10.0, 0.5)[:, None]  # e.g. a search's candidates, not its trials
     predictor.fit(texts, labelled, ("convs", "lat"), one_step, prior_from=("convs",),
                   prior_reference=population)
-    np.testing.assert_array_equal(predictor.prior.free[0].knots, population[:, 0])
+    np.testing.assert_array_equal(predictor.prior_part.prior.free[0].knots, population[:, 0])
     with pytest.raises(ValueError, match="prior_reference"):
         predictor.fit(texts, labelled, ("convs", "lat"), one_step, prior_from=("convs",),
                       prior_reference=np.ones((5, 2)))
@@ -429,7 +431,7 @@ def test_a_feature_prior_reads_inputs_the_decoder_never_sees_and_is_saved(corpus
     one_step = TrainConfig(max_epochs=1, batch_size=48, validation_fraction=0.0, progress=False)
     predictor.fit(texts, values[:, 1:], ("lat",), one_step, prior_inputs={"convs": convs, "noise": noise},
                   prior_kind="forest")
-    assert predictor.prior_inputs == ("convs", "noise") and predictor.predicts == ("lat",)
+    assert predictor.prior_part.inputs == ("convs", "noise") and predictor.predicts == ("lat",)
     features = {"convs": convs, "noise": noise}
     with pytest.raises(ValueError, match="noise"):
         predictor.sample(texts, num_samples=4, features={"convs": convs})
@@ -460,13 +462,13 @@ def test_a_blended_prior_weighs_the_model_alone_against_the_prior(corpus, tmp_pa
                          progress=False)
     predictor.fit(texts, values[:, 1:], ("lat",), config, prior_inputs=features, prior_kind="forest",
                   prior_mode="blend", calibration_folds=3)
-    assert predictor.prior_mode == "blend" and predictor.predicts == ("lat",)
-    assert set(predictor.residual_weights) == {"lat"} and 0 <= predictor.residual_weights["lat"] <= 1
+    assert predictor.prior_part.mode == "blend" and predictor.predicts == ("lat",)
+    assert set(predictor.prior_part.weights) == {"lat"} and 0 <= predictor.prior_part.weights["lat"] <= 1
     assert set(predictor.spreads) == {"lat"}  # the cross-fits that weighed the model calibrated it too
 
     # weight 1 is the model alone: what it decodes of the text, the prior's inputs unread
     alone = copy.copy(predictor)
-    alone.prior, alone.prior_inputs, alone.prior_objectives, alone.spreads = None, (), (), {}
+    alone.prior_part, alone.spreads = None, {}
     decoded = alone.sample(texts, num_samples=9, seed=3)
     own = predictor.sample(texts, num_samples=9, seed=3, features=features, residual_weight={"lat": 1.0},
                            calibrated=False)
@@ -476,18 +478,18 @@ def test_a_blended_prior_weighs_the_model_alone_against_the_prior(corpus, tmp_pa
     prior_only = predictor.sample(texts, num_samples=8, seed=3, features=features,
                                   residual_weight={"lat": 0.0}, calibrated=False)
     x = np.column_stack(list(features.values()))
-    mean = predictor.prior.values(x, np.zeros((len(texts), 1)))[:, 0]
+    mean = predictor.prior_part.prior.values(x, np.zeros((len(texts), 1)))[:, 0]
     np.testing.assert_allclose(np.median(prior_only[:, :, 0], axis=1), mean, rtol=1e-9)
 
     predictor.save(tmp_path / "model")
     loaded = RLMPredictor.load(tmp_path / "model")
-    assert loaded.prior_mode == "blend" and loaded.residual_weights == predictor.residual_weights
+    assert loaded.prior_part.mode == "blend" and loaded.prior_part.weights == predictor.prior_part.weights
     np.testing.assert_array_equal(loaded.sample(texts, num_samples=9, seed=3, features=features),
                                   predictor.sample(texts, num_samples=9, seed=3, features=features))
     # without rows held out (no validation split, no cross-fit) nothing weighs the model: the prior alone
     predictor.fit(texts, values[:, 1:], ("lat",), config, prior_inputs=features, prior_kind="forest",
                   prior_mode="blend")
-    assert predictor.residual_weights == {"lat": UNVALIDATED_RESIDUAL_WEIGHT}
+    assert predictor.prior_part.weights == {"lat": UNVALIDATED_RESIDUAL_WEIGHT}
     with pytest.raises(ValueError, match="prior_mode"):
         predictor.fit(texts, values[:, 1:], ("lat",), config, prior_inputs=features, prior_mode="sum")
     with pytest.raises(ValueError, match="feature prior"):  # the model would decode the prior's inputs
@@ -512,8 +514,8 @@ def test_a_fit_without_validation_rows_calibrates_its_spread_by_cross_fitting(co
     assert plain.spreads == {} and set(calibrated.spreads) == {"acc", "lat"}
     assert values[:, 1].max() / values[:, 1].min() > 10  # a latency over decades: its spread in logs
     assert calibrated.spreads["lat"].log and not calibrated.spreads["acc"].log
-    for name, weights in plain.model.state_dict().items():  # the cross-fits leave no trace in the model
-        assert torch.equal(weights, calibrated.model.state_dict()[name]), name
+    for name, weights in plain.lm.model.state_dict().items():  # the cross-fits leave no trace in the model
+        assert torch.equal(weights, calibrated.lm.model.state_dict()[name]), name
     raw = calibrated.sample(texts[:8], num_samples=16, seed=1, calibrated=False)
     np.testing.assert_array_equal(raw, plain.sample(texts[:8], num_samples=16, seed=1))
     widened = calibrated.sample(texts[:8], num_samples=16, seed=1)
@@ -530,12 +532,13 @@ def test_every_cross_fit_starts_from_the_weights_the_model_had(corpus, monkeypat
     config = TrainConfig(max_epochs=2, batch_size=16, learning_rate=3e-3, validation_fraction=0.0,
                          progress=False)
     predictor = RLMPredictor.from_scratch(OBJECTIVES, size=None, tokenizer=tokenizer, **TINY)
-    start = {k: v.clone() for k, v in predictor.model.state_dict().items()}
+    start = {k: v.clone() for k, v in predictor.lm.model.state_dict().items()}
     fit, seen = RLMPredictor.fit, []
 
     def recording(self, *args, **kwargs):
-        if kwargs.get("calibration_folds") == 0:  # a cross-fit: the weights it starts from
-            seen.append(all(torch.equal(v, start[k]) for k, v in self.model.state_dict().items()))
+        if kwargs.get("calibration_folds") == 0:  # a cross-fit: a clone, and the weights it starts from
+            seen.append(self is not predictor
+                        and all(torch.equal(v, start[k]) for k, v in self.lm.model.state_dict().items()))
         return fit(self, *args, **kwargs)
 
     monkeypatch.setattr(RLMPredictor, "fit", recording)
@@ -549,7 +552,7 @@ def test_enough_validation_rows_calibrate_the_spread_without_cross_fitting(corpu
     def refused(*args, **kwargs):
         raise AssertionError("cross-fitted although the validation rows were enough")
 
-    monkeypatch.setattr(RLMPredictor, "_cross_fitted_spreads", refused)
+    monkeypatch.setattr(nasrlm.rlm.predictor, "cross_fitted_spreads", refused)
     tokenizer, texts, values = corpus
     convs = np.sqrt(values[:, 1] - 1)
     free = Objective("convs", "count", "conv ops in the cell", "test", True)
@@ -618,7 +621,7 @@ def test_a_fit_reading_labels_first_trains_on_its_own_reading_and_samples_after_
     predictor.fit(texts, values, ("acc", "lat"), config)  # a "base" that decodes lat
     predictor.save(tmp_path / "plain")  # nothing read: a config as before reading existed
     assert "reads_first" not in (tmp_path / "plain" / "config.json").read_text()
-    reading = predictor.read(texts, ("lat",))
+    reading = predictor.lm.read(texts, ("lat",))
     assert reading.shape == (len(texts), 1) and np.isfinite(reading).all()
     with pytest.raises(ValueError, match="reads"):  # a label the fit trains is no reading
         predictor.fit(texts, values[:, :1], ("acc",), config, reads=("acc",))
@@ -631,23 +634,23 @@ def test_a_fit_reading_labels_first_trains_on_its_own_reading_and_samples_after_
     monkeypatch.setattr(nasrlm.rlm._members, "train", recording)  # every fit trains through it
     predictor.fit(texts, values[:, :1], ("acc",), config, reads=("lat",), calibration_folds=2)
     assert [objectives for objectives, _ in trained] == [("lat", "acc")] * 3  # two cross-fits, then the fit
-    np.testing.assert_array_equal(trained[-1][1][:, 0], predictor._targets(reading, ("lat",))[:, 0])
-    assert predictor.reads_first == ("lat",) and predictor.predicts == ("acc",)
+    np.testing.assert_array_equal(trained[-1][1][:, 0], predictor.lm.targets(reading, ("lat",))[:, 0])
+    assert predictor.lm.reads_first == ("lat",) and predictor.predicts == ("acc",)
     samples = predictor.sample(texts[:6], num_samples=8, seed=2)
     assert samples.shape == (6, 8, 1)
     raw = predictor.sample(texts[:6], num_samples=8, seed=2, calibrated=False)
     asked = predictor.sample(texts[:6], ("acc", "lat"), num_samples=8, seed=2, calibrated=False)
-    predictor.reads_first = ()  # the samples are conditioned on the reading
+    predictor.lm.reads_first = ()  # the samples are conditioned on the reading
     assert not np.array_equal(predictor.sample(texts[:6], num_samples=8, seed=2, calibrated=False), raw)
     # a read label asked for is sampled, still first
     in_order = predictor.sample(texts[:6], ("lat", "acc"), num_samples=8, seed=2, calibrated=False)
     np.testing.assert_array_equal(asked, in_order[..., ::-1])
-    predictor.reads_first = ("lat",)
+    predictor.lm.reads_first = ("lat",)
     with pytest.raises(ValueError, match="prior_from"):  # given labels come first at inference
         predictor.fit(texts, values[:, :1], ("acc",), config, reads=("lat",), prior_from=("acc",))
     predictor.save(tmp_path / "model")
     loaded = RLMPredictor.load(tmp_path / "model")
-    assert loaded.reads_first == ("lat",)
+    assert loaded.lm.reads_first == ("lat",)
     np.testing.assert_array_equal(loaded.sample(texts[:6], num_samples=8, seed=2), samples)
 
 
@@ -656,17 +659,17 @@ def test_the_reads_chosen_are_those_whose_reading_ranks_the_labels_best(corpus, 
     predictor = RLMPredictor.from_scratch(OBJECTIVES, size=None, tokenizer=tokenizer, **TINY)
     truth = np.arange(10.0)
     columns = {"a": -truth, "b": truth ** 3, "c": np.roll(truth, 3), "d": truth + np.where(truth == 4, 9, 0)}
-    monkeypatch.setattr(RLMPredictor, "read", lambda self, texts, labels: np.column_stack(
+    monkeypatch.setattr(LanguageModel, "read", lambda self, texts, labels: np.column_stack(
         [columns[name] for name in labels]))
-    chosen = predictor.choose_reads(texts[:10], truth, ("a", "b", "c", "d"), 2)
+    chosen = predictor.lm.choose_reads(texts[:10], truth, ("a", "b", "c", "d"), 2)
     assert chosen == ("b", "d")  # in the order given; a ranks the labels backwards
-    assert predictor.choose_reads(texts[:10], truth, ("a", "b", "c"), 5) == ("a", "b", "c")
+    assert predictor.lm.choose_reads(texts[:10], truth, ("a", "b", "c"), 5) == ("a", "b", "c")
     unknown = np.where(truth < 6, truth, np.nan)  # only labelled rows count
-    assert predictor.choose_reads(texts[:10], unknown, ("c", "d"), 1) == ("d",)
-    assert predictor.choose_reads(texts[:10], np.where(truth < 2, truth, np.nan), ("a", "b"), 1) == ()
-    assert predictor.choose_reads(texts[:10], np.ones(10), ("a", "b"), 1) == ()  # nothing to rank
+    assert predictor.lm.choose_reads(texts[:10], unknown, ("c", "d"), 1) == ("d",)
+    assert predictor.lm.choose_reads(texts[:10], np.where(truth < 2, truth, np.nan), ("a", "b"), 1) == ()
+    assert predictor.lm.choose_reads(texts[:10], np.ones(10), ("a", "b"), 1) == ()  # nothing to rank
     with pytest.raises(ValueError, match="k=-1"):
-        predictor.choose_reads(texts[:10], truth, ("a", "b"), -1)
+        predictor.lm.choose_reads(texts[:10], truth, ("a", "b"), -1)
 
 
 def test_a_gaussian_process_prior_is_saved_and_loaded_with_the_model(corpus, tmp_path) -> None:
@@ -676,7 +679,7 @@ def test_a_gaussian_process_prior_is_saved_and_loaded_with_the_model(corpus, tmp
     config = TrainConfig(max_epochs=1, batch_size=16, validation_fraction=0.0, progress=False)
     predictor.fit(texts, values[:, 1:], ("lat",), config, prior_inputs=features, prior_kind="gp",
                   prior_mode="blend", calibration_folds=2)
-    assert predictor.prior.kinds == ["gp"]
+    assert predictor.prior_part.prior.kinds == ["gp"]
     predictor.save(tmp_path / "model")
     again = RLMPredictor.load(tmp_path / "model")
     np.testing.assert_array_equal(again.sample(texts, num_samples=4, seed=1, features=features),

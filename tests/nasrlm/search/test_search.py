@@ -146,11 +146,12 @@ def test_with_the_free_label_prior_the_model_learns_residuals_and_predicts_value
     study = make_study(sampler)
     study.optimize(toy_objective, n_trials=8)
     predictor = sampler.predictor
-    assert predictor.decode_order[-2:] == ("acc", "lat") and predictor.prior_objectives == ("acc", "lat")
-    assert predictor.prior_inputs == ("params_m", "macs_m")
+    assert predictor.lm.decode_order[-2:] == ("acc", "lat")
+    assert predictor.prior_part.objectives == ("acc", "lat")
+    assert predictor.prior_part.inputs == ("params_m", "macs_m")
     # the prior's normal scores are over the candidate pool, not over the eight trials
     pool = sampler.free_labels_of(sampler.candidate_pool)
-    assert len(pool) > 8 and np.array_equal(predictor.prior.free[0].knots, np.unique(pool[:, 0]))
+    assert len(pool) > 8 and np.array_equal(predictor.prior_part.prior.free[0].knots, np.unique(pool[:, 0]))
     ids = SPACE.sample_ids(30, seed=5)
     samples = sampler.predict_samples(ids, num_samples=4)
     truth = np.array([toy_values(i) for i in ids])
@@ -167,8 +168,9 @@ def test_with_a_graph_prior_the_model_learns_residuals_of_a_forest_on_the_graph_
     study = make_study(sampler)
     study.optimize(toy_objective, n_trials=14)  # enough trials for a forest, and checked proposals
     predictor = sampler.predictor
-    assert isinstance(predictor.prior, FeaturePrior) and predictor.prior.kinds == ["forest", "forest"]
-    assert predictor.prior_inputs == ("params_m", "macs_m", *(o.name for o in GRAPH_OBJECTIVES))
+    prior = predictor.prior_part.prior
+    assert isinstance(prior, FeaturePrior) and prior.kinds == ["forest", "forest"]
+    assert predictor.prior_part.inputs == ("params_m", "macs_m", *(o.name for o in GRAPH_OBJECTIVES))
     assert sampler.last_residual_weights is not None  # weighed on the prior's own inputs
     samples = sampler.predict_samples(SPACE.sample_ids(10, seed=5), num_samples=4)
     assert samples.shape == (10, 4, 2) and np.isfinite(samples).all()
@@ -187,7 +189,7 @@ def test_the_residual_is_weighted_by_how_well_the_model_predicted_its_own_propos
     assert len(proposed) >= 6 and not any(PREDICTED_USER_ATTR in t.user_attrs for t in study.trials[:4])
     for t in proposed:  # by objective name, where optuna-dashboard shows it
         assert set(t.user_attrs[PREDICTED_USER_ATTR]) == {"acc", "lat"}
-    prior = sampler.predictor.prior
+    prior = sampler.predictor.prior_part.prior
     free = sampler.free_labels_of([sampler.arch_id_of(t.params) for t in proposed])
     actual = prior.residuals(free, np.array([t.values for t in proposed]))
     for predicted, expected in ((actual, 1.0), (-actual, 0.0)):  # right on the mark; exactly wrong
@@ -222,7 +224,7 @@ def test_pretraining_learns_free_labels_of_the_candidate_pool_first(archs: int) 
         assert count == archs  # the pool's first architectures, nothing else described
     else:
         assert pool < count <= archs  # the whole pool, topped up with random (distinct) ones
-    assert {"params_m", "macs_m"} <= set(sampler.predictor.trained_objectives)
+    assert {"params_m", "macs_m"} <= set(sampler.predictor.lm.trained_objectives)
 
 
 def test_each_round_scores_fresh_random_candidates_beside_the_fixed_pool() -> None:
@@ -357,12 +359,12 @@ def test_with_the_prior_spread_the_samples_scatter_as_far_as_the_prior_erred() -
     # candidates are drawn as the space samples) its out-of-bag error on `lat` was 1.45 normal scores,
     # and samples scattered that far are clipped to the range, which narrows them
     make_study(sampler).optimize(toy_objective, n_trials=12)
-    errors = sampler.predictor.prior_errors
+    errors = sampler.predictor.prior_part.errors
     assert set(errors) == {"acc", "lat"} and all(e > 0 for e in errors.values())
     ids = SPACE.sample_ids(20, seed=3)
     labels = sampler.cache.labels_of(ids)
     samples = sampler.predict_samples(ids, num_samples=8)
-    z = sampler.predictor.prior.residuals(np.repeat(labels, 8, axis=0), samples.reshape(-1, 2))
+    z = sampler.predictor.prior_part.prior.residuals(np.repeat(labels, 8, axis=0), samples.reshape(-1, 2))
     spread = z.reshape(20, 8, 2).std(axis=1).mean(axis=0)
     assert spread == pytest.approx([errors["acc"], errors["lat"]], rel=0.3)
 
@@ -937,7 +939,7 @@ def test_every_refit_starts_from_a_base_model(tmp_path) -> None:
         tiny_sampler(base=str(tmp_path / "base"))  # TINY_OPTIONS has a model
     sampler = tiny_sampler(base=str(tmp_path / "base"), model=DEFAULT_MODEL)
     make_study(sampler).optimize(toy_objective, n_trials=8)
-    tags = sampler.predictor.model.config.objectives
+    tags = sampler.predictor.lm.model.config.objectives
     assert "acc" in tags and "lat" in tags and "nb201:acc" not in tags  # known tag renamed, new one added
     first = sampler.predictor
     study = make_study(sampler)
@@ -1099,7 +1101,7 @@ def test_with_the_trees_spread_candidates_the_trees_disagree_on_scatter_wider(mo
     sampler = tiny_sampler(prior="trend-forest", spread="trees")
     make_study(sampler).optimize(toy_objective, n_trials=12)  # refitted on 10: forests (8 rows or more)
     predictor = sampler.predictor
-    assert predictor.prior.kinds == ["trend-forest", "trend-forest"]
+    assert predictor.prior_part.prior.kinds == ["trend-forest", "trend-forest"]
     ids = SPACE.sample_ids(30, seed=3)
     asked = []
     sample = predictor.sample
@@ -1107,11 +1109,12 @@ def test_with_the_trees_spread_candidates_the_trees_disagree_on_scatter_wider(mo
                         lambda *a, **k: asked.append(k["residual_spread"]) or sample(*a, **k))
     samples = sampler.predict_samples(ids, num_samples=16)
     labels = sampler.cache.labels_of(ids)
-    disagreement = predictor.prior.disagreement(labels)
-    z = predictor.prior.residuals(np.repeat(labels, 16, axis=0), samples.reshape(-1, 2)).reshape(30, 16, 2)
+    disagreement = predictor.prior_part.prior.disagreement(labels)
+    prior = predictor.prior_part.prior
+    z = prior.residuals(np.repeat(labels, 16, axis=0), samples.reshape(-1, 2)).reshape(30, 16, 2)
     for k, name in enumerate(("acc", "lat")):
         # each candidate's spread is the prior's error scaled by its trees' disagreement over the mean's
-        expected = predictor.prior_errors[name] * disagreement[:, k] / disagreement[:, k].mean()
+        expected = predictor.prior_part.errors[name] * disagreement[:, k] / disagreement[:, k].mean()
         np.testing.assert_allclose(asked[0][name], expected)
         # and the samples scatter so (ties blur), where they can: a sample past the range the normaliser
         # covers is clipped to its edge, so a candidate near an edge shows less spread than it was given
@@ -1137,7 +1140,7 @@ def test_an_objective_named_like_a_free_label_is_searched_under_its_own_tag() ->
     study.set_metric_names(["acc", "params_m"])
     study.optimize(objective, n_trials=8)
     assert len({t.user_attrs["arch_id"] for t in completed(study)}) == 8
-    assert "params_m#objective" in sampler.predictor.objectives  # beside the free label params_m
+    assert "params_m#objective" in sampler.predictor.lm.objectives  # beside the free label params_m
     ids = SPACE.sample_ids(5, seed=2)
     samples = sampler.predict_samples(ids, num_samples=4)
     assert samples.shape == (5, 4, 2) and np.isfinite(samples).all()

@@ -37,9 +37,9 @@ SCRIPT = textwrap.dedent("""
                          candidates=CandidateSettings(num_candidates=300, fresh_candidates=50))
     result = run_search(space, evaluator, sampler, budget=18, progress=False)
     weights = hashlib.sha256()
-    for name, tensor in sampler.predictor.model.state_dict().items():
+    for name, tensor in sampler.predictor.lm.model.state_dict().items():
         weights.update(name.encode() + tensor.detach().numpy().tobytes())
-    prior = json.dumps(sampler.predictor.prior.to_dict(), sort_keys=True)
+    prior = json.dumps(sampler.predictor.prior_part.prior.to_dict(), sort_keys=True)
     print(json.dumps({"trials": result.arch_ids, "weights": weights.hexdigest(), "prior": prior,
                       "torch_threads": torch.get_num_threads()}))
     """)

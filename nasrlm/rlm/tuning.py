@@ -1,0 +1,180 @@
+"""A predictor on the architectures of a search space, named by id: fine-tuning it on labelled ones
+(:func:`fine_tune`, ``nasrlm train``'s recipe) and predicting others (:func:`sample_archs`,
+:func:`predict_archs`). Each architecture's text, free labels and graph labels come through the label cache
+(:mod:`nasrlm.free_labels`), so that a prior's inputs are computed, never asked of the user
+(:func:`known_labels`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import Any
+
+import numpy as np
+
+from nasrlm.free_labels import ALL_FREE_OBJECTIVES, FREE_OBJECTIVES, free_labels, texts_and_free_labels
+from nasrlm.priors.feature_prior import PRIOR_KINDS
+from nasrlm.priors.transfer import TRANSFER_LABEL
+from nasrlm.rlm.augment import EQUIVALENT_READINGS, equivalent_readings, shared_by_equivalents
+from nasrlm.rlm.calibration import CALIBRATION_FOLDS
+from nasrlm.rlm.predictor import Prediction, RLMPredictor
+from nasrlm.rlm.presets import ALONE_TUNE, DECODER_TUNE, FINE_TUNE, READ_LATENCIES
+from nasrlm.rlm.training import TrainConfig, TrainReport
+from search_spaces import SearchSpace
+
+
+def tune_config(rows: int, *, decoder_only: bool, alone: bool = False,
+                batch_size: int = TrainConfig.batch_size, **fields: Any) -> TrainConfig:
+    """How a base model fine-tunes on ``rows`` labelled rows, as ``nasrlm train`` does: the decoder alone
+    (``decoder_only``: the language model blended, the encoder reading the text as the base learned to) by
+    :data:`~nasrlm.rlm.presets.DECODER_TUNE`'s schedule, the language model alone (``alone``, no prior) by
+    :data:`~nasrlm.rlm.presets.ALONE_TUNE`'s (an ensemble of decoders), else the whole model by
+    :data:`~nasrlm.rlm.presets.FINE_TUNE`'s; ``fields`` override any :class:`TrainConfig` field."""
+    schedule = ALONE_TUNE if alone else DECODER_TUNE if decoder_only else FINE_TUNE
+    decoder_only = decoder_only or alone
+    settings = {**schedule.settings(rows, batch_size), **fields}
+    return TrainConfig(batch_size=batch_size, freeze_encoder=decoder_only, **settings)
+
+
+def fine_tune(predictor: RLMPredictor, space: SearchSpace, arch_ids: Sequence[str], values: np.ndarray,
+              names: Sequence[str], config: TrainConfig | None = None, *, prior: str | None = "forest",
+              prior_mode: str | None = None, refit_normalizers: bool | Collection[str] = True,
+              derived_from: Sequence[int] | None = None, progress: bool = False,
+              calibration_folds: int = CALIBRATION_FOLDS, read_latencies: int = READ_LATENCIES
+              ) -> TrainReport:
+    """Train ``predictor`` on labelled architectures of ``space`` (``values``: columns ``names``).
+
+    With its defaults it does what ``nasrlm train`` does with a base: a forest prior blended with the
+    language model, which learns each objective from the text alone with its encoder frozen, for as long as
+    :func:`tune_config` says (``config=None``). ``prior_mode`` (``None``: ``"blend"`` with a feature prior,
+    else ``"residual"``) and ``prior`` (a ``prior_kind`` of :meth:`RLMPredictor.fit`; ``None`` for none) are
+    the fit's. With a residual prior, the free labels the model has tags for (and ``names`` does not hold)
+    are decoded first, and the prior reads them, and the graph labels
+    (:data:`~nasrlm.free_labels.GRAPH_OBJECTIVES`) for any prior but the line; blended, the model decodes
+    no free label and the prior reads them beside the graph labels. A base's transfer forest, fitted on the
+    source space most like this one, is one more input (:mod:`nasrlm.priors.transfer`). The spread is
+    calibrated by ``calibration_folds`` cross-fits where the validation rows are too few.
+
+    Where ``names`` holds a latency the model has never decoded (a new device), the model first reads
+    ``read_latencies`` of the latencies of ``space`` it does decode (:func:`latencies_to_read`); 0: none.
+    """
+    if prior is not None and prior not in PRIOR_KINDS:
+        raise ValueError(f"prior {prior!r}: expected None or one of {', '.join(PRIOR_KINDS)}")
+    names, lm = list(names), predictor.lm
+    if prior_mode is None:
+        prior_mode = "residual" if prior in (None, "line") else "blend"
+    free = [k for k, o in enumerate(FREE_OBJECTIVES)
+            if prior and prior_mode != "blend" and o.name not in names and o.name in lm.objectives]
+    if prior == "line" and not free:
+        raise ValueError("prior: the free labels are among the objectives trained, nothing is left to "
+                         "predict from them")
+    if config is None:
+        config = tune_config(len(arch_ids), decoder_only=prior_mode == "blend", alone=prior is None,
+                             progress=progress)
+    graph = prior not in (None, "line")
+    texts, labels = texts_and_free_labels(space, arch_ids, graph=graph, progress=progress)
+    free_names = [FREE_OBJECTIVES[k].name for k in free]
+    inputs = {o.name: labels[:, k] for k, o in enumerate(ALL_FREE_OBJECTIVES)
+              if graph and o.name not in free_names and o.name not in names}
+    if graph and predictor.transfer is not None:  # from the source space most like this one, kept
+        predictor.transfer = predictor.transfer.for_space(space)
+        inputs[TRANSFER_LABEL] = predictor.transfer.predict(labels)
+    values = np.asarray(values, dtype=np.float64).reshape(len(texts), -1)
+    table = np.hstack([labels[:, free], values])
+    # the line prior's free labels are given first, which a reading cannot precede (fit)
+    reads = () if free_names else latencies_to_read(predictor, texts, values, names, read_latencies)
+    predictor.spaces = tuple(sorted({*predictor.spaces, space.name}))
+    return predictor.fit(texts, table, [*free_names, *names], config, refit_normalizers=refit_normalizers,
+                         prior_from=tuple(free_names), prior_inputs=inputs, prior_kind=prior or "line",
+                         prior_mode=prior_mode, derived_from=derived_from,
+                         calibration_folds=calibration_folds, reads=reads)
+
+
+def latencies_to_read(predictor: RLMPredictor, texts: Sequence[str], values: np.ndarray, names: Sequence[str],
+                      k: int) -> tuple[str, ...]:
+    """What :func:`fine_tune` reads first where ``names`` holds a latency the model has never decoded (a new
+    device): of the latencies of its space it does decode (``space_columns`` in ms), the ``k`` whose greedy
+    reading ranks ``values`` (columns ``names``) best in the new ones (``LanguageModel.choose_reads``; six or
+    all of them rank no better and decode slower: experiments/README.md, "Who carries the prediction").
+    None where there is no new latency, or ``k`` is 0."""
+    names, lm = list(names), predictor.lm
+    latency = {n for n, o in lm.objectives.items() if o.unit == "ms"}
+    new = [j for j, n in enumerate(names) if n in latency and n not in lm.normalizers]
+    known = [c for c in predictor.space_columns() if c in latency and c not in names]
+    if not k or not new or not known:
+        return ()
+    return lm.choose_reads(texts, np.asarray(values)[:, new], known, k)
+
+
+def known_labels(predictor: RLMPredictor, space: SearchSpace, arch_ids: Sequence[str]
+                 ) -> dict[str, dict[str, np.ndarray]]:
+    """The labels the predictor's prior reads, computed from each architecture's graph, as the keyword
+    arguments of :meth:`RLMPredictor.sample`: ``{"given": decoded ones, "features": the others}``.
+
+    Empty without a prior; a prior on labels that are not free (a device's latency) cannot be computed
+    here: pass those yourself.
+    """
+    if predictor.prior_part is None:
+        return {}
+    inputs = predictor.prior_part.inputs
+    names = [o.name for o in ALL_FREE_OBJECTIVES]
+    computed = {*names, *([TRANSFER_LABEL] if predictor.transfer is not None else [])}
+    unknown = [f for f in inputs if f not in computed]
+    if unknown:
+        raise ValueError(f"this model's prior reads {unknown}, which are not free labels: pass them to "
+                         "sample() yourself")
+    graph = any(f not in {o.name for o in FREE_OBJECTIVES} for f in inputs)
+    labels = free_labels(space, arch_ids, graph=graph)
+    columns = {f: predictor.transfer.predict(labels) if f == TRANSFER_LABEL else labels[:, names.index(f)]
+               for f in inputs}
+    decoded = set(predictor.lm.decode_order)
+    return {"given": {f: v for f, v in columns.items() if f in decoded},
+            "features": {f: v for f, v in columns.items() if f not in decoded}}
+
+
+def sample_archs(predictor: RLMPredictor, space: SearchSpace, arch_ids: Sequence[str],
+                 objectives: Sequence[str] | None = None, *, equivalents: int = EQUIVALENT_READINGS,
+                 num_samples: int = 64, seed: int = 0, progress: bool = False, **options: Any) -> np.ndarray:
+    """:meth:`RLMPredictor.sample` for architectures of ``space`` named by id, shape (len(arch_ids),
+    num_samples, len(objectives)): their texts, and the labels a prior reads (:func:`known_labels`), come
+    through the label cache.
+
+    Each objective that equivalent architectures share (an accuracy:
+    :func:`~nasrlm.rlm.augment.shared_by_equivalents`) is read through up to ``equivalents`` texts of the
+    architecture's equivalence class, the same for every member
+    (:func:`~nasrlm.rlm.augment.equivalent_readings`), ``num_samples`` divided among them (at least 2 each),
+    and pooled around their median (:meth:`~nasrlm.rlm.augment.EquivalentReadings.pooled`): the text keeps
+    operations whose result is never used, which the model does not see through (experiments/README.md, "Who
+    carries the prediction"). Equivalent architectures asked in one call so get the same samples. The other
+    objectives are read through the architecture's own text (their samples then no longer pair with the
+    accuracy's draw by draw); ``equivalents`` of 1 or less reads everything so. ``options`` go to
+    :meth:`RLMPredictor.sample`, except the per-text ones, which are computed here.
+    """
+    objectives = tuple(objectives or predictor.predicts)
+    metadata = predictor.lm.objectives
+    untrained = [o for o in objectives if o not in metadata]
+    if untrained:
+        raise ValueError(f"objective(s) {untrained} were never trained; trained: "
+                         f"{predictor.lm.trained_objectives}")
+    per_text = sorted({"given", "features", "residual_spread"} & set(options))
+    if per_text:
+        raise ValueError(f"sample_archs computes what it reads of each architecture itself: pass "
+                         f"{', '.join(per_text)} to sample() with the texts instead")
+    ids = list(arch_ids)
+    shared = [k for k, name in enumerate(objectives) if shared_by_equivalents(metadata[name])]
+    k = min(equivalents, num_samples // 2) if shared else 1
+
+    def draws(of: list[str], n: int) -> np.ndarray:
+        texts = texts_and_free_labels(space, of, progress=progress)[0]
+        return predictor.sample(texts, objectives, num_samples=n, seed=seed, progress=progress,
+                                **known_labels(predictor, space, of), **options)
+
+    readings = equivalent_readings(space, ids, k, seed=seed)
+    return readings.pooled(ids, draws, num_samples, shared, len(objectives))
+
+
+def predict_archs(predictor: RLMPredictor, space: SearchSpace, arch_ids: Sequence[str],
+                  objectives: Sequence[str] | None = None, **options: Any) -> list[dict[str, Prediction]]:
+    """:meth:`RLMPredictor.predict` for architectures of ``space`` named by id (see :func:`sample_archs`)."""
+    objectives = tuple(objectives or predictor.predicts)
+    return predictor.summaries(sample_archs(predictor, space, arch_ids, objectives, **options), objectives)
