@@ -26,9 +26,8 @@ from scipy import stats
 from nasrlm.data import Objective, load_table
 from nasrlm.rlm.calibration import CALIBRATION_FOLDS, central_coverage
 from nasrlm.rlm.predictor import RLMPredictor
-from nasrlm.rlm.presets import ALONE_TUNE
 from nasrlm.rlm.pretraining import is_excluded
-from nasrlm.rlm.training import TrainConfig
+from nasrlm.rlm.recipes import ALONE_TUNE, TrainConfig
 from search_spaces import get_space
 
 

@@ -22,7 +22,7 @@ from nasrlm.rlm.predictor import RLMPredictor
 from nasrlm.rlm.tokenizers import OnnxTokenizer
 from search_spaces import NasBench201
 
-VARIANTS = {  # the sizes of nasrlm.rlm.presets.SIZES compared
+VARIANTS = {  # the sizes of nasrlm.rlm.recipes.SIZES compared
     "compact (the RLMSampler's)": "compact",
     "small (`nasrlm pretrain`'s default)": "small",
     "lean (`small`, 1 decoder layer, d_ff 256; `nasrlm train`'s default)": "lean",

@@ -38,9 +38,9 @@ from nasrlm.rlm.augment import equivalent_rows
 from nasrlm.rlm.model import RegressionLM, RLMConfig
 from nasrlm.rlm.normalize import Normalizer
 from nasrlm.rlm.predictor import RLMPredictor
-from nasrlm.rlm.presets import SIZES
+from nasrlm.rlm.recipes import SIZES, TrainConfig
 from nasrlm.rlm.tokenizers import OnnxTokenizer
-from nasrlm.rlm.training import TrainConfig, pad_batch
+from nasrlm.rlm.training import pad_batch
 from search_spaces import NasBench201
 
 OBJECTIVES = ("acc", "pixel3", "eyeriss", "gold_6226", "1080ti_1")

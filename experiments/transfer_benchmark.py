@@ -73,9 +73,8 @@ from nasrlm.priors.transfer import ACCURACY_RANK, AccuracyTransfer
 from nasrlm.rlm.augment import EQUIVALENT_READINGS
 from nasrlm.rlm.calibration import CALIBRATION_FOLDS, central_coverage
 from nasrlm.rlm.predictor import RLMPredictor
-from nasrlm.rlm.presets import ALONE_TUNE, DECODER_TUNE, FINE_TUNE
 from nasrlm.rlm.pretraining import PRETRAINING_FILE, is_excluded, tag
-from nasrlm.rlm.training import TrainConfig
+from nasrlm.rlm.recipes import ALONE_TUNE, DECODER_TUNE, FINE_TUNE, TrainConfig
 from nasrlm.rlm.tuning import sample_archs
 from nasrlm.selection import farthest_first
 from search_spaces import SearchSpace, get_space

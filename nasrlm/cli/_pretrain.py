@@ -27,7 +27,7 @@ from nasrlm.cli._common import (
 )
 from nasrlm.cli._inputs import _space
 from nasrlm.data import resolve_data_dir
-from nasrlm.rlm.presets import PRETRAIN_SIZE, SIZES
+from nasrlm.rlm.recipes import PRETRAIN_SIZE, SIZES
 
 #: ``nasrlm pretrain``: the most of ``--minutes`` that describing architectures may take, and the least
 #: that training gets however long the rows took.
@@ -40,7 +40,7 @@ class Pretrain(Command):
     help = "pre-train one base model on every published table (then: train --init)"
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
-        from nasrlm.rlm.pretraining import PretrainConfig
+        from nasrlm.rlm.recipes import PretrainConfig
 
         config = PretrainConfig()
         p.add_argument("--data-dir", help="benchmark data directory (default $NASRLM_DATA)")
@@ -92,7 +92,6 @@ class Pretrain(Command):
         from nasrlm.rlm.pretraining import (
             PRETRAINING_FILE,
             ROWS_FILE,
-            PretrainConfig,
             PretrainState,
             collect_tasks,
             fit_normalizers,
@@ -102,6 +101,7 @@ class Pretrain(Command):
             pretrain,
             save_tasks,
         )
+        from nasrlm.rlm.recipes import PretrainConfig
 
         started = time.monotonic()
         output = Path(args.output)

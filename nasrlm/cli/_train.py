@@ -38,7 +38,7 @@ from nasrlm.cli._inputs import (
     _table_columns,
     _table_space,
 )
-from nasrlm.rlm.presets import (
+from nasrlm.rlm.recipes import (
     ALONE_TUNE,
     DECODER_TUNE,
     FINE_TUNE,
@@ -46,6 +46,8 @@ from nasrlm.rlm.presets import (
     SIZES,
     TRAIN,
     TRAIN_SIZE,
+    TrainConfig,
+    fine_tune_recipe,
 )
 
 
@@ -55,7 +57,6 @@ class Train(Command):
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
         from nasrlm.priors.feature_prior import PRIOR_KINDS  # the prior_kind values of RLMPredictor.fit
-        from nasrlm.rlm.training import TrainConfig
 
         p.add_argument("--data", required=True, help="CSV written by 'nasrlm data'")
         p.add_argument("-o", "--output", required=True, help="model directory to write")
@@ -120,8 +121,7 @@ class Train(Command):
     def run(self, args: argparse.Namespace) -> int:
         from nasrlm.free_labels import FREE_OBJECTIVES, texts_and_free_labels
         from nasrlm.rlm.predictor import RLMPredictor
-        from nasrlm.rlm.training import TrainConfig
-        from nasrlm.rlm.tuning import fine_tune, tune_config
+        from nasrlm.rlm.tuning import fine_tune
 
         _check_output_dir(args.output, "-o")  # before training, not after
         table = _read_table(args.data)
@@ -161,17 +161,13 @@ class Train(Command):
             predictor = RLMPredictor.from_scratch(objectives, size=args.size or TRAIN_SIZE, seed=args.seed)
         predictor.to(device)
         # fine-tuning a base, the language model reads the text as the base learned to and learns to decode
-        # each objective from it, alone or blended with a feature prior beside it
+        # each objective from it (the decoder alone), alone or blended with a feature prior beside it: the
+        # recipe fine_tune follows by default
         blend = not scratch and args.prior not in ("none", "line")
-        decoder_only = not scratch and (args.prior == "none" or blend)
         given = {k: v for k, v in (("max_epochs", args.epochs), ("learning_rate", args.lr)) if v}
         fields = {"seed": args.seed, "max_minutes": args.max_minutes, "progress": not args.quiet, **given}
-        if scratch:
-            config = TrainConfig(batch_size=args.batch_size, **{**TRAIN.settings(len(ids), args.batch_size),
-                                                                  **fields})
-        else:  # the recipe fine_tune follows by default
-            config = tune_config(len(ids), decoder_only=decoder_only, alone=args.prior == "none",
-                                 batch_size=args.batch_size, **fields)
+        recipe = TRAIN if scratch else fine_tune_recipe(alone=args.prior == "none", blend=blend)
+        config = recipe.config(len(ids), batch_size=args.batch_size, **fields)
         if args.pretrain:
             pre_ids = space.sample_ids(args.pretrain, seed=args.seed + 1)
             pre_texts, labels = texts_and_free_labels(space, pre_ids, progress=not args.quiet)

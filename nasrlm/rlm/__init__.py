@@ -3,13 +3,14 @@
 :class:`RLMPredictor` is what a user needs: it trains, fine-tunes, samples, saves and loads a model
 (:func:`shipped_base` is the base model shipped in the package). What it is made of is public for
 experiments that take it apart: the tokenizers (:class:`OnnxTokenizer` for the input, :class:`DigitTokenizer`
-for the numbers), the model (:class:`RegressionLM`, sized by :class:`RLMConfig`, named sizes in
-:mod:`nasrlm.rlm.presets`), its training (:class:`TrainConfig`), the label normaliser (:class:`Normalizer`),
+for the numbers), the model (:class:`RegressionLM`, sized by :class:`RLMConfig`), its training
+(:class:`TrainConfig`; the named sizes and recipes in :mod:`nasrlm.rlm.recipes`), the label normaliser
+(:class:`Normalizer`),
 and pre-training a base model (:mod:`nasrlm.rlm.pretraining`). The priors it learns on top of live in
 :mod:`nasrlm.priors`.
 
 Importing this package does not import torch: the names below load when first used, so that
-``nasrlm --help`` can read :mod:`nasrlm.rlm.presets` and stay light.
+``nasrlm --help`` can read :mod:`nasrlm.rlm.recipes` and stay light.
 """
 
 from __future__ import annotations
@@ -22,9 +23,8 @@ if TYPE_CHECKING:  # the names for type checkers and editors; at run time they l
     from nasrlm.rlm.model import RegressionLM, RLMConfig
     from nasrlm.rlm.normalize import Normalizer
     from nasrlm.rlm.predictor import Prediction, RLMPredictor
+    from nasrlm.rlm.recipes import TrainConfig
     from nasrlm.rlm.tokenizers import DigitTokenizer, OnnxTokenizer
-    from nasrlm.rlm.training import TrainConfig
-    from nasrlm.rlm.tuning import tune_config
 
 __all__ = [
     "DigitTokenizer",
@@ -38,7 +38,6 @@ __all__ = [
     "RegressionLM",
     "TrainConfig",
     "shipped_base",
-    "tune_config",
 ]
 
 #: The module each public name is defined in.
@@ -52,13 +51,12 @@ _DEFINED_IN = {
     "RLMConfig": "nasrlm.rlm.model",
     "RLMPredictor": "nasrlm.rlm.predictor",
     "RegressionLM": "nasrlm.rlm.model",
-    "TrainConfig": "nasrlm.rlm.training",
+    "TrainConfig": "nasrlm.rlm.recipes",
     "shipped_base": "nasrlm.rlm.checkpoints",
-    "tune_config": "nasrlm.rlm.tuning",
 }
 
 
-def __getattr__(name: str) -> Any:  # lazy, so that ``import nasrlm.rlm.presets`` stays light
+def __getattr__(name: str) -> Any:  # lazy, so that ``import nasrlm.rlm.recipes`` stays light
     module = _DEFINED_IN.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

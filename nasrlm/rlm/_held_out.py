@@ -16,7 +16,8 @@ import numpy as np
 from nasrlm.priors.prior import shrunk_weight
 from nasrlm.rlm._residuals import PriorPart, blended, departures, prior_matrix
 from nasrlm.rlm.calibration import Spread, fit_spread, spread_scale
-from nasrlm.rlm.training import TrainConfig, TrainReport
+from nasrlm.rlm.recipes import TrainConfig
+from nasrlm.rlm.training import TrainReport
 
 #: Samples per held-out row when a fit calibrates its spread
 #: (:attr:`RLMPredictor.spreads <nasrlm.rlm.predictor.RLMPredictor.spreads>`).

@@ -24,7 +24,8 @@ import numpy as np
 import torch
 
 from nasrlm.rlm.model import RegressionLM
-from nasrlm.rlm.training import FROZEN_WITH_THE_ENCODER, TrainConfig, TrainReport, train
+from nasrlm.rlm.recipes import TrainConfig
+from nasrlm.rlm.training import FROZEN_WITH_THE_ENCODER, TrainReport, train
 
 #: A member's weights: the model's parameters that train with the encoder frozen, by name.
 Weights = dict[str, torch.Tensor]

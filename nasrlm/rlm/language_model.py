@@ -21,8 +21,9 @@ from nasrlm.rlm._members import Weights, pooled, train_members, wearing
 from nasrlm.rlm.inference import sample_scaled
 from nasrlm.rlm.model import RegressionLM
 from nasrlm.rlm.normalize import Normalizer
+from nasrlm.rlm.recipes import TrainConfig
 from nasrlm.rlm.tokenizers import OnnxTokenizer
-from nasrlm.rlm.training import TrainConfig, TrainReport, derived_sources, pad_batch
+from nasrlm.rlm.training import TrainReport, derived_sources, pad_batch
 
 
 class LanguageModel:

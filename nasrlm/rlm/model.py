@@ -26,7 +26,7 @@ import torch
 from torch import nn
 from transformers import T5Config, T5Model
 
-from nasrlm.rlm.presets import SIZES, size_options  # noqa: F401 - re-exported beside the config
+from nasrlm.rlm.recipes import SIZES, size_options  # noqa: F401 - re-exported beside the config
 from nasrlm.rlm.tokenizers import DigitTokenizer
 
 #: The most parameters an :class:`RLMConfig` may ask for (4 GiB of float32 weights): a config file

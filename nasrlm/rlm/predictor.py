@@ -29,9 +29,9 @@ from nasrlm.rlm.calibration import Spread
 from nasrlm.rlm.checkpoints import Checkpoint, shipped_base
 from nasrlm.rlm.language_model import LanguageModel
 from nasrlm.rlm.model import RegressionLM, RLMConfig
-from nasrlm.rlm.presets import TRAIN_SIZE, size_options
+from nasrlm.rlm.recipes import TRAIN_SIZE, TrainConfig, size_options
 from nasrlm.rlm.tokenizers import OnnxTokenizer
-from nasrlm.rlm.training import TrainConfig, TrainReport, derived_sources, validation_size
+from nasrlm.rlm.training import TrainReport, derived_sources, validation_size
 
 #: Validation rows needed before the model's part is weighed, or its spread calibrated, on them: weights
 #: fitted on the 10 validation rows of 100 labelled NB201 cells let a residual through that ranked below
@@ -84,7 +84,7 @@ class RLMPredictor:
         """A fresh, randomly initialised predictor for ``objectives``: the one way a model is built from
         nothing (a pre-trained one comes from :meth:`from_base` or :meth:`load`). Its tags are the free labels
         ``objectives`` does not name, then ``objectives``; the tokenizer is the one learned on samples of all
-        registered spaces (or the one given); ``size`` names a preset of :data:`nasrlm.rlm.presets.SIZES`
+        registered spaces (or the one given); ``size`` names a preset of :data:`nasrlm.rlm.recipes.SIZES`
         (``None``: :class:`~nasrlm.rlm.model.RLMConfig`'s defaults), ``model_options`` override it. Initial
         weights depend only on ``seed``."""
         tokenizer = tokenizer or OnnxTokenizer.train_on_spaces(seed=seed)

@@ -39,6 +39,7 @@ from nasrlm.free_labels import ALL_FREE_OBJECTIVES, FREE_OBJECTIVES, cached_coun
 from nasrlm.priors.transfer import ACCURACY_RANK, TAG_SEPARATOR, AccuracyTransfer, is_accuracy
 from nasrlm.rlm.normalize import Normalizer
 from nasrlm.rlm.predictor import RLMPredictor
+from nasrlm.rlm.recipes import PretrainConfig
 from nasrlm.rlm.training import Stepper, pad_batch
 from search_spaces import available_spaces, get_space
 
@@ -83,27 +84,6 @@ class Task:
     texts: list[str]
     objectives: tuple[str, ...]  # tags, in column order of ``values``
     values: np.ndarray  # (rows, objectives), NaN where unknown
-
-
-@dataclass
-class PretrainConfig:
-    """How long and how hard to pre-train; the defaults are ``nasrlm pretrain``'s."""
-
-    minutes: float = 30.0  # wall-clock budget; the learning rate decays over it
-    max_steps: int | None = None  # stop after this many steps (whichever of the two comes first)
-    batch_size: int = 32
-    learning_rate: float = 5e-4  # peak, after warm-up
-    weight_decay: float = 0.01
-    warmup_steps: int = 200
-    clip_norm: float = 1.0
-    objectives_per_batch: int = 8  # tags drawn per batch from its columns, decoded after the free labels
-    # decode every graph label that varies over a task's rows in each of its batches, after the others;
-    # False: they are drawn with the table's columns for the objectives_per_batch places, so that each is
-    # seen seldom (the first shipped base's recipe; experiments/README.md, "Who carries the prediction")
-    every_graph_label: bool = True
-    checkpoint_minutes: float = 5.0  # save this often (a killed run resumes from the latest save)
-    seed: int = 0
-    progress: bool = True
 
 
 @dataclass

@@ -24,57 +24,11 @@ from safetensors.torch import load_file, save_file
 from tqdm.auto import tqdm
 
 from nasrlm.rlm.model import RegressionLM
+from nasrlm.rlm.recipes import TrainConfig
 
 #: Parameter-name prefixes that ``TrainConfig(freeze_encoder=True)`` keeps as they are: the encoder and the
 #: token embeddings it shares with the decoder.
 FROZEN_WITH_THE_ENCODER = ("t5.encoder.", "t5.shared.")
-
-
-@dataclass
-class TrainConfig:
-    """Optimisation settings; the defaults train NB201 predictors in minutes on two CPU cores."""
-
-    max_epochs: int = 60
-    batch_size: int = 32
-    # peak, after warm-up; chosen on NB201's eyeriss latency, an exact linear count of ops
-    # (experiments/README.md, "Predictor quality on NAS-Bench-201")
-    learning_rate: float = 5e-4
-    weight_decay: float = 0.01
-    warmup_fraction: float = 0.05  # of all steps
-    clip_norm: float = 1.0
-    validation_fraction: float = 0.1  # held out for early stopping; 0 trains on all, keeps the last epoch
-    patience: int = 10  # epochs without a better validation loss before stopping
-    # with a validation split: stop after ``patience`` epochs without a better validation loss and keep the
-    # best epoch; False: train every epoch and keep the last, the validation rows only measured (they
-    # calibrate a spread: a loss on digits can bottom out long before the ranking stops improving)
-    keep_best: bool = True
-    max_minutes: float | None = None  # stop (keeping the epoch ``keep_best`` says) when this budget is spent
-    # train the decoder only: a base's encoder (and the token embeddings it shares) stays as pre-trained,
-    # and each text is encoded once, without dropout (experiments/README.md, "Who carries the prediction")
-    freeze_encoder: bool = False
-    # with the encoder frozen, dropout on its stored states at each training step: the decoder reads each
-    # text through a new mask every time, as it read noisy states in pre-training, instead of learning
-    # one fixed set by heart (experiments/README.md, "Who carries the prediction")
-    state_dropout: float = 0.0
-    # with the encoder frozen, decoders fitted from the same start, each with its own batch order and dropout
-    # (:func:`train`'s ``member``), whose samples RLMPredictor.fit pools: an ensemble; with ``keep_best``
-    # each stops on a validation split of its own, else the first alone holds rows out (they calibrate)
-    # and the others train on every row (experiments/README.md, "Who carries the prediction")
-    members: int = 1
-    seed: int = 0
-    progress: bool = True
-
-    def __post_init__(self) -> None:
-        # refused as it is made, so that a fit given it changes nothing
-        if not 0 <= self.state_dropout < 1:
-            raise ValueError(f"state_dropout must be in [0, 1), got {self.state_dropout}")
-        if self.state_dropout and not self.freeze_encoder:
-            raise ValueError("state_dropout needs freeze_encoder=True: it masks a frozen encoder's "
-                             "stored states")
-        if self.members < 1:
-            raise ValueError(f"members must be at least 1, got {self.members}")
-        if self.members > 1 and not self.freeze_encoder:
-            raise ValueError("members > 1 need freeze_encoder=True: the members share the encoder")
 
 
 @dataclass

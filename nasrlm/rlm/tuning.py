@@ -18,22 +18,9 @@ from nasrlm.priors.transfer import TRANSFER_LABEL
 from nasrlm.rlm.augment import EQUIVALENT_READINGS, equivalent_readings, shared_by_equivalents
 from nasrlm.rlm.calibration import CALIBRATION_FOLDS
 from nasrlm.rlm.predictor import Prediction, RLMPredictor
-from nasrlm.rlm.presets import ALONE_TUNE, DECODER_TUNE, FINE_TUNE, READ_LATENCIES
-from nasrlm.rlm.training import TrainConfig, TrainReport
+from nasrlm.rlm.recipes import READ_LATENCIES, TrainConfig, fine_tune_recipe
+from nasrlm.rlm.training import TrainReport
 from search_spaces import SearchSpace
-
-
-def tune_config(rows: int, *, decoder_only: bool, alone: bool = False,
-                batch_size: int = TrainConfig.batch_size, **fields: Any) -> TrainConfig:
-    """How a base model fine-tunes on ``rows`` labelled rows, as ``nasrlm train`` does: the decoder alone
-    (``decoder_only``: the language model blended, the encoder reading the text as the base learned to) by
-    :data:`~nasrlm.rlm.presets.DECODER_TUNE`'s schedule, the language model alone (``alone``, no prior) by
-    :data:`~nasrlm.rlm.presets.ALONE_TUNE`'s (an ensemble of decoders), else the whole model by
-    :data:`~nasrlm.rlm.presets.FINE_TUNE`'s; ``fields`` override any :class:`TrainConfig` field."""
-    schedule = ALONE_TUNE if alone else DECODER_TUNE if decoder_only else FINE_TUNE
-    decoder_only = decoder_only or alone
-    settings = {**schedule.settings(rows, batch_size), **fields}
-    return TrainConfig(batch_size=batch_size, freeze_encoder=decoder_only, **settings)
 
 
 def fine_tune(predictor: RLMPredictor, space: SearchSpace, arch_ids: Sequence[str], values: np.ndarray,
@@ -44,15 +31,15 @@ def fine_tune(predictor: RLMPredictor, space: SearchSpace, arch_ids: Sequence[st
               ) -> TrainReport:
     """Train ``predictor`` on labelled architectures of ``space`` (``values``: columns ``names``).
 
-    With its defaults it does what ``nasrlm train`` does with a base: a forest prior blended with the
-    language model, which learns each objective from the text alone with its encoder frozen, for as long as
-    :func:`tune_config` says (``config=None``). ``prior_mode`` (``None``: ``"blend"`` with a feature prior,
-    else ``"residual"``) and ``prior`` (a ``prior_kind`` of :meth:`RLMPredictor.fit`; ``None`` for none) are
-    the fit's. With a residual prior, the free labels the model has tags for (and ``names`` does not hold)
-    are decoded first, and the prior reads them, and the graph labels
-    (:data:`~nasrlm.free_labels.GRAPH_OBJECTIVES`) for any prior but the line; blended, the model decodes
-    no free label and the prior reads them beside the graph labels. A base's transfer forest, fitted on the
-    source space most like this one, is one more input (:mod:`nasrlm.priors.transfer`). The spread is
+    With its defaults it does what ``nasrlm train`` does with a base: a forest prior blended with the language
+    model, which learns each objective from the text alone with its encoder frozen, by the recipe
+    :func:`~nasrlm.rlm.recipes.fine_tune_recipe` names (``config=None``). ``prior_mode`` (``None``:
+    ``"blend"`` with a feature prior, else ``"residual"``) and ``prior`` (a ``prior_kind`` of
+    :meth:`RLMPredictor.fit`; ``None`` for none) are the fit's. With a residual prior, the free labels the
+    model has tags for (and ``names`` does not hold) are decoded first, and the prior reads them, and the
+    graph labels (:data:`~nasrlm.free_labels.GRAPH_OBJECTIVES`) for any prior but the line; blended, the model
+    decodes no free label and the prior reads them beside the graph labels. A base's transfer forest, fitted
+    on the source space most like this one, is one more input (:mod:`nasrlm.priors.transfer`). The spread is
     calibrated by ``calibration_folds`` cross-fits where the validation rows are too few.
 
     Where ``names`` holds a latency the model has never decoded (a new device), the model first reads
@@ -69,8 +56,8 @@ def fine_tune(predictor: RLMPredictor, space: SearchSpace, arch_ids: Sequence[st
         raise ValueError("prior: the free labels are among the objectives trained, nothing is left to "
                          "predict from them")
     if config is None:
-        config = tune_config(len(arch_ids), decoder_only=prior_mode == "blend", alone=prior is None,
-                             progress=progress)
+        recipe = fine_tune_recipe(alone=prior is None, blend=prior_mode == "blend")
+        config = recipe.config(len(arch_ids), progress=progress)
     graph = prior not in (None, "line")
     texts, labels = texts_and_free_labels(space, arch_ids, graph=graph, progress=progress)
     free_names = [FREE_OBJECTIVES[k].name for k in free]

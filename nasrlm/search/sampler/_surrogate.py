@@ -22,7 +22,7 @@ import numpy as np
 from nasrlm.data import Objective
 from nasrlm.priors.feature_prior import KINDS, FeaturePrior
 from nasrlm.priors.prior import residual_weight
-from nasrlm.rlm.presets import SIZES
+from nasrlm.rlm.recipes import REFIT, SIZES, TrainConfig
 from nasrlm.search.sampler._arch_cache import FREE_NAMES, ArchCache
 
 #: Appended to the model's tag of a study objective named like a free label (``params_m``), which the
@@ -60,13 +60,13 @@ class FitSettings:
     fields do not apply (a base has its own size and was pre-trained already).
     """
 
-    #: optimiser steps per refit
-    fit_steps: int = 150
+    #: optimiser steps per refit (:data:`~nasrlm.rlm.recipes.REFIT`'s)
+    fit_steps: int = REFIT.steps
     #: trials per step of a refit (fewer when fewer trials exist)
-    batch_size: int = 32
+    batch_size: int = TrainConfig.batch_size
     #: peak learning rate of a refit, and the share of its steps spent warming up to it
-    learning_rate: float = 1e-3
-    warmup_fraction: float = 0.1
+    learning_rate: float = REFIT.learning_rate
+    warmup_fraction: float = REFIT.warmup_fraction
     #: architectures whose free labels pre-train a model learned from scratch (0: none)
     pretrain_archs: int = 2000
     #: least passes over them (more when ``2 * fit_steps`` steps need more)
@@ -166,7 +166,6 @@ class RLMSurrogate:
     def _start(self, pool: Sequence[str]) -> None:
         from nasrlm.rlm.predictor import RLMPredictor
         from nasrlm.rlm.tokenizers import OnnxTokenizer
-        from nasrlm.rlm.training import TrainConfig
 
         self._pool_free = self.cache.free_labels_of(pool) if self.prior == "line" else None
         if self.base is not None:
@@ -205,8 +204,6 @@ class RLMSurrogate:
             self._fit(arch_ids, targets)
 
     def _fit(self, arch_ids: Sequence[str], targets: np.ndarray) -> None:
-        from nasrlm.rlm.training import TrainConfig
-
         if self._predictor is None:
             raise RuntimeError("start() the surrogate before fitting it")
         if self._base_predictor is not None:  # every refit starts from the base, not from the latest round
@@ -214,11 +211,10 @@ class RLMSurrogate:
         s = self.settings
         free, graph = self.cache.split(self.cache.labels_of(arch_ids))
         values = np.hstack([np.column_stack(list(free.values())), targets])
-        batch = min(s.batch_size, len(arch_ids))
-        epochs = max(1, math.ceil(s.fit_steps / math.ceil(len(arch_ids) / batch)))
-        config = TrainConfig(max_epochs=epochs, batch_size=batch, validation_fraction=0.0,
-                             warmup_fraction=s.warmup_fraction, learning_rate=s.learning_rate,
-                             seed=self.seed + self.rounds, progress=self.progress)
+        recipe = replace(REFIT, steps=s.fit_steps, learning_rate=s.learning_rate,
+                         warmup_fraction=s.warmup_fraction)
+        config = recipe.config(len(arch_ids), batch_size=min(s.batch_size, len(arch_ids)),
+                               seed=self.seed + self.rounds, progress=self.progress)
         refit = self.objective_names if (s.pretrain_archs or self._base_predictor is not None) else True
         prior: dict[str, Any] = {}
         if self.prior == "line":

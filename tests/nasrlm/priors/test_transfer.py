@@ -113,8 +113,8 @@ def test_a_predictor_carries_its_transfer_forest_into_its_prior_and_its_checkpoi
     from nasrlm.priors.transfer import TRANSFER_FILE, TRANSFER_LABEL
     from nasrlm.rlm.checkpoints import ModelFileError, ModelNotFoundError
     from nasrlm.rlm.predictor import RLMPredictor
+    from nasrlm.rlm.recipes import TrainConfig
     from nasrlm.rlm.tokenizers import OnnxTokenizer
-    from nasrlm.rlm.training import TrainConfig
     from search_spaces import NasBench201
 
     space = NasBench201()
@@ -154,8 +154,8 @@ def test_a_trend_forest_line_follows_the_space_own_labels_never_the_transfer_for
     from nasrlm.free_labels import free_labels
     from nasrlm.priors.transfer import TRANSFER_LABEL
     from nasrlm.rlm.predictor import RLMPredictor
+    from nasrlm.rlm.recipes import TrainConfig
     from nasrlm.rlm.tokenizers import OnnxTokenizer
-    from nasrlm.rlm.training import TrainConfig
     from search_spaces import NasBench201
 
     space = NasBench201()

@@ -7,7 +7,7 @@ import torch
 
 from nasrlm.data import Objective
 from nasrlm.rlm.predictor import RLMPredictor
-from nasrlm.rlm.training import TrainConfig
+from nasrlm.rlm.recipes import TrainConfig
 
 TINY = {"d_model": 32, "num_heads": 2, "d_ff": 64, "encoder_layers": 1, "decoder_layers": 1}
 ACC = Objective("acc", "%", "accuracy", "test", True)

@@ -14,9 +14,8 @@ from nasrlm.rlm._members import own_weights, pooled, train_members, wearing
 from nasrlm.rlm.checkpoints import MEMBERS_FILE, ModelFileError, ModelNotFoundError
 from nasrlm.rlm.normalize import Normalizer
 from nasrlm.rlm.predictor import RLMPredictor
-from nasrlm.rlm.presets import ALONE_TUNE, DECODER_TUNE
-from nasrlm.rlm.training import FROZEN_WITH_THE_ENCODER, TrainConfig, train
-from nasrlm.rlm.tuning import tune_config
+from nasrlm.rlm.recipes import ALONE_TUNE, DECODER_TUNE, TrainConfig
+from nasrlm.rlm.training import FROZEN_WITH_THE_ENCODER, train
 
 TINY = {"d_model": 32, "num_heads": 2, "d_ff": 64, "encoder_layers": 1, "decoder_layers": 1, "dropout": 0.1}
 ACC = Objective("acc", "%", "accuracy", "test", True)
@@ -145,9 +144,9 @@ def test_members_need_a_frozen_encoder_and_no_prior(corpus) -> None:
                       prior_kind="ridge")
     assert predictor.lm.members is members and predictor.lm.normalizers == normalizers  # refused: as it was
     assert ALONE_TUNE.members > 1 and DECODER_TUNE.members == 1  # the model alone pools; blended, one
-    alone = tune_config(1000, decoder_only=False, alone=True)
+    alone = ALONE_TUNE.config(1000)
     assert alone.members == ALONE_TUNE.members and alone.freeze_encoder
-    assert tune_config(1000, decoder_only=True).members == 1
+    assert DECODER_TUNE.config(1000).members == 1
 
 
 def test_validation_rows_others_trained_on_calibrate_through_the_first_member(corpus, monkeypatch) -> None:

@@ -17,7 +17,6 @@ from nasrlm.rlm.pretraining import (
     ACCURACY_RANK,
     OPTIMIZER_FILE,
     PRETRAINING_FILE,
-    PretrainConfig,
     PretrainState,
     Task,
     collect_tasks,
@@ -29,6 +28,7 @@ from nasrlm.rlm.pretraining import (
     save_tasks,
     varying_graph_labels,
 )
+from nasrlm.rlm.recipes import PretrainConfig
 from nasrlm.rlm.tokenizers import OnnxTokenizer
 from nasrlm.rlm.tuning import fine_tune, known_labels
 from search_spaces import get_space
@@ -175,7 +175,7 @@ def test_from_base_keeps_known_tags_renames_the_space_and_adds_new_ones(tasks, t
     space = get_space("nb201")
     ids = space.sample_ids(12, seed=3)
     from nasrlm.priors.prior import HEADROOM
-    from nasrlm.rlm.training import TrainConfig
+    from nasrlm.rlm.recipes import TrainConfig
 
     fine_tune(tuned, space, ids, np.linspace(50, 90, 12), ["acc"], TrainConfig(max_epochs=1, progress=False),
               prior_mode="residual", refit_normalizers=["acc"])
@@ -260,8 +260,7 @@ def test_ctrl_c_saves_the_steps_done_and_says_so(tasks, tmp_path, monkeypatch) -
 
 
 def test_fine_tune_with_its_defaults_blends_a_forest_and_tunes_the_decoder_alone(tasks, tmp_path) -> None:
-    from nasrlm.rlm.presets import DECODER_TUNE, FINE_TUNE
-    from nasrlm.rlm.tuning import tune_config
+    from nasrlm.rlm.recipes import DECODER_TUNE
 
     base = _base(tasks)
     base.save(tmp_path)
@@ -276,10 +275,7 @@ def test_fine_tune_with_its_defaults_blends_a_forest_and_tunes_the_decoder_alone
     after = dict(tuned.lm.model.named_parameters())
     assert all(torch.equal(after[k], v) for k, v in encoder.items())  # the text is read as the base learned
     assert any(not torch.equal(after[k], v) for k, v in decoder.items())
-    # the schedule nasrlm train prints: few steps without a validation split, the decoder's below 100 rows
-    assert tune_config(12, decoder_only=True).learning_rate == DECODER_TUNE.learning_rate
-    few, many = tune_config(12, decoder_only=True), tune_config(1000, decoder_only=True)
+    # the recipe nasrlm train prints: few steps without a validation split, the decoder's below 100 rows
+    few, many = DECODER_TUNE.config(12), DECODER_TUNE.config(1000)
     assert few.freeze_encoder and few.validation_fraction == 0 and many.validation_fraction > 0
-    assert not tune_config(1000, decoder_only=False).freeze_encoder
-    assert tune_config(1000, decoder_only=False).learning_rate == FINE_TUNE.learning_rate
-    assert tune_config(1000, decoder_only=True, max_epochs=3).max_epochs == 3
+    assert few.max_epochs == DECODER_TUNE.unvalidated_steps

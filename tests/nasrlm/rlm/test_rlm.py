@@ -19,8 +19,9 @@ from nasrlm.rlm.language_model import LanguageModel
 from nasrlm.rlm.model import RegressionLM, RLMConfig
 from nasrlm.rlm.normalize import HIGH, LOW, Normalizer
 from nasrlm.rlm.predictor import RLMPredictor
+from nasrlm.rlm.recipes import TrainConfig
 from nasrlm.rlm.tokenizers import DigitTokenizer
-from nasrlm.rlm.training import Stepper, TrainConfig, pad_batch
+from nasrlm.rlm.training import Stepper, pad_batch
 
 TINY = {"d_model": 32, "num_heads": 2, "d_ff": 64, "encoder_layers": 1, "decoder_layers": 1,
         "dropout": 0.0}
