@@ -27,7 +27,7 @@ from nasrlm.data import Objective, load_table
 from nasrlm.rlm.calibration import CALIBRATION_FOLDS, central_coverage
 from nasrlm.rlm.predictor import RLMPredictor
 from nasrlm.rlm.pretraining import is_excluded
-from nasrlm.rlm.recipes import ALONE_TUNE, TrainConfig
+from nasrlm.rlm.recipes import ALONE_TUNE
 from search_spaces import get_space
 
 
@@ -38,8 +38,7 @@ def fit_and_sample(base: Path, space: str, column: str, texts: list[str], y: np.
     validation rows are too few); its samples of ``test`` per temperature as decoded, and calibrated."""
     objective = Objective(column, "", "target", "benchmark", True)
     predictor = RLMPredictor.from_base(base, [objective], space=space)
-    config = TrainConfig(batch_size=32, seed=seed, progress=False, freeze_encoder=True,
-                         **ALONE_TUNE.settings(len(train), 32))
+    config = ALONE_TUNE.config(len(train), seed=seed, progress=False)
     predictor.fit([texts[i] for i in train], y[train, None], [column], config, refit_normalizers=[column],
                   calibration_folds=folds)
     chosen = [texts[i] for i in test]

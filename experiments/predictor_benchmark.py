@@ -240,7 +240,7 @@ def main() -> None:
                     given = None
                     if method == "rlm+prior":
                         report = predictor.fit(texts(fit_ids), np.hstack([free_of(fit_ids), fit_values]),
-                                               (*FREE, *OBJECTIVES), config, prior_from=FREE,
+                                               (*FREE, *OBJECTIVES), config, prior="line", prior_from=FREE,
                                                derived_from=derived_from)
                         given = dict(zip(FREE, free_of(test_ids).T, strict=True))
                     else:

@@ -57,7 +57,7 @@ def main() -> None:
     if a.transfer:
         from nasrlm.rlm.predictor import RLMPredictor
 
-        transfer = RLMPredictor.from_base(None, [], space=a.space).transfer.for_space(space)
+        transfer = RLMPredictor.from_base("shipped", [], space=a.space).transfer.for_space(space)
         inputs[" + transfer"] = np.column_stack([labels, transfer.predict(labels)])
     maximize = [o.higher_is_better for o in table.objectives]
 

@@ -74,7 +74,7 @@ from nasrlm.rlm.augment import EQUIVALENT_READINGS
 from nasrlm.rlm.calibration import CALIBRATION_FOLDS, central_coverage
 from nasrlm.rlm.predictor import RLMPredictor
 from nasrlm.rlm.pretraining import PRETRAINING_FILE, is_excluded, tag
-from nasrlm.rlm.recipes import ALONE_TUNE, DECODER_TUNE, FINE_TUNE, TrainConfig
+from nasrlm.rlm.recipes import ALONE_TUNE, DECODER_TUNE, FINE_TUNE
 from nasrlm.rlm.tuning import sample_archs
 from nasrlm.selection import farthest_first
 from search_spaces import SearchSpace, get_space
@@ -218,11 +218,10 @@ def fine_tuned(base: Path, space: SearchSpace, name: str, texts: list[str], trai
     if a.lr is not None:
         overrides["learning_rate"] = a.lr
     schedule = dataclasses.replace(schedule, **steps, **overrides)
-    config = TrainConfig(batch_size=32, seed=seed, progress=False, freeze_encoder=frozen,
-                         **schedule.settings(len(train), 32))
+    config = schedule.config(len(train), seed=seed, progress=False, freeze_encoder=frozen)
     values = np.column_stack([*(v[train] for v in given.values()), y])
     prior = {"prior_from": tuple(given), "prior_inputs": {k: v[train] for k, v in features.items()},
-             "prior_kind": kind, "prior_mode": mode} if kind else {}
+             "prior": kind, "prior_mode": mode} if kind else {}
     refit = True if kind == "line" else [name]  # the line prior's free labels were measured refitted
     start = time.perf_counter()
     if reads and k:

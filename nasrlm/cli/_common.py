@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
 from pathlib import Path
+from typing import Any, Protocol
 
 from nasrlm.errors import NasrlmError
 
@@ -172,6 +174,33 @@ def _add_selection(p: argparse.ArgumentParser, allow_all: bool = False) -> None:
     if allow_all:
         group.add_argument("--all", action="store_true", help="every architecture of a finite space")
     p.add_argument("--seed", type=_count, default=0, help="seed for --random (default 0)")
+
+
+class _Alias(argparse.Action):
+    """An option kept under an old name: it sets the new option's value and says on stderr that it is an
+    alias (``--init`` of ``--base``)."""
+
+    def __init__(self, option_strings: list[str], dest: str, *, of: str, **kwargs) -> None:
+        super().__init__(option_strings, dest, help=f"the old name of {of}", **kwargs)
+        self.of = of
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        print(f"nasrlm: {option_string} is an alias of {self.of}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+class _Options(Protocol):
+    """What options are added to: a parser, or a group of one."""
+
+    def add_argument(self, *names: str, **options: Any) -> argparse.Action: ...
+
+
+def _add_base(p: _Options, help: str) -> None:
+    """``--base BASE`` (``shipped``: the package's base; a directory ``nasrlm pretrain`` wrote), and its old
+    name ``--init``: one name for "start from this base model" in every command."""
+    p.add_argument("--base", metavar="BASE", help=help)
+    p.add_argument("--init", dest="base", metavar="BASE", action=_Alias, of="--base")
 
 
 def _add_device(p: argparse.ArgumentParser) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 from nasrlm.cli._common import (
     CliError,
     Command,
+    _add_base,
     _add_device,
     _add_label_options,
     _add_threads,
@@ -27,6 +28,7 @@ from nasrlm.cli._common import (
 )
 from nasrlm.cli._inputs import _space
 from nasrlm.data import resolve_data_dir
+from nasrlm.rlm.bases import base_directory
 from nasrlm.rlm.recipes import PRETRAIN_SIZE, SIZES
 
 #: ``nasrlm pretrain``: the most of ``--minutes`` that describing architectures may take, and the least
@@ -37,7 +39,7 @@ MIN_TRAINING_SHARE = 0.1
 
 class Pretrain(Command):
     name = "pretrain"
-    help = "pre-train one base model on every published table (then: train --init)"
+    help = "pre-train one base model on every published table (then: train --base)"
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
         from nasrlm.rlm.recipes import PretrainConfig
@@ -66,12 +68,11 @@ class Pretrain(Command):
                        help=f"peak learning rate (default {_number(config.learning_rate)})")
         p.add_argument("--resume", action="store_true",
                        help="continue the run saved in -o for --minutes more")
-        p.add_argument("--init", metavar="BASE",
-                       help="a new run that starts from the weights, tokenizer and normalisers of BASE (a "
-                            "base model pre-trained with the same --exclude) instead of at random, with a "
-                            "learning-rate schedule of its own; --size is BASE's")
+        _add_base(p, "a new run that starts from the weights, tokenizer and normalisers of BASE ('shipped' "
+                     "or a directory: a base model pre-trained with the same --exclude) instead of at "
+                     "random, with a learning-rate schedule of its own; --size is BASE's")
         p.add_argument("--encoder-layers", type=_positive_int, metavar="N",
-                       help="with --init: deepen BASE's encoder to N layers, its own evenly spread and the "
+                       help="with --base: deepen BASE's encoder to N layers, its own evenly spread and the "
                             "new ones starting as identities (a larger model going on from BASE's weights)")
         p.add_argument("--graph-labels", choices=("every-batch", "drawn"),
                        default="every-batch" if config.every_graph_label else "drawn",
@@ -114,10 +115,11 @@ class Pretrain(Command):
                                 learning_rate=args.lr, seed=args.seed, progress=not args.quiet,
                                 every_graph_label=args.graph_labels == "every-batch")
         log = (lambda line: None) if args.quiet else (lambda line: print(line, file=sys.stderr))
-        if args.resume and args.init:
-            raise CliError("--resume continues the run in -o; --init starts a new one: give one of them")
-        if args.encoder_layers and not args.init:
-            raise CliError("--encoder-layers deepens the --init base: give --init (a new model: --size)")
+        if args.resume and args.base:
+            raise CliError("--resume continues the run in -o; --base starts a new one: give one of them")
+        if args.encoder_layers and not args.base:
+            raise CliError("--encoder-layers deepens the --base base: give --base (a new model: --size)")
+        base = base_directory(args.base) if args.base else None
         if args.resume:
             _check_output_dir(output, "-o")
             state = _recorded_run("--resume", output, ROWS_FILE)
@@ -129,9 +131,9 @@ class Pretrain(Command):
         else:
             _check_new_directory(output, "-o")
             parent = None
-            if args.init:  # checked before the rows are collected, which may take half the budget
-                parent = _recorded_run("--init", Path(args.init))
-                _same_exclude("--init", Path(args.init), parent, exclude)
+            if base is not None:  # checked before the rows are collected, which may take half the budget
+                parent = _recorded_run("--base", base)
+                _same_exclude("--base", base, parent, exclude)
             spaces = _comma_list(args.spaces) if args.spaces else None
             for name in spaces or []:
                 _space(name)
@@ -143,8 +145,8 @@ class Pretrain(Command):
                                               free_rows=args.free_rows, max_rows=args.max_rows,
                                               seed=args.seed, progress=not args.quiet,
                                               until=started + LABEL_SHARE * budget, log=log)
-            if args.init:
-                predictor = _initial(Path(args.init), tasks)
+            if base is not None:
+                predictor = _initial(base, tasks)
                 if args.encoder_layers:
                     predictor.lm.model = _deepened(predictor.lm.model, args.encoder_layers)
                     log(f"encoder deepened to {args.encoder_layers} layers")
@@ -165,7 +167,7 @@ class Pretrain(Command):
             config.minutes = max(left, MIN_TRAINING_SHARE * budget) / 60
             state = PretrainState.start(tasks, config, exclude)
             if parent is not None:
-                state.started_from(Path(args.init), parent)
+                state.started_from(base, parent)
                 if args.encoder_layers:  # the record says the weights were deepened after they were read
                     state.init["encoder_layers"] = args.encoder_layers
         tags = {o for t in tasks for o in t.objectives}
@@ -188,7 +190,7 @@ class Pretrain(Command):
 
 
 def _deepened(model: Any, layers: int) -> Any:
-    """``--encoder-layers``: ``model`` (the ``--init`` base's) deepened, or a clear error."""
+    """``--encoder-layers``: ``model`` (the ``--base`` base's) deepened, or a clear error."""
     try:
         return model.deepened(layers)
     except ValueError as error:
@@ -217,13 +219,13 @@ def _same_exclude(option: str, path: Path, state: Any, exclude: list[str]) -> No
 
 
 def _initial(base: Path, tasks: list) -> Any:
-    """The base ``--init`` names (its ``--exclude`` already checked), with a tag for every column of
+    """The base ``--base`` names (its ``--exclude`` already checked), with a tag for every column of
     ``tasks``."""
     from nasrlm.rlm.predictor import RLMPredictor
 
     predictor = RLMPredictor.load(base)
     missing = sorted({o for t in tasks for o in t.objectives} - set(predictor.lm.model.config.objectives))
     if missing:
-        raise CliError(f"--init: {base} has no tag for {len(missing)} column(s) of this run "
+        raise CliError(f"--base: {base} has no tag for {len(missing)} column(s) of this run "
                        f"({', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''})")
     return predictor

@@ -10,7 +10,6 @@ from typing import Any
 
 import search_spaces
 from nasrlm.cli._common import CliError, _device
-from nasrlm.cli._inputs import _load_base
 
 
 def _rlm_options(pairs: Sequence[str]) -> dict[str, Any]:
@@ -30,7 +29,8 @@ def _rlm_options(pairs: Sequence[str]) -> dict[str, Any]:
 def _check_rlm_options(options: dict[str, Any], space: search_spaces.SearchSpace) -> None:
     """``--rlm-option`` values checked against :class:`RLMSampler`'s flat options before any work: a name
     it lacks, a value of the wrong type (``num_candidates=abc``), a model setting ``RLMConfig`` lacks
-    (which would otherwise fail at the first model fit), a bad base or device."""
+    (which would otherwise fail at the first model fit), a bad device. (A base is ``--base``'s, checked
+    where the command reads it.)"""
     from nasrlm.search.sampler import OPTIONS, option_hints
 
     hints = option_hints()
@@ -41,8 +41,6 @@ def _check_rlm_options(options: dict[str, Any], space: search_spaces.SearchSpace
             raise CliError(f"--rlm-option {key}={json.dumps(value)}: expected {_kind(hints[key])}")
     if options.get("model") is not None:
         _check_model_settings(options["model"])
-    if options.get("base") is not None:
-        _load_base(options["base"], [], space.name)
     if "device" in options:
         options["device"] = _device(options["device"], "--rlm-option device")
 

@@ -50,7 +50,9 @@ class Search(Command):
                        help="an RLMSampler setting, e.g. num_candidates=4000 or temperature=2 (repeatable; "
                             "docs/sampler.md lists them)")
         p.add_argument("--base", metavar="BASE",
-                       help="start every refit of the rlm sampler from this base model ('nasrlm pretrain')")
+                       help="start every refit of the rlm sampler from this base model: 'shipped' (the one "
+                            "in the package) or a directory 'nasrlm pretrain' wrote (default: none, a model "
+                            "learned from scratch)")
         p.add_argument("--device", default="cpu",
                        help="where the rlm sampler's model and the networks of --train run: cpu (default), "
                             "cuda, cuda:N or auto")
@@ -103,9 +105,15 @@ class Search(Command):
         if rlm_only and args.sampler != "rlm":
             raise CliError(f"{rlm_only[0]} applies to --sampler rlm, not {args.sampler}")
         options = _rlm_options(args.rlm_option)
+        if "base" in options:  # the old way to name it
+            print("nasrlm: --rlm-option base= is an alias of --base", file=sys.stderr)
+            named = str(options.pop("base"))
+            if args.base and args.base != named:
+                raise CliError(f"--base {args.base} and --rlm-option base={named}: give one of them")
+            args.base = named
         _check_rlm_options(options, space)
-        if args.base:
-            _load_base(args.base, [], space.name)  # a bad base is a one-line error now, not at the first fit
+        if args.base:  # resolved once, here: a bad base is a one-line error now, not at the first fit
+            _load_base(args.base, [], space.name)
             options["base"] = args.base
         if args.device != "cpu" and args.sampler == "rlm":
             options["device"] = _device(args.device)

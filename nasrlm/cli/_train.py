@@ -16,6 +16,7 @@ import search_spaces
 from nasrlm.cli._common import (
     CliError,
     Command,
+    _add_base,
     _add_device,
     _add_label_options,
     _add_threads,
@@ -38,6 +39,7 @@ from nasrlm.cli._inputs import (
     _table_columns,
     _table_space,
 )
+from nasrlm.rlm.bases import SHIPPED
 from nasrlm.rlm.recipes import (
     ALONE_TUNE,
     DECODER_TUNE,
@@ -56,7 +58,7 @@ class Train(Command):
     help = "train a regression language model on a 'nasrlm data' table"
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
-        from nasrlm.priors.feature_prior import PRIOR_KINDS  # the prior_kind values of RLMPredictor.fit
+        from nasrlm.priors.feature_prior import DEFAULT_PRIOR, PRIOR_KINDS  # RLMPredictor.fit's priors
 
         p.add_argument("--data", required=True, help="CSV written by 'nasrlm data'")
         p.add_argument("-o", "--output", required=True, help="model directory to write")
@@ -64,19 +66,18 @@ class Train(Command):
                        help="columns to learn, in decode order (default: all, as in the table)")
         p.add_argument("--space", help="search space (default: the one recorded with the table)")
         start = p.add_mutually_exclusive_group()
-        start.add_argument("--init", metavar="BASE",
-                           help="fine-tune the base model in directory BASE ('nasrlm pretrain') instead of "
-                                "the one shipped in the package; columns it knows keep their tags, new ones "
-                                "get new tags")
+        _add_base(start, "the base model to fine-tune: 'shipped' (the default, the one in the package) or a "
+                         "directory 'nasrlm pretrain' wrote; columns it knows keep their tags, new ones get "
+                         "new tags")
         start.add_argument("--scratch", action="store_true",
-                           help="train a fresh model instead of fine-tuning the shipped base")
+                           help="no base: train a fresh model instead of fine-tuning one")
         start.add_argument("--size", choices=list(SIZES),
                            help=f"train a fresh model of this size (implies --scratch; its default is "
                                 f"{TRAIN_SIZE})")
         p.add_argument("--pretrain", type=_count, default=0, metavar="N",
                        help="first pre-train a fresh model on free labels (params, MACs) of N random "
                             "architectures (implies --scratch)")
-        p.add_argument("--prior", choices=("none", *PRIOR_KINDS), default="forest",
+        p.add_argument("--prior", choices=("none", *PRIOR_KINDS), default=DEFAULT_PRIOR,
                        help="a prior beside the language model: on the free and graph labels 'forest', "
                             "'ridge', 'trend-forest' (a line plus a forest on what it leaves), 'gp' (a "
                             "Gaussian process) or 'auto' (per "
@@ -145,16 +146,17 @@ class Train(Command):
                                f"{column[infinite[0]]:g}, which is not a measurement (leave a missing value "
                                "empty)")
         scratch = args.scratch or args.size is not None or args.pretrain > 0
-        if args.init and args.pretrain:
-            raise CliError("--init and --pretrain: a base model is already pre-trained; give one of them")
+        if args.base and args.pretrain:
+            raise CliError("--base and --pretrain: a base model is already pre-trained; give one of them")
         torch_threads(args.threads)
         device = _device(args.device)
         if not scratch:
-            predictor = _load_base(args.init, objectives, space.name)
+            base = args.base or SHIPPED
+            predictor = _load_base(base, objectives, space.name)
             new = [n for n in names if n not in predictor.lm.normalizers]
-            print(f"fine-tuning {args.init or 'the shipped base model'} on {len(ids):,} architectures of "
-                  f"{space.name}: {', '.join(names)}" + (f" (new: {', '.join(new)})" if new else ""),
-                  file=sys.stderr)
+            named = "the shipped base model" if base == SHIPPED else base
+            print(f"fine-tuning {named} on {len(ids):,} architectures of {space.name}: {', '.join(names)}"
+                  + (f" (new: {', '.join(new)})" if new else ""), file=sys.stderr)
         else:
             print(f"training on {len(ids):,} architectures of {space.name}: {', '.join(names)}",
                   file=sys.stderr)

@@ -17,7 +17,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the names for type checkers and editors; at run time they load lazily
-    from nasrlm.priors.feature_prior import PRIOR_KINDS, FeaturePrior
+    from nasrlm.priors.feature_prior import DEFAULT_PRIOR, PRIOR_KINDS, FeaturePrior
     from nasrlm.priors.prior import (
         FreeLabelPrior,
         NormalScores,
@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # the names for type checkers and editors; at run time they l
 
 __all__ = [
     "ACCURACY_RANK",
+    "DEFAULT_PRIOR",
     "PRIOR_KINDS",
     "TAG_SEPARATOR",
     "TRANSFER_LABEL",
@@ -53,6 +54,7 @@ __all__ = [
 #: The module each public name is defined in.
 _DEFINED_IN = {
     "ACCURACY_RANK": "nasrlm.priors.transfer",
+    "DEFAULT_PRIOR": "nasrlm.priors.feature_prior",
     "PRIOR_KINDS": "nasrlm.priors.feature_prior",
     "TAG_SEPARATOR": "nasrlm.priors.transfer",
     "TRANSFER_LABEL": "nasrlm.priors.transfer",

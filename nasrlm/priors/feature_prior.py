@@ -32,8 +32,14 @@ from nasrlm.priors.prior import NormalScores, ScoresPrior
 #: The kinds of model a feature prior fits per objective; ``auto`` picks forest or ridge per objective,
 #: ``gp`` is a :class:`GaussianProcess`.
 KINDS = ("auto", "forest", "ridge", "trend-forest", "gp")
-#: Every ``prior_kind`` of ``RLMPredictor.fit``: the line prior of :mod:`nasrlm.priors.prior`, then these.
+#: Every prior by name, the one list the command line, ``RLMPredictor.fit(prior=...)``, ``fine_tune`` and the
+#: search sampler take: the line prior of :mod:`nasrlm.priors.prior`, then these. No prior is ``None``
+#: (``--prior none``).
 PRIOR_KINDS = ("line", *KINDS)
+#: The prior beside a fine-tuned base where none is named (``nasrlm train``, ``fine_tune``): the forest ranked
+#: NB201 accuracy and latency best from 20 to 1,000 labels (experiments/README.md, "Transfer from a
+#: pre-trained base model"). The search sampler's, a recipe of its own, is ``ProposalSettings.prior``.
+DEFAULT_PRIOR = "forest"
 #: Trees per forest, and the fewest rows a leaf holds.
 TREES = 200
 MIN_LEAF = 1
@@ -351,7 +357,7 @@ class FeaturePrior(ScoresPrior):
     models: list[Model]
 
     @classmethod
-    def fit(cls, inputs: np.ndarray, values: np.ndarray, *, kind: str = "auto", seed: int = 0,
+    def fit(cls, inputs: np.ndarray, values: np.ndarray, *, kind: str, seed: int = 0,
             line_inputs: np.ndarray | None = None) -> tuple[FeaturePrior, np.ndarray]:
         """From ``inputs`` (n, f; all known) and ``values`` (n, m; NaN = unknown): the prior and its
         out-of-sample mean scores for the training rows, (n, m) (NaN where the value is unknown).

@@ -5,7 +5,7 @@ convolutions along the input-to-output paths, the order of operator families acr
 width. So a forest fitted on the accuracy *ranks* of NAS-Bench-101 cells ranks NAS-Bench-201 cells it
 never saw well above their parameter count, and the other way round. :class:`AccuracyTransfer` holds
 one such forest per space a base model is pre-trained on (``nasrlm pretrain`` writes them as
-:data:`TRANSFER_FILE` beside the base's weights), and a fine-tuning (``nasrlm train --init``) reads the
+:data:`TRANSFER_FILE` beside the base's weights), and a fine-tuning (``nasrlm train --base``) reads the
 one of the space most like its own (:meth:`AccuracyTransfer.narrowed`): which operator families and structures
 its graphs have at all. Not all spaces agree on what makes a network good (NAS-Bench-301's ranks
 transfer to NB201 far worse than NB101's), and one forest pooled over both lost most of NB101's gain.

@@ -19,14 +19,16 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the names for type checkers and editors; at run time they load lazily
-    from nasrlm.rlm.checkpoints import ModelFileError, ModelNotFoundError, shipped_base
+    from nasrlm.rlm.bases import SHIPPED, ModelFileError, ModelNotFoundError, shipped_base
     from nasrlm.rlm.model import RegressionLM, RLMConfig
     from nasrlm.rlm.normalize import Normalizer
-    from nasrlm.rlm.predictor import Prediction, RLMPredictor
+    from nasrlm.rlm.prediction import Prediction
+    from nasrlm.rlm.predictor import RLMPredictor
     from nasrlm.rlm.recipes import TrainConfig
     from nasrlm.rlm.tokenizers import DigitTokenizer, OnnxTokenizer
 
 __all__ = [
+    "SHIPPED",
     "DigitTokenizer",
     "ModelFileError",
     "ModelNotFoundError",
@@ -43,16 +45,17 @@ __all__ = [
 #: The module each public name is defined in.
 _DEFINED_IN = {
     "DigitTokenizer": "nasrlm.rlm.tokenizers",
-    "ModelFileError": "nasrlm.rlm.checkpoints",
-    "ModelNotFoundError": "nasrlm.rlm.checkpoints",
+    "ModelFileError": "nasrlm.rlm.bases",
+    "ModelNotFoundError": "nasrlm.rlm.bases",
     "Normalizer": "nasrlm.rlm.normalize",
     "OnnxTokenizer": "nasrlm.rlm.tokenizers",
-    "Prediction": "nasrlm.rlm.predictor",
+    "Prediction": "nasrlm.rlm.prediction",
     "RLMConfig": "nasrlm.rlm.model",
     "RLMPredictor": "nasrlm.rlm.predictor",
     "RegressionLM": "nasrlm.rlm.model",
     "TrainConfig": "nasrlm.rlm.recipes",
-    "shipped_base": "nasrlm.rlm.checkpoints",
+    "SHIPPED": "nasrlm.rlm.bases",
+    "shipped_base": "nasrlm.rlm.bases",
 }
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from nasrlm.priors.feature_prior import FeaturePrior
+from nasrlm.priors.feature_prior import PRIOR_KINDS, FeaturePrior
 from nasrlm.priors.prior import FreeLabelPrior, ScoresPrior, residual_weight, shrunk_weight, stratified_normal
 from nasrlm.priors.transfer import TRANSFER_LABEL
 
@@ -87,12 +87,17 @@ class PriorPart:
         return replace(self, weights=weights)
 
 
-def check_mode(mode: str, kind: str, prior_from: Sequence[str], inputs: Sequence[str]) -> None:
-    """What ``RLMPredictor.fit`` refuses of ``prior_mode``."""
+def check_prior(prior: str | None, mode: str, prior_from: Sequence[str], inputs: Sequence[str]) -> None:
+    """What ``RLMPredictor.fit`` refuses of ``prior`` and ``prior_mode``."""
+    if prior is not None and prior not in PRIOR_KINDS:
+        raise ValueError(f"prior {prior!r}: expected None or one of {', '.join(PRIOR_KINDS)}")
+    if (prior is None) != (not inputs):
+        raise ValueError("prior_from and prior_inputs are what a prior reads: give a prior and its inputs, "
+                         f"or neither (prior={prior!r}, inputs {list(inputs)})")
     if mode not in PRIOR_MODES:
         raise ValueError(f"prior_mode {mode!r}: expected one of {', '.join(PRIOR_MODES)}")
-    if mode == "blend" and (prior_from or not inputs or kind == "line"):
-        raise ValueError("prior_mode='blend' needs a feature prior (prior_kind not 'line') whose inputs "
+    if mode == "blend" and (prior_from or not inputs or prior == "line"):
+        raise ValueError("prior_mode='blend' needs a feature prior (a prior but 'line') whose inputs "
                          "are all prior_inputs: the model decodes none of them")
 
 
@@ -139,7 +144,7 @@ def fit_prior(x: np.ndarray, values: np.ndarray, objectives: tuple[str, ...],
         values[:, rest] = prior.residuals(x, values[:, rest])
     else:
         if reference is not None:
-            raise ValueError("prior_reference applies to the line prior (prior_kind='line') only")
+            raise ValueError("prior_reference applies to the line prior (prior='line') only")
         prior, held_out = FeaturePrior.fit(x[original], values[original][:, rest], kind=kind,
                                            line_inputs=np.asarray(line_inputs, dtype=bool))
         residuals = prior.residuals(x, values[:, rest])

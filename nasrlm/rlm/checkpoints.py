@@ -28,41 +28,22 @@ from safetensors.torch import save_file as save_tensors
 from nasrlm import __version__
 from nasrlm._safetensors import sort_metadata
 from nasrlm.data import Objective
-from nasrlm.errors import NasrlmError
 from nasrlm.priors.feature_prior import FeaturePrior
 from nasrlm.priors.prior import FreeLabelPrior
 from nasrlm.priors.transfer import TRANSFER_FILE, TRANSFER_LABEL, AccuracyTransfer, TransferFileError
 from nasrlm.rlm._members import own_weights
 from nasrlm.rlm._residuals import PRIOR_MODES, PriorPart
+from nasrlm.rlm.bases import ModelFileError, ModelNotFoundError
 from nasrlm.rlm.calibration import Spread
 from nasrlm.rlm.language_model import LanguageModel
 from nasrlm.rlm.model import RegressionLM, RLMConfig
 from nasrlm.rlm.normalize import Normalizer
 from nasrlm.rlm.tokenizers import OnnxTokenizer
 
-#: The base model shipped in the package (``nasrlm pretrain --ship``; what it saw: docs/base-model.md).
-SHIPPED_BASE = Path(__file__).parent.parent / "base"  # nasrlm/base, beside this package
 #: Where a feature prior's forests are saved, beside ``config.json``.
 PRIOR_FILE = "prior.safetensors"
 #: Where the weights of a fit's other decoders (``RLMPredictor.members``) are saved, keyed ``"{k}/{name}"``.
 MEMBERS_FILE = "members.safetensors"
-
-
-class ModelNotFoundError(NasrlmError, FileNotFoundError):
-    """A model directory lacks a file it needs (config, weights, tokenizer); the message names it."""
-
-
-class ModelFileError(NasrlmError, ValueError):
-    """A model directory's file is there but does not make a model (truncated, of another kind)."""
-
-
-def shipped_base() -> Path:
-    """The directory of the base model shipped in the package, or :class:`ModelNotFoundError` where an
-    install left it out (a wheel built without package data)."""
-    if not (SHIPPED_BASE / "config.json").is_file():
-        raise ModelNotFoundError(f"{SHIPPED_BASE}: this install of nasrlm lacks its base model (reinstall "
-                                 "it, or give a base directory written by 'nasrlm pretrain')")
-    return SHIPPED_BASE
 
 
 def _umask() -> int:

@@ -11,8 +11,8 @@ them by id, is :mod:`nasrlm.rlm.tuning`.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -24,11 +24,13 @@ from nasrlm.priors.prior import spans_decades
 from nasrlm.priors.transfer import ACCURACY_RANK, TAG_SEPARATOR, AccuracyTransfer
 from nasrlm.rlm._base import for_space
 from nasrlm.rlm._held_out import HeldOut, cross_fitted_spreads, first_member_spreads
-from nasrlm.rlm._residuals import PriorPart, add_prior, check_mode, out_of_sample_truth
+from nasrlm.rlm._residuals import PriorPart, add_prior, check_prior, out_of_sample_truth
+from nasrlm.rlm.bases import SHIPPED, base_directory
 from nasrlm.rlm.calibration import Spread
-from nasrlm.rlm.checkpoints import Checkpoint, shipped_base
+from nasrlm.rlm.checkpoints import Checkpoint
 from nasrlm.rlm.language_model import LanguageModel
 from nasrlm.rlm.model import RegressionLM, RLMConfig
+from nasrlm.rlm.prediction import Prediction, summaries
 from nasrlm.rlm.recipes import TRAIN_SIZE, TrainConfig, size_options
 from nasrlm.rlm.tokenizers import OnnxTokenizer
 from nasrlm.rlm.training import TrainReport, derived_sources, validation_size
@@ -37,23 +39,6 @@ from nasrlm.rlm.training import TrainReport, derived_sources, validation_size
 #: fitted on the 10 validation rows of 100 labelled NB201 cells let a residual through that ranked below
 #: the prior alone (experiments/README.md, "Transfer from a pre-trained base model"); below it, cross-fits.
 MIN_VALIDATION_ROWS = 30
-#: Quantiles reported with every prediction.
-QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
-
-
-@dataclass(frozen=True)
-class Prediction:
-    """One objective's predicted distribution, in the objective's own unit."""
-
-    median: float
-    mean: float
-    quantiles: dict[str, float]  # "q05" → value, …
-    unit: str
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
 class RLMPredictor:
     """The language model, the prior beside it and the calibrated spread, fitted and used together."""
 
@@ -98,20 +83,21 @@ class RLMPredictor:
         return cls(LanguageModel(tokenizer, RegressionLM(config), objectives))
 
     @classmethod
-    def from_base(cls, path: str | Path | None, objectives: Sequence[Objective], *, space: str
-                  ) -> RLMPredictor:
-        """A pre-trained base model (``nasrlm pretrain``; ``None``: the one shipped in the package) ready
-        to fine-tune on ``objectives`` of ``space``: its tags of that space (``nb201:pixel3``) answer to
+    def from_base(cls, base: str | Path, objectives: Sequence[Objective], *, space: str) -> RLMPredictor:
+        """The base model ``base`` (a directory ``nasrlm pretrain`` wrote, or ``"shipped"``, the package's)
+        ready to fine-tune on ``objectives`` of ``space``: its tags of that space (``nb201:pixel3``) answer to
         their plain names (``pixel3``), so a column the base has seen keeps its learned tag and normaliser;
         a new column gets a new tag; other spaces' tags stay as they are
-        (:func:`~nasrlm.rlm._base.for_space`).
+        (:func:`~nasrlm.rlm._base.for_space`). (``None`` still means the shipped base, with a warning, for
+        one release.)
         """
-        base = Checkpoint.read(shipped_base() if path is None else path)
+        base = Checkpoint.read(base_directory(_named(base)))
         return cls(for_space(base.lm, objectives, space), transfer=base.transfer, spaces=base.spaces)
 
     @classmethod
-    def zero_shot(cls, space: str, path: str | Path | None = None) -> RLMPredictor:
-        """A base model (``None``: the shipped one) predicting ``space`` with no label of it.
+    def zero_shot(cls, space: str, base: str | Path = SHIPPED, **renamed: str | Path | None) -> RLMPredictor:
+        """A base model (by default the shipped one) predicting ``space`` with no label of it (``path=``: the
+        old name of ``base``, for one release).
 
         By default (:attr:`predicts`) it decodes :data:`~nasrlm.priors.transfer.ACCURACY_RANK`, the quantile
         of the space's headline accuracy an architecture is predicted at (learned on other spaces'
@@ -120,7 +106,8 @@ class RLMPredictor:
         them from the text itself (``LanguageModel.reads_first``), as pre-training decoded them
         (experiments/README.md, "Who carries the prediction").
         """
-        predictor = cls.from_base(path, (), space=space)
+        base = _renamed(renamed, "path", "base", base)
+        predictor = cls.from_base(base, (), space=space)
         lm = predictor.lm
         rank = ACCURACY_RANK.name in lm.normalizers
         lm.decode_order = (ACCURACY_RANK.name,) if rank else predictor.space_columns()
@@ -135,11 +122,11 @@ class RLMPredictor:
 
     def fit(self, texts: Sequence[str], values: np.ndarray, objectives: Sequence[str],
             config: TrainConfig | None = None, *, refit_normalizers: bool | Collection[str] = True,
-            headroom: float = 0.0, prior_from: Sequence[str] = (),
-            prior_inputs: Mapping[str, np.ndarray] | None = None, prior_kind: str = "line",
+            headroom: float = 0.0, prior: str | None = None, prior_from: Sequence[str] = (),
+            prior_inputs: Mapping[str, np.ndarray] | None = None,
             prior_reference: np.ndarray | None = None, prior_mode: str = "residual",
             derived_from: Sequence[int] | None = None, calibration_folds: int = 0,
-            reads: Sequence[str] = ()) -> TrainReport:
+            reads: Sequence[str] = (), **renamed: str) -> TrainReport:
         """Train on ``values`` (n, len(objectives); NaN = unknown), decoding ``objectives`` in this order.
 
         The language model (``LanguageModel.fit``: ``refit_normalizers``, ``headroom``, ``reads``,
@@ -147,9 +134,11 @@ class RLMPredictor:
         itself beside it (docs/predictor.md says when each is best). The prior reads ``prior_from``, columns
         of ``objectives`` the model decodes first (free labels, latencies already measured), and
         ``prior_inputs``, columns it does not decode (graph labels); :meth:`sample` then needs them all.
-        ``prior_kind``: ``"line"`` (:class:`~nasrlm.priors.prior.FreeLabelPrior`; ``prior_reference``, rows of
-        its inputs, is the population its normal scores are taken over) or a
-        :class:`~nasrlm.priors.feature_prior.FeaturePrior` kind. The share of the model's part that held-out
+        ``prior`` names it (:data:`~nasrlm.priors.feature_prior.PRIOR_KINDS`; ``None``: no prior, no inputs;
+        ``prior_kind=``, its old name, for one release): ``"line"``
+        (:class:`~nasrlm.priors.prior.FreeLabelPrior`; ``prior_reference``, rows of its inputs, is the
+        population its normal scores are taken over) or a :class:`~nasrlm.priors.feature_prior.FeaturePrior`
+        kind. The share of the model's part that held-out
         rows support (``PriorPart.weights``) is measured on the validation rows where there are
         :data:`MIN_VALIDATION_ROWS`, else on the cross-fits below, else none is kept.
 
@@ -167,8 +156,9 @@ class RLMPredictor:
                              "so a reading would follow them at inference but not in training; give one")
         if config.members > 1 and (prior_from or prior_inputs):
             raise ValueError("members > 1 pool the language model alone: with a prior, give members=1")
+        prior = _renamed(renamed, "prior_kind", "prior", prior)
         inputs = (*prior_from, *(prior_inputs or {}))
-        check_mode(prior_mode, prior_kind, prior_from, inputs)
+        check_prior(prior, prior_mode, prior_from, inputs)
         source = derived_sources(derived_from, len(texts))
         original = source < 0
         held_out = HeldOut(tuple(prior_from), dict(prior_inputs or {}),
@@ -176,14 +166,14 @@ class RLMPredictor:
         part, residuals, x = None, values, None
         if inputs:  # validated before anything changes: a refused call leaves the predictor as it was
             part, residuals, x = PriorPart.fit(values, objectives, tuple(prior_from),
-                                               dict(prior_inputs or {}), kind=prior_kind,
+                                               dict(prior_inputs or {}), kind=prior,
                                                reference=prior_reference, mode=prior_mode, original=original)
         folds = min(calibration_folds, int(original.sum()) // 2)
         cross = None  # the cross-fits' spreads, in-sample widths and (blended) weights
         validated = validation_size(int(original.sum()), config.validation_fraction) >= MIN_VALIDATION_ROWS
         if folds >= 2 and not validated:
             options = {"refit_normalizers": refit_normalizers, "headroom": headroom, "reads": reads,
-                       "prior_kind": prior_kind, "prior_reference": prior_reference, "prior_mode": prior_mode}
+                       "prior": prior, "prior_reference": prior_reference, "prior_mode": prior_mode}
             cross = cross_fitted_spreads(self.clone, texts, values, objectives, config, source, folds,
                                          held_out, options)
         self.prior_part, self.spreads = part, {}  # the samples calibrated on are as decoded
@@ -258,18 +248,8 @@ class RLMPredictor:
                 ) -> list[dict[str, Prediction]]:
         """Median, mean and quantiles per objective for each text (see :meth:`sample` for options)."""
         objectives = tuple(objectives or self.predicts)
-        return self.summaries(self.sample(texts, objectives, **options), objectives)
-
-    def summaries(self, samples: np.ndarray, objectives: tuple[str, ...]) -> list[dict[str, Prediction]]:
-        """Each text's :class:`Prediction` per objective from its ``samples`` (texts, samples, objectives)."""
-        qs = np.quantile(samples, QUANTILES, axis=1)  # (q, n, k)
-        return [
-            {name: Prediction(float(np.median(samples[i, :, k])), float(samples[i, :, k].mean()),
-                              {f"q{round(q * 100):02d}": float(qs[j, i, k]) for j, q in enumerate(QUANTILES)},
-                              self.lm.objectives[name].unit)
-             for k, name in enumerate(objectives)}
-            for i in range(len(samples))
-        ]
+        units = [self.lm.objectives[name].unit for name in objectives]
+        return summaries(self.sample(texts, objectives, **options), objectives, units)
 
     def to(self, device: str | torch.device) -> RLMPredictor:
         """Move the model to ``device`` (``"cpu"``, ``"cuda"``); training and sampling follow it."""
@@ -298,3 +278,23 @@ class RLMPredictor:
         :class:`~nasrlm.rlm.checkpoints.ModelFileError`: each names the file at fault."""
         c = Checkpoint.read(path)
         return cls(c.lm, c.prior_part, c.spreads, c.transfer, c.spaces)
+
+
+def _named(base: str | Path | None) -> str | Path:
+    """``base``, where ``None`` (the shipped base before it had a name) is ``"shipped"``, with a warning."""
+    if base is None:
+        warnings.warn('from_base(None, ...): name the shipped base, from_base("shipped", ...); None will '
+                      "mean no base, as everywhere else", DeprecationWarning, stacklevel=3)
+        return SHIPPED
+    return base
+
+
+def _renamed(given: dict, old: str, new: str, value: object) -> object:
+    """``value``, or that of the keyword ``old`` (``new``'s name before, for one release) with a warning;
+    any other keyword left in ``given`` is refused as Python would."""
+    if old in given:
+        warnings.warn(f"{old}= is now {new}=", DeprecationWarning, stacklevel=3)
+        value = given.pop(old)
+    if given:
+        raise TypeError(f"unexpected keyword argument {next(iter(given))!r}")
+    return value

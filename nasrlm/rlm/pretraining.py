@@ -98,7 +98,7 @@ class PretrainState:
     seconds: float = 0.0
     finished: bool = False
     loss: list[float] = field(default_factory=list)  # mean training loss per checkpoint interval
-    #: a run started from another base (``nasrlm pretrain --init``): where it was and that base's own
+    #: a run started from another base (``nasrlm pretrain --base``): where it was and that base's own
     #: record without its losses (and so its own parent's), so that the record says all the weights saw
     init: dict | None = None
     #: one record per call of :func:`pretrain` on this run (the first, then each ``--resume``): the step it

@@ -13,18 +13,19 @@ from typing import Any
 import numpy as np
 
 from nasrlm.free_labels import ALL_FREE_OBJECTIVES, FREE_OBJECTIVES, free_labels, texts_and_free_labels
-from nasrlm.priors.feature_prior import PRIOR_KINDS
+from nasrlm.priors.feature_prior import DEFAULT_PRIOR, PRIOR_KINDS
 from nasrlm.priors.transfer import TRANSFER_LABEL
 from nasrlm.rlm.augment import EQUIVALENT_READINGS, equivalent_readings, shared_by_equivalents
 from nasrlm.rlm.calibration import CALIBRATION_FOLDS
-from nasrlm.rlm.predictor import Prediction, RLMPredictor
+from nasrlm.rlm.prediction import Prediction, summaries
+from nasrlm.rlm.predictor import RLMPredictor
 from nasrlm.rlm.recipes import READ_LATENCIES, TrainConfig, fine_tune_recipe
 from nasrlm.rlm.training import TrainReport
 from search_spaces import SearchSpace
 
 
 def fine_tune(predictor: RLMPredictor, space: SearchSpace, arch_ids: Sequence[str], values: np.ndarray,
-              names: Sequence[str], config: TrainConfig | None = None, *, prior: str | None = "forest",
+              names: Sequence[str], config: TrainConfig | None = None, *, prior: str | None = DEFAULT_PRIOR,
               prior_mode: str | None = None, refit_normalizers: bool | Collection[str] = True,
               derived_from: Sequence[int] | None = None, progress: bool = False,
               calibration_folds: int = CALIBRATION_FOLDS, read_latencies: int = READ_LATENCIES
@@ -34,13 +35,14 @@ def fine_tune(predictor: RLMPredictor, space: SearchSpace, arch_ids: Sequence[st
     With its defaults it does what ``nasrlm train`` does with a base: a forest prior blended with the language
     model, which learns each objective from the text alone with its encoder frozen, by the recipe
     :func:`~nasrlm.rlm.recipes.fine_tune_recipe` names (``config=None``). ``prior_mode`` (``None``:
-    ``"blend"`` with a feature prior, else ``"residual"``) and ``prior`` (a ``prior_kind`` of
-    :meth:`RLMPredictor.fit`; ``None`` for none) are the fit's. With a residual prior, the free labels the
-    model has tags for (and ``names`` does not hold) are decoded first, and the prior reads them, and the
-    graph labels (:data:`~nasrlm.free_labels.GRAPH_OBJECTIVES`) for any prior but the line; blended, the model
-    decodes no free label and the prior reads them beside the graph labels. A base's transfer forest, fitted
-    on the source space most like this one, is one more input (:mod:`nasrlm.priors.transfer`). The spread is
-    calibrated by ``calibration_folds`` cross-fits where the validation rows are too few.
+    ``"blend"`` with a feature prior, else ``"residual"``) and ``prior`` (one of
+    :data:`~nasrlm.priors.feature_prior.PRIOR_KINDS`; ``None`` for none) are the fit's. With a residual prior,
+    the free labels the model has tags for (and ``names`` does not hold) are decoded first, and the prior
+    reads them, and the graph labels (:data:`~nasrlm.free_labels.GRAPH_OBJECTIVES`) for any prior but the
+    line; blended, the model decodes no free label and the prior reads them beside the graph labels. A base's
+    transfer forest, fitted on the source space most like this one, is one more input
+    (:mod:`nasrlm.priors.transfer`). The spread is calibrated by ``calibration_folds`` cross-fits where the
+    validation rows are too few.
 
     Where ``names`` holds a latency the model has never decoded (a new device), the model first reads
     ``read_latencies`` of the latencies of ``space`` it does decode (:func:`latencies_to_read`); 0: none.
@@ -72,7 +74,7 @@ def fine_tune(predictor: RLMPredictor, space: SearchSpace, arch_ids: Sequence[st
     reads = () if free_names else latencies_to_read(predictor, texts, values, names, read_latencies)
     predictor.spaces = tuple(sorted({*predictor.spaces, space.name}))
     return predictor.fit(texts, table, [*free_names, *names], config, refit_normalizers=refit_normalizers,
-                         prior_from=tuple(free_names), prior_inputs=inputs, prior_kind=prior or "line",
+                         prior=prior, prior_from=tuple(free_names), prior_inputs=inputs,
                          prior_mode=prior_mode, derived_from=derived_from,
                          calibration_folds=calibration_folds, reads=reads)
 
@@ -164,4 +166,5 @@ def predict_archs(predictor: RLMPredictor, space: SearchSpace, arch_ids: Sequenc
                   objectives: Sequence[str] | None = None, **options: Any) -> list[dict[str, Prediction]]:
     """:meth:`RLMPredictor.predict` for architectures of ``space`` named by id (see :func:`sample_archs`)."""
     objectives = tuple(objectives or predictor.predicts)
-    return predictor.summaries(sample_archs(predictor, space, arch_ids, objectives, **options), objectives)
+    units = [predictor.lm.objectives[name].unit for name in objectives]
+    return summaries(sample_archs(predictor, space, arch_ids, objectives, **options), objectives, units)

@@ -240,9 +240,9 @@ def test_pretrain_then_fine_tune_a_new_column_with_init(capsys, tmp_path: Path, 
     assert RLMPredictor.load(shipped).lm.model.config == RLMPredictor.load(base).lm.model.config
     # a new run from the shipped base: its weights and normalisers, a schedule of its own, the same --exclude
     again, rows = tmp_path / "again", ["--spaces", "nb201", "--max-rows", "16", "--free-rows", "0"]
-    start = ["pretrain", "--data-dir", str(data_dir), "-o", str(again), "--init", str(shipped)]
+    start = ["pretrain", "--data-dir", str(data_dir), "-o", str(again), "--base", str(shipped)]
     code, _, err = run(capsys, *start, *rows, "--max-steps", "2", "--quiet")
-    assert code == 2 and "--init" in err and "--exclude" in err and not again.exists()
+    assert code == 2 and "--base" in err and "--exclude" in err and not again.exists()
     code, _, err = run(capsys, *start, "--resume", "--exclude", "nb201:*acc*", "--quiet")
     assert code == 2 and "give one of them" in err
     code, _, err = run(capsys, *start, "--exclude", "nb201:*acc*", *rows, "--max-steps", "2", "--quiet")
@@ -257,14 +257,14 @@ def test_pretrain_then_fine_tune_a_new_column_with_init(capsys, tmp_path: Path, 
     deepen = ["pretrain", "--data-dir", str(data_dir), "--init", str(shipped), "--exclude", "nb201:*acc*",
               *rows, "--quiet"]
     code, _, err = run(capsys, *deepen, "-o", str(deeper), "--encoder-layers", "3", "--max-steps", "1")
-    assert code == 0, err
+    assert code == 0 and "--init is an alias of --base" in err, err  # the old name, which says so
     deepened = RLMPredictor.load(deeper).lm.model.config
     assert deepened.encoder_layers == 3 != first.lm.model.config.encoder_layers
     assert json.loads((deeper / "pretraining.json").read_text())["init"]["encoder_layers"] == 3
     code, _, err = run(capsys, *deepen, "-o", str(tmp_path / "same"), "--encoder-layers", "1")
     assert code == 2 and "--encoder-layers: encoder_layers 1: the model already has 1" in err, err
     code, _, err = run(capsys, "pretrain", "-o", str(tmp_path / "new"), "--encoder-layers", "3")
-    assert code == 2 and "give --init" in err
+    assert code == 2 and "give --base" in err
 
     space = NasBench201()
     ids = space.sample_ids(12, seed=5)
@@ -272,7 +272,7 @@ def test_pretrain_then_fine_tune_a_new_column_with_init(capsys, tmp_path: Path, 
                            np.linspace(60, 90, 12)[:, None])
     data = table.to_csv(tmp_path / "few.csv")
     model = tmp_path / "model"
-    code, _, err = run(capsys, "train", "--data", str(data), "-o", str(model), "--init", str(base),
+    code, _, err = run(capsys, "train", "--data", str(data), "-o", str(model), "--base", str(base),
                        "--epochs", "1", "--device", "cpu", "--quiet")
     assert code == 0 and "new: acc" in err, err
     code, out, _ = run(capsys, "predict", str(model), "--space", "nb201", "--arch", ids[0], "--samples", "4")
@@ -282,7 +282,7 @@ def test_pretrain_then_fine_tune_a_new_column_with_init(capsys, tmp_path: Path, 
     latencies = BenchmarkTable("nb201", ids, [device], np.geomspace(2, 9, 12)[:, None])
     data = latencies.to_csv(tmp_path / "latencies.csv")
     for name, read, expected in (("reading", [], 3), ("alone", ["--read", "0"], 0)):
-        code, _, err = run(capsys, "train", "--data", str(data), "-o", str(tmp_path / name), "--init",
+        code, _, err = run(capsys, "train", "--data", str(data), "-o", str(tmp_path / name), "--base",
                            str(base), "--epochs", "1", "--device", "cpu", "--quiet", *read)
         assert code == 0 and "new: my_device" in err, err
         reads = RLMPredictor.load(tmp_path / name).lm.reads_first
@@ -293,7 +293,7 @@ def test_pretrain_then_fine_tune_a_new_column_with_init(capsys, tmp_path: Path, 
 
 
 @pytest.mark.slow
-def test_pretrain_writes_a_transfer_forest_train_init_reads(capsys, tmp_path: Path, data_dir: Path) -> None:
+def test_pretrain_writes_a_transfer_forest_train_base_reads(capsys, tmp_path: Path, data_dir: Path) -> None:
     import numpy as np
 
     from nasrlm.data import Objective
@@ -312,7 +312,7 @@ def test_pretrain_writes_a_transfer_forest_train_init_reads(capsys, tmp_path: Pa
                            np.linspace(60, 90, 12)[:, None])
     model = tmp_path / "model"
     code, _, err = run(capsys, "train", "--data", str(table.to_csv(tmp_path / "few.csv")), "-o", str(model),
-                       "--init", str(base), "--epochs", "1")
+                       "--base", str(base), "--epochs", "1")
     assert code == 0 and "what nb301's published accuracy says" in err, err
     assert RLMPredictor.load(model).prior_part.inputs[-1] == TRANSFER_LABEL  # the prior reads what NB301 says
     code, out, _ = run(capsys, "predict", str(model), "--space", "nb201", "--arch", ids[0], "--samples", "4")
@@ -320,9 +320,10 @@ def test_pretrain_writes_a_transfer_forest_train_init_reads(capsys, tmp_path: Pa
 
 
 @pytest.mark.parametrize(("argv", "says"), [
-    (["train", "--data", "{table}", "-o", "{tmp}/m", "--init", "{tmp}"], "not a usable base model"),
-    (["train", "--data", "{table}", "-o", "{tmp}/m", "--init", "{tmp}", "--pretrain", "5"],
-     "--init and --pretrain"),
+    (["train", "--data", "{table}", "-o", "{tmp}/m", "--base", "{tmp}"],
+     "--base {tmp}: not a usable base model"),
+    (["train", "--data", "{table}", "-o", "{tmp}/m", "--base", "{tmp}", "--pretrain", "5"],
+     "--base and --pretrain"),
     (["predict", "{tmp}", "--space", "nb201", "--random", "1", "--device", "tpu"], "--device 'tpu'"),
 ])
 def test_base_and_device_errors_are_one_line(capsys, tmp_path: Path, argv, says) -> None:
@@ -335,7 +336,17 @@ def test_base_and_device_errors_are_one_line(capsys, tmp_path: Path, argv, says)
     table = BenchmarkTable("nb201", ids, [Objective("acc", "%", "", "test", True)], np.ones((3, 1)))
     path = table.to_csv(tmp_path / "t.csv")
     code, _, err = run(capsys, *[a.format(table=path, tmp=tmp_path) for a in argv])
-    assert code == 2 and says in err and err.count("\n") == 1, err
+    assert code == 2 and says.format(tmp=tmp_path) in err and err.count("\n") == 1, err
+
+
+def test_search_reads_its_base_once_and_the_old_option_says_it_is_an_alias(capsys, tmp_path: Path) -> None:
+    search = ["search", "nb201", "--objectives", "acc,cpu-1t-b1", "--budget", "2", "-q",
+              "--out", str(tmp_path / "run")]
+    code, _, err = run(capsys, *search, "--rlm-option", f"base={tmp_path}")
+    assert code == 2 and "--rlm-option base= is an alias of --base" in err, err
+    assert f"--base {tmp_path}: not a usable base model" in err, err
+    code, _, err = run(capsys, *search, "--base", "shipped", "--rlm-option", f"base={tmp_path}")
+    assert code == 2 and "give one of them" in err, err
 
 
 def test_the_cli_offers_every_prior_kind() -> None:

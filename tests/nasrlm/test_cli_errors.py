@@ -175,6 +175,7 @@ CASES = [
     case("--rlm-option model inconsistent", [*RLM_SEARCH, "--rlm-option", 'model={"d_model": 30}'],
          "divisible"),
     case("--budget over the space", [*SEARCH, "--budget", "20000"], "15,625"),
+    case("--base not a model", [*RLM_SEARCH, "--base", "{tmp}"], "not a usable base model"),
 ]
 
 

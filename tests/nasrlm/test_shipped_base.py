@@ -14,7 +14,7 @@ import torch
 from nasrlm.cli import main
 from nasrlm.data import BenchmarkTable, Objective
 from nasrlm.priors.transfer import ACCURACY_RANK
-from nasrlm.rlm.checkpoints import SHIPPED_BASE, ModelNotFoundError, shipped_base
+from nasrlm.rlm.bases import SHIPPED_BASE, ModelNotFoundError, shipped_base
 from nasrlm.rlm.predictor import RLMPredictor
 from nasrlm.rlm.pretraining import is_excluded
 from search_spaces import NasBench201
@@ -57,9 +57,9 @@ def test_the_shipped_base_never_saw_nb201_accuracy() -> None:
 
 
 def test_a_missing_shipped_base_is_one_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    import nasrlm.rlm.checkpoints
+    import nasrlm.rlm.bases
 
-    monkeypatch.setattr(nasrlm.rlm.checkpoints, "SHIPPED_BASE", tmp_path / "base")
+    monkeypatch.setattr(nasrlm.rlm.bases, "SHIPPED_BASE", tmp_path / "base")
     with pytest.raises(ModelNotFoundError, match="lacks its base model"):
         shipped_base()
 
@@ -169,3 +169,21 @@ def test_train_fine_tunes_the_shipped_base_unless_told_otherwise(capsys, tmp_pat
         main(["train", "--data", data, "-o", str(tmp_path / "t"), "--size", "tiny", "--init",
               str(SHIPPED_BASE)])
     assert stop.value.code == 2 and "--init: not allowed with argument --size" in capsys.readouterr().err
+
+
+def test_the_shipped_base_is_named_shipped_and_none_is_no_base() -> None:
+    import warnings
+
+    from nasrlm.rlm.bases import SHIPPED, base_directory
+
+    acc = [Objective("acc", "%", "accuracy", "test", True)]
+    assert base_directory(SHIPPED) == SHIPPED_BASE and base_directory("runs/x") == Path("runs/x")
+    named = RLMPredictor.from_base("shipped", acc, space="nb201")
+    with pytest.warns(DeprecationWarning, match='from_base\\("shipped"'):  # the old name, for one release
+        unnamed = RLMPredictor.from_base(None, acc, space="nb201")
+    assert unnamed.lm.model.config == named.lm.model.config
+    with pytest.warns(DeprecationWarning, match="path= is now base="):
+        RLMPredictor.zero_shot("nb201", path=SHIPPED_BASE)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert RLMPredictor.zero_shot("nb201").predicts == RLMPredictor.zero_shot("nb201", SHIPPED).predicts

@@ -51,7 +51,7 @@ class ProposalSettings:
     #: ``"auto"`` (the default): with a prior, ``"trees"`` for three objectives or more and ``"prior"``
     #: for fewer (what searched best on each, experiments/README.md), else ``"model"``
     spread: str = "auto"
-    #: the prior the model learns the residual of (``RLMPredictor.fit``'s ``prior_kind``): ``"line"``, a
+    #: the prior the model learns the residual of (``RLMPredictor.fit``'s ``prior``): ``"line"``, a
     #: straight line (in normal scores) through the free label that best explains the trials
     #: (:mod:`nasrlm.priors.prior`); ``"forest"``, ``"trend-forest"``, ``"ridge"`` or ``"auto"``, a model
     #: of the free and graph labels (:mod:`nasrlm.priors.feature_prior`; each candidate's graph labels

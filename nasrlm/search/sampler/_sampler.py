@@ -35,6 +35,7 @@ from optuna.trial import FrozenTrial
 
 from nasrlm.free_labels import DEFAULT_CACHE
 from nasrlm.label_cache import LabelCache
+from nasrlm.rlm.bases import SHIPPED
 from nasrlm.search.sampler._arch_cache import ArchCache, SpaceMismatchError
 from nasrlm.search.sampler._candidates import CandidateSettings
 from nasrlm.search.sampler._coordination import Workers, is_enqueued
@@ -65,11 +66,12 @@ class RLMSampler(ProposalRounds, BaseSampler):
         n_startup_trials: completed trials before the model is first trained.
         startup: how they are chosen: ``"random"``, trial ``n`` the ``n``-th random draw (see ``seed``);
             ``"transfer"``, the first at random, the others one per stratum of the candidate pool's MACs,
-            in each the candidate that ``base``'s (default: the shipped base's) transfer forest of *another*
-            space's accuracy ranks best (:mod:`~nasrlm.search.sampler._startup`), all enqueued at the second
-            trial; at random still where the study has no accuracy objective or the base no forest of another
-            space.
-        base: a pre-trained base model directory (``nasrlm pretrain``): every refit starts from it
+            in each the candidate that ``base``'s (with no base, the shipped base's) transfer forest of
+            *another* space's accuracy ranks best (:mod:`~nasrlm.search.sampler._startup`), all enqueued at
+            the second trial; at random still where the study has no accuracy objective or the base no forest
+            of another space.
+        base: a pre-trained base model (``"shipped"``, the package's, or a directory ``nasrlm pretrain``
+            wrote; ``None``: none, a model learned from scratch): every refit starts from it
             (:meth:`RLMPredictor.from_base <nasrlm.rlm.predictor.RLMPredictor.from_base>`), with its size,
             tokenizer and tags, instead of a model learned from scratch; ``fit.model`` (which must then
             keep its default) and the pre-training do not apply. Use a base that never saw the study's
@@ -224,7 +226,8 @@ class RLMSampler(ProposalRounds, BaseSampler):
         self._startup_asked = True
         others = study.get_trials(deepcopy=False)
         count = self.n_startup_trials - sum(t.number != trial.number for t in others)
-        transfer = startup_transfer(self.base, self.space.name, objectives(study)) if count > 0 else None
+        forests = self.base if self.base is not None else SHIPPED  # from scratch: the shipped base's forests
+        transfer = startup_transfer(forests, self.space.name, objectives(study)) if count > 0 else None
         if transfer is None:
             if count > 0:
                 self.log("start-up trials at random: no accuracy objective, or no transfer forest of another "

@@ -21,6 +21,7 @@ import numpy as np
 from nasrlm.data import Objective
 from nasrlm.free_labels import ALL_FREE_OBJECTIVES
 from nasrlm.priors.transfer import AccuracyTransfer, TransferFileError
+from nasrlm.rlm.bases import base_directory
 
 #: ``RLMSampler``'s start-up choices: random draws, or strata of MACs each led by the transfer forest.
 STARTUPS = ("random", "transfer")
@@ -34,16 +35,15 @@ def is_accuracy_objective(objective: Objective) -> bool:
     return objective.higher_is_better and "acc" in objective.name.rsplit(":", 1)[-1].split("_")
 
 
-def startup_transfer(base: str | Path | None, space: str, objectives: Sequence[Objective]
+def startup_transfer(base: str | Path, space: str, objectives: Sequence[Objective]
                      ) -> AccuracyTransfer | None:
-    """The transfer forests of ``base`` (``None``: the shipped base) without ``space``'s own, or ``None``
-    where the study has no accuracy objective, the base no transfer file, or no other space's forest."""
+    """The transfer forests of the base model ``base`` (``"shipped"`` or a directory) without ``space``'s own,
+    or ``None`` where the study has no accuracy objective, the base no transfer file, or no other space's
+    forest."""
     if not any(is_accuracy_objective(o) for o in objectives):
         return None
-    from nasrlm.rlm.checkpoints import shipped_base  # the model stack, only when a start-up asks for it
-
     try:
-        transfer = AccuracyTransfer.find(shipped_base() if base is None else base)
+        transfer = AccuracyTransfer.find(base_directory(base))
     except TransferFileError:
         return None
     sources = tuple(s for s in transfer.sources if s.space != space)

@@ -218,9 +218,9 @@ class RLMSurrogate:
         refit = self.objective_names if (s.pretrain_archs or self._base_predictor is not None) else True
         prior: dict[str, Any] = {}
         if self.prior == "line":
-            prior = {"prior_from": FREE_NAMES, "prior_reference": self._pool_free, "prior_kind": "line"}
+            prior = {"prior_from": FREE_NAMES, "prior_reference": self._pool_free, "prior": "line"}
         elif self.prior is not None:
-            prior = {"prior_from": FREE_NAMES, "prior_inputs": graph, "prior_kind": self.prior}
+            prior = {"prior_from": FREE_NAMES, "prior_inputs": graph, "prior": self.prior}
         order = (*FREE_NAMES, *self.objective_names)
         self._predictor.fit(self.cache.texts_of(arch_ids), values, order, config,
                             refit_normalizers=refit, headroom=s.headroom, **prior)

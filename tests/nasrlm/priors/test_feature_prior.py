@@ -77,7 +77,7 @@ def test_bad_inputs_are_refused() -> None:
         FeaturePrior.fit(x, y[:, None], kind="knn")
     x[3, 1] = np.nan
     with pytest.raises(ValueError, match="finite"):
-        FeaturePrior.fit(x, y[:, None])
+        FeaturePrior.fit(x, y[:, None], kind="auto")
     assert "auto" in KINDS
 
 

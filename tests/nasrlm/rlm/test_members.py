@@ -141,7 +141,7 @@ def test_members_need_a_frozen_encoder_and_no_prior(corpus) -> None:
         config(members=0)
     with pytest.raises(ValueError, match="prior"):
         predictor.fit(texts, values[:, None] + 5, ("acc",), config(), prior_inputs={"x": values},
-                      prior_kind="ridge")
+                      prior="ridge")
     assert predictor.lm.members is members and predictor.lm.normalizers == normalizers  # refused: as it was
     assert ALONE_TUNE.members > 1 and DECODER_TUNE.members == 1  # the model alone pools; blended, one
     alone = ALONE_TUNE.config(1000)

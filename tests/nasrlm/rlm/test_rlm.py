@@ -326,7 +326,7 @@ def test_free_label_prior_ranks_by_the_free_label_before_any_learning_and_is_sav
     predictor = RLMPredictor.from_scratch((free, *OBJECTIVES), size=None, tokenizer=tokenizer, **TINY)
     labelled = np.column_stack([convs, values[:, 1]])
     one_step = TrainConfig(max_epochs=1, batch_size=48, validation_fraction=0.0, progress=False)
-    predictor.fit(texts, labelled, ("convs", "lat"), one_step, prior_from=("convs",))
+    predictor.fit(texts, labelled, ("convs", "lat"), one_step, prior="line", prior_from=("convs",))
     assert predictor.prior_part.inputs == ("convs",) and predictor.prior_part.objectives == ("lat",)
     with pytest.raises(ValueError, match="features="):
         predictor.sample(texts[:4], ("lat",), num_samples=4)
@@ -341,7 +341,7 @@ def test_free_label_prior_ranks_by_the_free_label_before_any_learning_and_is_sav
     np.testing.assert_array_equal(loaded.sample(texts, ("lat",), num_samples=32, given={"convs": convs}),
                                   samples)
     with pytest.raises(ValueError, match="prior_from"):
-        predictor.fit(texts, labelled, ("convs", "lat"), one_step, prior_from=("acc",))
+        predictor.fit(texts, labelled, ("convs", "lat"), one_step, prior="line", prior_from=("acc",))
 
     # weight 0: each text's median is the prior's own prediction, the samples keep their spread
     centred = predictor.sample(texts, ("lat",), num_samples=9, given={"convs": convs},
@@ -393,7 +393,8 @@ def test_the_residual_is_weighed_on_the_validation_rows_and_saved(corpus, tmp_pa
     predictor = RLMPredictor.from_scratch((free, *OBJECTIVES), size=None, tokenizer=tokenizer, **TINY)
     labelled = np.column_stack([convs, values])
     config = TrainConfig(max_epochs=2, batch_size=16, validation_fraction=0.25, progress=False)
-    report = predictor.fit(texts, labelled, ("convs", "acc", "lat"), config, prior_from=("convs",))
+    report = predictor.fit(texts, labelled, ("convs", "acc", "lat"), config, prior="line",
+                           prior_from=("convs",))
     assert len(report.validation_rows) == 12
     weights = predictor.prior_part.weights
     assert set(weights) == {"acc", "lat"} and all(0.0 <= w <= 1.0 for w in weights.values())
@@ -404,7 +405,7 @@ def test_the_residual_is_weighed_on_the_validation_rows_and_saved(corpus, tmp_pa
     predictor.save(tmp_path / "model")
     assert RLMPredictor.load(tmp_path / "model").prior_part.weights == weights
     everything = TrainConfig(max_epochs=1, validation_fraction=0.0, progress=False)
-    predictor.fit(texts, labelled, ("convs", "acc", "lat"), everything, prior_from=("convs",))
+    predictor.fit(texts, labelled, ("convs", "acc", "lat"), everything, prior="line", prior_from=("convs",))
     assert predictor.prior_part.weights == {"acc": 0.0, "lat": 0.0}  # no validation rows: not trusted yet
 
 
@@ -416,11 +417,11 @@ def test_free_label_prior_takes_its_normal_scores_over_the_reference_population(
     labelled = np.column_stack([convs, values[:, 1]])
     one_step = TrainConfig(max_epochs=1, batch_size=48, validation_fraction=0.0, progress=False)
     population = np.arange(0.0, 10.0, 0.5)[:, None]  # e.g. a search's candidates, not its trials
-    predictor.fit(texts, labelled, ("convs", "lat"), one_step, prior_from=("convs",),
+    predictor.fit(texts, labelled, ("convs", "lat"), one_step, prior="line", prior_from=("convs",),
                   prior_reference=population)
     np.testing.assert_array_equal(predictor.prior_part.prior.free[0].knots, population[:, 0])
     with pytest.raises(ValueError, match="prior_reference"):
-        predictor.fit(texts, labelled, ("convs", "lat"), one_step, prior_from=("convs",),
+        predictor.fit(texts, labelled, ("convs", "lat"), one_step, prior="line", prior_from=("convs",),
                       prior_reference=np.ones((5, 2)))
 
 
@@ -431,7 +432,7 @@ def test_a_feature_prior_reads_inputs_the_decoder_never_sees_and_is_saved(corpus
     predictor = RLMPredictor.from_scratch(OBJECTIVES, size=None, tokenizer=tokenizer, **TINY)
     one_step = TrainConfig(max_epochs=1, batch_size=48, validation_fraction=0.0, progress=False)
     predictor.fit(texts, values[:, 1:], ("lat",), one_step, prior_inputs={"convs": convs, "noise": noise},
-                  prior_kind="forest")
+                  prior="forest")
     assert predictor.prior_part.inputs == ("convs", "noise") and predictor.predicts == ("lat",)
     features = {"convs": convs, "noise": noise}
     with pytest.raises(ValueError, match="noise"):
@@ -461,7 +462,7 @@ def test_a_blended_prior_weighs_the_model_alone_against_the_prior(corpus, tmp_pa
     predictor = RLMPredictor.from_scratch(OBJECTIVES, size=None, tokenizer=tokenizer, **TINY)
     config = TrainConfig(max_epochs=3, batch_size=16, learning_rate=3e-3, validation_fraction=0.0,
                          progress=False)
-    predictor.fit(texts, values[:, 1:], ("lat",), config, prior_inputs=features, prior_kind="forest",
+    predictor.fit(texts, values[:, 1:], ("lat",), config, prior_inputs=features, prior="forest",
                   prior_mode="blend", calibration_folds=3)
     assert predictor.prior_part.mode == "blend" and predictor.predicts == ("lat",)
     assert set(predictor.prior_part.weights) == {"lat"} and 0 <= predictor.prior_part.weights["lat"] <= 1
@@ -488,17 +489,34 @@ def test_a_blended_prior_weighs_the_model_alone_against_the_prior(corpus, tmp_pa
     np.testing.assert_array_equal(loaded.sample(texts, num_samples=9, seed=3, features=features),
                                   predictor.sample(texts, num_samples=9, seed=3, features=features))
     # without rows held out (no validation split, no cross-fit) nothing weighs the model: the prior alone
-    predictor.fit(texts, values[:, 1:], ("lat",), config, prior_inputs=features, prior_kind="forest",
+    predictor.fit(texts, values[:, 1:], ("lat",), config, prior_inputs=features, prior="forest",
                   prior_mode="blend")
     assert predictor.prior_part.weights == {"lat": UNVALIDATED_RESIDUAL_WEIGHT}
     with pytest.raises(ValueError, match="prior_mode"):
-        predictor.fit(texts, values[:, 1:], ("lat",), config, prior_inputs=features, prior_mode="sum")
+        predictor.fit(texts, values[:, 1:], ("lat",), config, prior="forest", prior_inputs=features,
+                      prior_mode="sum")
     with pytest.raises(ValueError, match="feature prior"):  # the model would decode the prior's inputs
-        predictor.fit(texts, values, ("acc", "lat"), config, prior_from=("acc",), prior_kind="forest",
+        predictor.fit(texts, values, ("acc", "lat"), config, prior_from=("acc",), prior="forest",
                       prior_mode="blend")
     with pytest.raises(ValueError, match="feature prior"):
-        predictor.fit(texts, values[:, 1:], ("lat",), config, prior_inputs=features, prior_kind="line",
+        predictor.fit(texts, values[:, 1:], ("lat",), config, prior_inputs=features, prior="line",
                       prior_mode="blend")
+
+
+def test_a_prior_is_named_with_its_inputs_or_not_at_all_and_its_old_keyword_still_works(corpus) -> None:
+    tokenizer, texts, values = corpus
+    convs = {"convs": np.sqrt(values[:, 1] - 1)}
+    predictor = RLMPredictor.from_scratch(OBJECTIVES, size=None, tokenizer=tokenizer, **TINY)
+    one_step = TrainConfig(max_epochs=1, batch_size=48, validation_fraction=0.0, progress=False)
+    for named in ({"prior_inputs": convs}, {"prior": "ridge"}, {"prior": "knn", "prior_inputs": convs}):
+        with pytest.raises(ValueError, match="prior"):  # inputs without a prior, a prior without inputs
+            predictor.fit(texts, values[:, 1:], ("lat",), one_step, **named)
+    assert predictor.prior_part is None and predictor.lm.decode_order == ()  # refused: as it was
+    with pytest.warns(DeprecationWarning, match="prior_kind= is now prior="):
+        predictor.fit(texts, values[:, 1:], ("lat",), one_step, prior_kind="ridge", prior_inputs=convs)
+    assert predictor.prior_part.prior.kinds == ["ridge"]
+    with pytest.raises(TypeError, match="'prior_kinds'"):
+        predictor.fit(texts, values[:, 1:], ("lat",), one_step, prior_kinds="ridge", prior_inputs=convs)
 
 
 def test_a_fit_without_validation_rows_calibrates_its_spread_by_cross_fitting(corpus, tmp_path) -> None:
@@ -560,7 +578,7 @@ def test_enough_validation_rows_calibrate_the_spread_without_cross_fitting(corpu
     predictor = RLMPredictor.from_scratch((free, *OBJECTIVES), size=None, tokenizer=tokenizer, **TINY)
     config = TrainConfig(max_epochs=2, batch_size=16, validation_fraction=0.25, progress=False)
     predictor.fit(texts, np.column_stack([convs, values]), ("convs", "acc", "lat"), config,
-                  prior_from=("convs",))
+                  prior="line", prior_from=("convs",))
     assert set(predictor.spreads) == {"acc", "lat"}  # what it decodes, not the labels it is given
 
 
@@ -648,7 +666,8 @@ def test_a_fit_reading_labels_first_trains_on_its_own_reading_and_samples_after_
     np.testing.assert_array_equal(asked, in_order[..., ::-1])
     predictor.lm.reads_first = ("lat",)
     with pytest.raises(ValueError, match="prior_from"):  # given labels come first at inference
-        predictor.fit(texts, values[:, :1], ("acc",), config, reads=("lat",), prior_from=("acc",))
+        predictor.fit(texts, values[:, :1], ("acc",), config, reads=("lat",), prior="line",
+                      prior_from=("acc",))
     predictor.save(tmp_path / "model")
     loaded = RLMPredictor.load(tmp_path / "model")
     assert loaded.lm.reads_first == ("lat",)
@@ -678,7 +697,7 @@ def test_a_gaussian_process_prior_is_saved_and_loaded_with_the_model(corpus, tmp
     features = {"convs": np.sqrt(values[:, 1] - 1), "noise": np.random.default_rng(0).random(len(texts))}
     predictor = RLMPredictor.from_scratch(OBJECTIVES, size=None, tokenizer=tokenizer, **TINY)
     config = TrainConfig(max_epochs=1, batch_size=16, validation_fraction=0.0, progress=False)
-    predictor.fit(texts, values[:, 1:], ("lat",), config, prior_inputs=features, prior_kind="gp",
+    predictor.fit(texts, values[:, 1:], ("lat",), config, prior_inputs=features, prior="gp",
                   prior_mode="blend", calibration_folds=2)
     assert predictor.prior_part.prior.kinds == ["gp"]
     predictor.save(tmp_path / "model")

@@ -316,7 +316,7 @@ def test_a_transfer_startup_enqueues_the_forests_best_of_each_stratum_of_macs_at
     assert [bool(t.system_attrs.get("fixed_params")) for t in study.trials] == [False, False, True, True]
     pool = sampler.candidate_pool
     labels = sampler.cache.labels_of(pool)
-    scores = startup_transfer(None, "nb201", [ACCURACY]).narrowed(labels).predict(labels)
+    scores = startup_transfer("shipped", "nb201", [ACCURACY]).narrowed(labels).predict(labels)
     macs = labels[:, list(sampler.cache.columns).index("macs_m")]
     picked = [pool.index(sampler.arch_id_of(t.params)) for t in study.trials[1:]]
     edges = np.sort(macs)[np.linspace(0, len(pool), 4).astype(int)[:-1]]  # each stratum's lowest MACs

@@ -65,5 +65,5 @@ def test_the_searched_space_never_reads_its_own_forest(forests: AccuracyTransfer
 
 
 def test_the_shipped_base_has_forests_for_nb201_from_other_spaces() -> None:
-    transfer = startup_transfer(None, "nb201", [ACC])
+    transfer = startup_transfer("shipped", "nb201", [ACC])
     assert transfer is not None and "nb201" not in {s.space for s in transfer.sources}
