@@ -30,6 +30,7 @@ import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import numpy as np
 
@@ -99,6 +100,13 @@ class LabelCache:
                 if "locked" not in str(error) or time.monotonic() > deadline:
                     raise
                 time.sleep(0.05 + random.random() / 10)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A pickle keeps the file's path; the connection and the lock are this process's, opened on load."""
+        return {"path": str(self.path)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["path"])
 
     def close(self) -> None:
         """Close the connection (idempotent)."""

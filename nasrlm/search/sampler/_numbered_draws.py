@@ -37,9 +37,18 @@ class NumberedDraws:
     def __init__(self, space: SearchSpace, seed: int) -> None:
         self.space = space
         self.seed = seed
-        self._study: optuna.Study | None = None  # the stream: an in-memory study, made at the first draw
+        self._sampler = RandomSampler(seed=seed)  # the stream's draws, in order
+        self._study: optuna.Study | None = None  # the stream as an in-memory study, made at the first draw
         self._params: list[dict[str, Any]] = []
         self._lock = threading.Lock()  # Optuna's n_jobs threads share a sampler
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What a pickle keeps: the draws so far and the stream's sampler where it stands (the in-memory
+        study and the lock are this process's, made again on load)."""
+        return {k: v for k, v in vars(self).items() if k not in ("_study", "_lock")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        vars(self).update(state, _study=None, _lock=threading.Lock())
 
     def params(self, number: int) -> dict[str, Any]:
         """The parameters of the ``number``-th draw (from 0), drawn with every one before it, once."""
@@ -70,7 +79,7 @@ class NumberedDraws:
             level = optuna_logger.level
             optuna_logger.setLevel(logging.WARNING)  # not "A new study created in memory" in a user's log
             try:
-                self._study = optuna.create_study(sampler=RandomSampler(seed=self.seed))
+                self._study = optuna.create_study(sampler=self._sampler)
             finally:
                 optuna_logger.setLevel(level)
         return self._study

@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import warnings
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from typing import Any
@@ -156,6 +157,7 @@ class RLMSampler(ProposalRounds, BaseSampler):
         self._pool_params: list[dict[str, Any]] = []  # candidate parameters drawn once
         self._startup_asked = False  # whether it has been asked for a start-up trial it can choose
         self._warned: set[str] = set()  # architectures the space failed to build, said once
+        self._said_no_space = False  # whether it warned of trials that draw none of the space's parameters
         #: the residual weights the latest proposals were scored with (``None``: unweighted)
         self.last_residual_weights: dict[str, float] | None = None
         #: called after each refit with (completed trials used, seconds); the CLI's progress hook
@@ -164,6 +166,15 @@ class RLMSampler(ProposalRounds, BaseSampler):
         #: where progress lines go (the first fit's start, its stages, each round's scoring): the
         #: ``nasrlm.search`` logger at INFO by default; ``nasrlm search`` prints them
         self.log: Callable[[str], None] = _logger.info
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What a pickle or a deep copy keeps: everything but the lock and the two hooks (:attr:`on_fit`,
+        :attr:`log`), which are this process's: a sampler loaded elsewhere has its own lock and the default
+        hooks, and goes on where it stood (Optuna's recipe for resuming a study with its sampler)."""
+        return {k: v for k, v in vars(self).items() if k not in ("_lock", "on_fit", "log")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        vars(self).update(state, _lock=threading.RLock(), on_fit=None, log=_logger.info)
 
     # --- optuna's sampler interface --------------------------------------------------------------
     def reseed_rng(self) -> None:
@@ -176,7 +187,14 @@ class RLMSampler(ProposalRounds, BaseSampler):
         """Every parameter any completed trial used (a union, so conditional spaces keep theirs), and
         every one the space suggests for its own random architectures: a candidate that deepens a stage
         no trial has reached is then proposed whole, not completed at random by Optuna."""
-        return self._params.relative_search_space(study)
+        space = self._params.relative_search_space(study)
+        if not space and not self._said_no_space and completed(study):
+            self._said_no_space = True
+            warnings.warn(f"RLMSampler: the study's trials draw no parameter of search space "
+                          f"{self.space.name!r} (their objective does not call space.suggest(trial)): every "
+                          "parameter is drawn by the independent sampler, and the model proposes nothing",
+                          stacklevel=2)
+        return space
 
     def before_trial(self, study: Study, trial: FrozenTrial) -> None:
         """Count the workers at every trial, an enqueued one too (Optuna samples nothing for it)."""

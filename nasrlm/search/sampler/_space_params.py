@@ -26,19 +26,36 @@ class SpaceParams:
         self._seed = seed
         self._space_draws = True  # until the space turns out to have no params_of
         self._distributions: dict[str, BaseDistribution] | None = None  # see distributions
+        self._read: dict[tuple, frozenset[str]] = {}  # see space_names
 
     def relative_search_space(self, study: Study) -> dict[str, BaseDistribution]:
         """What :meth:`RLMSampler.infer_relative_search_space
-        <nasrlm.search.RLMSampler.infer_relative_search_space>` answers."""
+        <nasrlm.search.RLMSampler.infer_relative_search_space>` answers: the parameters of completed trials
+        that the space reads (:meth:`space_names`); any other is the independent sampler's, as with any
+        relative sampler of Optuna's."""
         space: dict[str, BaseDistribution] = {}
         for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+            read = self.space_names(t.params)
             for name, distribution in t.distributions.items():
-                if not distribution.single():
+                if name in read and not distribution.single():
                     space.setdefault(name, distribution)
         if space:  # after the first trial, so that a study of another space fails as before
             for name, distribution in self.distributions().items():
                 space.setdefault(name, distribution)
         return space
+
+    def space_names(self, params: dict[str, Any]) -> frozenset[str]:
+        """The names among ``params`` that ``space.suggest`` reads to build its architecture from them (none
+        where they build none: an objective that draws no architecture of the space), each set once."""
+        key = tuple(sorted(params.items()))
+        if key not in self._read:
+            recorder = FixedTrial(params)
+            try:
+                self.space.suggest(recorder)
+                self._read[key] = frozenset(recorder.params)
+            except ValueError:  # FixedTrial's "missing parameter", or values the space refuses
+                self._read[key] = frozenset()
+        return self._read[key]
 
     def distributions(self) -> dict[str, BaseDistribution]:
         """What ``space.suggest`` asks for over :data:`DISTRIBUTION_DRAWS` random architectures (empty

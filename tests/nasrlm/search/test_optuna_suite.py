@@ -1,12 +1,14 @@
-"""Optuna's own sampler test mix-ins (``optuna.testing.pytest_samplers``), run on the RLMSampler.
+"""Optuna's own sampler test mix-ins (``optuna.testing.pytest_samplers``), run on the RLMSampler with its
+default settings.
 
-The mix-ins draw parameters such as ``x`` and ``y`` that build no architecture of any space, and the
-RLMSampler's model only reads architectures (an objective that ignores the space gets
-:class:`~nasrlm.search.SpaceMismatchError`, tested in ``test_search.py``). So here its start-up phase
-outlasts every mix-in's trials: they check its Optuna bookkeeping (independent and conditional
-sampling, NaN objectives, fixed and single-valued parameters, multi-objective studies, changing
-ranges). Relative sampling, determinism, RDB storage and ``n_jobs > 1`` are tested on NB201 in
-``test_search.py``; ``RelativeSamplerTestCase`` needs a sampler for arbitrary parameters and is not run.
+The mix-ins draw parameters such as ``x`` and ``y`` that build no architecture of any space: past its start-up
+trials the RLMSampler hands them to its independent sampler, as Optuna's relative samplers hand the parameters
+they do not model to theirs (one warning), so the mix-ins check that path and its bookkeeping (independent and
+conditional sampling, NaN objectives, fixed and single-valued parameters, multi-objective studies, changing
+ranges). The same contracts asked of trials that draw the space's architecture past start-up (pickling, a
+parameter beside the architecture, ranges that change) are in ``sampler/test_sampler.py``; relative sampling,
+determinism, RDB storage and ``n_jobs > 1`` in ``test_search.py``. ``RelativeSamplerTestCase`` is not run: it
+asks a relative sampler to model arbitrary parameters, and this one models a search space's only.
 """
 
 from __future__ import annotations
@@ -24,4 +26,4 @@ from search_spaces import NasBench201
 class TestRLMSamplerWithOptunasSuite(BasicSamplerTestCase, MultiObjectiveSamplerTestCase):
     @pytest.fixture
     def sampler(self) -> Callable[[], BaseSampler]:
-        return lambda: RLMSampler(NasBench201(), n_startup_trials=1_000, seed=0)
+        return lambda: RLMSampler(NasBench201(), seed=0)

@@ -34,7 +34,6 @@ from nasrlm.search import (
     ProposalSettings,
     RLMSampler,
     SearchStopped,
-    SpaceMismatchError,
     Truth,
     WorkerSettings,
     make_sampler,
@@ -332,16 +331,6 @@ def test_without_an_accuracy_objective_a_transfer_startup_draws_at_random() -> N
     study.set_metric_names(["lat", "size"])
     study.optimize(lambda trial: toy_values(SPACE.arch_id(SPACE.suggest(trial)))[::-1], n_trials=3)
     assert not any(t.system_attrs.get("fixed_params") for t in study.trials)
-
-
-def test_an_objective_that_ignores_the_space_gets_a_clear_error() -> None:
-    study = make_study(tiny_sampler())
-
-    def elsewhere(trial: optuna.Trial) -> tuple[float, float]:
-        return trial.suggest_float("x", 0, 1), trial.suggest_float("y", 0, 1)
-
-    with pytest.raises(SpaceMismatchError, match="space.suggest"):
-        study.optimize(elsewhere, n_trials=6)
 
 
 def test_rejects_meaningless_settings_of_the_sampler_itself_and_across_its_settings() -> None:
