@@ -201,6 +201,10 @@ def run_search(space: SearchSpace, evaluator: ArchEvaluator, sampler: optuna.sam
         optuna.logging.set_verbosity(verbosity)
         with suppress(Exception):  # kept however the run ends, ctrl-C included: a resumed run adds to it
             study.set_user_attr(run_key, [started, time.time()])
+        share = getattr(sampler, "share_proposals", None)
+        with suppress(Exception):  # the proposals a lone worker kept: a resumed run takes them first
+            if share is not None:
+                share(study)
     trials = study.get_trials(deepcopy=False)
     states = Counter(t.state for t in trials)
     interrupted = sum(t.state == TrialState.PRUNED and INTERRUPTED_ATTR in t.user_attrs for t in trials)

@@ -51,6 +51,9 @@ class Workers:
         # per study: proposals whose trials may not be stored yet, each with the number of its trial
         self._handed_out: dict[str, dict[str, int]] = {}
         self._running: dict[str, deque[int]] = {}  # per study: trials running at each recent ask
+        # per study: proposals kept for this worker's own next trials while it is the study's only worker
+        # (enqueued, they would outlive an optimize(n_trials=N) as WAITING trials)
+        self._kept: dict[str, deque[Proposal]] = {}
         self._name = uuid.uuid4().hex  # with the process id, this worker's name in a fit lease
 
     def lease(self, study: Study) -> FitLease:
@@ -94,8 +97,26 @@ class Workers:
         return max([1, *self._running.get(study.study_name, ())])
 
     def queue_length(self, study: Study) -> int:
-        """Proposals waiting in ``study`` for a worker to take them."""
-        return len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
+        """Proposals waiting for a worker to take them: in ``study``, or kept for this worker's own trials."""
+        waiting = len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
+        return waiting + len(self._kept.get(study.study_name, ()))
+
+    def next_kept(self, study: Study, trial: FrozenTrial) -> dict[str, Any] | None:
+        """The next proposal kept for this worker, handed to ``trial`` as an enqueued one would be (its
+        prediction a user attribute of the trial); ``None`` when none is kept."""
+        kept = self._kept.get(study.study_name)
+        if not kept:
+            return None
+        params, predicted = kept.popleft()
+        self.note_handed_out(study, trial, params)
+        if predicted is not None:
+            _set_user_attr(study, trial, PREDICTED_USER_ATTR, by_name(study, predicted))
+        return params
+
+    def share_kept(self, study: Study) -> None:
+        """Enqueue the proposals kept for this worker in ``study``, for whichever worker asks next: once
+        another worker shows up, and when a run ends (a resumed run takes them first)."""
+        self._enqueue(study, list(self._kept.pop(study.study_name, ())))
 
     def wanted(self, study: Study, proposals_per_fit: int) -> int:
         """Proposals one fit makes: ``proposals_per_fit`` for each worker, less those waiting (at least 1)."""
@@ -129,6 +150,7 @@ class Workers:
                 handed_out.pop(arch_id, None)
         for arch_id in [a for a, number in handed_out.items() if a in evaluated or number in ended]:
             del handed_out[arch_id]  # stored, or never evaluated: free to be proposed again
+        running.update(self._arch_id_of(params) for params, _ in self._kept.get(study.study_name, ()))
         pending = dict.fromkeys([*sorted(running), *sorted(handed_out)])
         return evaluated, [i for i in pending if i not in evaluated]
 
@@ -144,7 +166,10 @@ class Workers:
             return {}
         (params, predicted), rest = proposals[0], proposals[1:]
         self.note_handed_out(study, trial, params)
-        self._enqueue(study, rest)  # first: they wait for the others even if this trial was failed meanwhile
+        if self.worker_count(study) > 1:  # first: they wait for the others even if this trial was failed
+            self._enqueue(study, rest)
+        else:  # alone: kept for this worker's next trials, which take them in order as from the queue
+            self._kept[study.study_name] = deque(rest)
         if predicted is not None:  # kept with the trial: a resumed search still weighs by it
             try:
                 _set_user_attr(study, trial, PREDICTED_USER_ATTR, by_name(study, predicted))

@@ -197,17 +197,31 @@ class RLMSampler(ProposalRounds, BaseSampler):
         return space
 
     def before_trial(self, study: Study, trial: FrozenTrial) -> None:
-        """Count the workers at every trial, an enqueued one too (Optuna samples nothing for it)."""
+        """Count the workers at every trial, an enqueued one too (Optuna samples nothing for it); once there
+        are others, the proposals this worker kept for itself wait in the study for all of them."""
         # a count missed while the database is away loses a heuristic; raising would lose the trial,
         # which Optuna has taken off the queue already
         with suppress(Exception):
             self._workers.count_workers(study)
+            if self._workers.worker_count(study) > 1:
+                with self._lock:
+                    self._workers.share_kept(study)
+
+    def share_proposals(self, study: Study) -> None:
+        """Enqueue in ``study`` the proposals this sampler keeps for its own next trials (alone in a study, it
+        keeps them rather than leave WAITING trials behind an ``optimize(n_trials=N)``), so that another
+        process takes them first: a resumed search, another worker. ``run_search`` calls it as it ends."""
+        with self._lock:
+            self._workers.share_kept(study)
 
     def sample_relative(self, study: Study, trial: FrozenTrial,
                         search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
         if not search_space or is_enqueued(trial):  # enqueued (a retry): its parameters are set
             return {}
         with self._lock:
+            kept = self._workers.next_kept(study, trial)  # the latest fit's next proposal, taken in order
+            if kept is not None:
+                return kept
             complete = completed(study)
             if len(complete) < self.n_startup_trials:
                 return self._startup_trial(study, trial, search_space)

@@ -99,3 +99,17 @@ def test_a_parameter_beside_the_architecture_is_drawn_in_the_range_each_trial_as
     late = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))[8:]
     assert late and all(20 <= t.params["scale"] <= 30 for t in late)
     assert any(len(t.params) > 1 for t in late)  # the architecture still drawn with it
+
+
+def test_alone_in_a_study_it_leaves_no_waiting_trial_and_shares_its_proposals_when_asked() -> None:
+    sampler = tiny_sampler()
+    study = optuna.create_study(directions=["maximize", "minimize"], sampler=sampler)
+    study.optimize(architecture, n_trials=12)  # 4 start-up trials, then fits of 3 proposals: one left over
+    assert len(study.trials) == 12 and not study.get_trials(states=(optuna.trial.TrialState.WAITING,))
+    proposed = [t for t in study.trials if "predicted" in t.user_attrs]
+    assert len(proposed) >= 6  # the kept proposals ran as trials, each with the model's prediction
+    sampler.share_proposals(study)  # what run_search does as it ends: a resumed run takes them first
+    waiting = study.get_trials(states=(optuna.trial.TrialState.WAITING,))
+    assert waiting and all("predicted" in t.user_attrs for t in waiting)
+    study.optimize(architecture, n_trials=len(waiting))
+    assert not study.get_trials(states=(optuna.trial.TrialState.WAITING,))
