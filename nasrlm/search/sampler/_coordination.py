@@ -173,8 +173,9 @@ class Workers:
         if predicted is not None:  # kept with the trial: a resumed search still weighs by it
             try:
                 _set_user_attr(study, trial, PREDICTED_USER_ATTR, by_name(study, predicted))
-            except UpdateFinishedTrialError:  # taken for dead meanwhile: its pick waits for the next worker
-                del self._handed_out[study.study_name][self._arch_id_of(params)]
+            except UpdateFinishedTrialError:  # taken for dead meanwhile (by another worker, so there is one):
+                del self._handed_out[study.study_name][self._arch_id_of(params)]  # the proposals wait for it
+                self.share_kept(study)
                 self._enqueue(study, [(params, predicted)])
                 raise
         return params  # a candidate's parameters are the search space's already (see _candidates)

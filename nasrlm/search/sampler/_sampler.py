@@ -66,11 +66,11 @@ class RLMSampler(ProposalRounds, BaseSampler):
         space: the search space the objective draws from with ``space.suggest(trial)``.
         n_startup_trials: completed trials before the model is first trained.
         startup: how they are chosen: ``"random"``, trial ``n`` the ``n``-th random draw (see ``seed``);
-            ``"transfer"``, the first at random, the others one per stratum of the candidate pool's MACs,
-            in each the candidate that ``base``'s (with no base, the shipped base's) transfer forest of
-            *another* space's accuracy ranks best (:mod:`~nasrlm.search.sampler._startup`), all enqueued at
-            the second trial; at random still where the study has no accuracy objective or the base no forest
-            of another space.
+            ``"transfer"``, the first at random, the others one per stratum of the candidate pool's MACs, in
+            each the candidate that ``base``'s (with no base, the shipped base's) transfer forest of *another*
+            space's accuracy ranks best (:mod:`~nasrlm.search.sampler._startup`), all chosen at the second
+            trial (and handed out as proposals are); at random still where the study has no accuracy objective
+            or the base no forest of another space.
         base: a pre-trained base model (``"shipped"``, the package's, or a directory ``nasrlm pretrain``
             wrote; ``None``: none, a model learned from scratch): every refit starts from it
             (:meth:`RLMPredictor.from_base <nasrlm.rlm.predictor.RLMPredictor.from_base>`), with its size,
@@ -101,11 +101,12 @@ class RLMSampler(ProposalRounds, BaseSampler):
             (:class:`~nasrlm.search.CandidateSettings`).
 
     One fit proposes ``proposals_per_fit`` architectures for each worker of the study (less those still
-    waiting): the first is the trial that asked, the others wait in the study (``study.enqueue_trial``)
-    for the next trials of any worker, so a study may end with some still waiting (a resumed one takes
-    them first). Trials still running or waiting (other workers, ``n_jobs > 1``) are pending: never
-    proposed again, and believed at the model's median when the next proposals are picked. The
-    workers are counted as the most trials this sampler has seen running at once lately.
+    waiting): the first is the trial that asked, the others wait in the study (``study.enqueue_trial``) for
+    the next trials of any worker, so a study of several workers may end with some still waiting (a resumed
+    one takes them first); a worker alone keeps them for its own next trials (:meth:`share_proposals` enqueues
+    them). Trials still running or waiting (other workers, ``n_jobs > 1``) are pending: never proposed again,
+    and believed at the model's median when the next proposals are picked. The workers are counted as the most
+    trials this sampler has seen running at once lately.
 
     Workers sharing a study refit one at a time (a lease in the study, :mod:`~nasrlm.search.workers._lease`),
     and the one with a trained model does it: when the proposals run out, the others wait for its next

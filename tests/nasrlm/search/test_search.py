@@ -311,8 +311,9 @@ def test_a_transfer_startup_enqueues_the_forests_best_of_each_stratum_of_macs_at
     sampler = tiny_sampler(startup="transfer")
     study = make_study(sampler)
     study.optimize(toy_objective, n_trials=4)
-    # the first trial at random (no search space yet), the three picks chosen and enqueued at the second
-    assert [bool(t.system_attrs.get("fixed_params")) for t in study.trials] == [False, False, True, True]
+    # the first trial at random (no search space yet), the three picks chosen at the second; alone in the
+    # study, the sampler kept the other two for its next trials: none waits
+    assert len(study.trials) == 4 and not study.get_trials(states=(optuna.trial.TrialState.WAITING,))
     pool = sampler.candidate_pool
     labels = sampler.cache.labels_of(pool)
     scores = startup_transfer("shipped", "nb201", [ACCURACY]).narrowed(labels).predict(labels)
@@ -960,6 +961,8 @@ def test_one_fit_s_other_proposals_wait_in_the_study_for_any_worker(tmp_path) ->
     first = tiny_sampler(seed=1)  # rounds of 3 proposals
     study = make_study(first, storage)
     study.optimize(toy_objective, n_trials=5)  # 4 start-up trials, then the first fit
+    assert not study.get_trials(states=(optuna.trial.TrialState.WAITING,))  # alone, it kept the other two
+    first.share_proposals(study)  # as run_search does when its run ends
     waiting = study.get_trials(states=(optuna.trial.TrialState.WAITING,))
     assert first.fits == 1 and len(waiting) == 2
     assert all(set(t.user_attrs[PREDICTED_USER_ATTR]) == {"acc", "lat"} for t in waiting)
