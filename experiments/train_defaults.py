@@ -5,8 +5,8 @@
 Runs the command line as a user would: ``nasrlm data`` writes the table (NB201 unless ``--space``), each
 seed's ``default_rng(seed).permutation`` of it labels its first N rows and tests on the next 5,000 (the
 split of ``transfer_benchmark.py``), ``nasrlm train --data train.csv -o M --size S`` trains, and ``nasrlm
-eval M --data test.csv`` ranks the test rows (median of ``--samples`` samples, Kendall τ). With ``--init
-BASE[,BASE...]`` it fine-tunes each base instead (``nasrlm train --init BASE``; the base has its own
+eval M --data test.csv`` ranks the test rows (median of ``--samples`` samples, Kendall τ). With ``--base
+BASE[,BASE...]`` it fine-tunes each base instead (``nasrlm train --base BASE``; the base has its own
 size); ``--train-options`` adds options to every ``nasrlm train`` (an ablation as a user runs it).
 Inference speed per size: ``experiments/inference_speed.py``. ``--smoke`` runs the whole script in
 seconds (30 labels, 60 test rows, 2 epochs, fine-tuning an untrained tiny base whose tokenizer knows the
@@ -41,7 +41,8 @@ def main() -> None:
     p.add_argument("--test", type=int, default=5000)
     p.add_argument("--samples", type=int, default=16)
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--init", help="comma-separated base model directories to fine-tune instead of --sizes")
+    p.add_argument("--base", "--init", dest="base",  # --init: its old name, in commands on the results page
+                   help="comma-separated base model directories to fine-tune instead of --sizes")
     p.add_argument("--train-options", default="", help="more options of nasrlm train, as one string (e.g. "
                    "'--prior none --equivalents 3': the ablations as a user runs them)")
     p.add_argument("--smoke", action="store_true", help="30 labels, 60 test rows, 2 epochs of a tiny base: "
@@ -56,13 +57,13 @@ def main() -> None:
         subprocess.run(["nasrlm", "data", a.space, "--objectives", a.objective, "--data-dir", a.data_dir,
                         "-o", str(work / "all.csv")], check=True)
         table = BenchmarkTable.read_csv(work / "all.csv")
-        if a.init:
-            models = {b: ["--init", b] for b in a.init.split(",")}
+        if a.base:
+            models = {b: ["--base", b] for b in a.base.split(",")}
         elif a.smoke:
-            models = {"tiny, untrained": ["--init", str(smoke_base(work / "base", a.space))]}
+            models = {"tiny, untrained": ["--base", str(smoke_base(work / "base", a.space))]}
         else:
             models = {s: ["--size", s] for s in a.sizes.split(",")}
-        print(f"| {'base' if a.init or a.smoke else 'size'} | labels | seed | τ | central-80% coverage | "
+        print(f"| {'base' if a.base or a.smoke else 'size'} | labels | seed | τ | central-80% coverage | "
               "train s |\n|---|---|---|---|---|---|", flush=True)
         for seed in (int(s) for s in a.seeds.split(",")):
             order = np.random.default_rng(seed).permutation(len(table.ids))

@@ -107,10 +107,11 @@ class Search(Command):
         options = _rlm_options(args.rlm_option)
         if "base" in options:  # the old way to name it
             print("nasrlm: --rlm-option base= is an alias of --base", file=sys.stderr)
-            named = str(options.pop("base"))
-            if args.base and args.base != named:
+            named = options.pop("base")  # null: no base
+            named = None if named is None else str(named)
+            if args.base and named is not None and args.base != named:
                 raise CliError(f"--base {args.base} and --rlm-option base={named}: give one of them")
-            args.base = named
+            args.base = args.base or named
         _check_rlm_options(options, space)
         if args.base:  # resolved once, here: a bad base is a one-line error now, not at the first fit
             _load_base(args.base, [], space.name)

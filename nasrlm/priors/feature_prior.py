@@ -40,6 +40,12 @@ PRIOR_KINDS = ("line", *KINDS)
 #: NB201 accuracy and latency best from 20 to 1,000 labels (experiments/README.md, "Transfer from a
 #: pre-trained base model"). The search sampler's, a recipe of its own, is ``ProposalSettings.prior``.
 DEFAULT_PRIOR = "forest"
+
+
+def check_prior_name(prior: str | None) -> None:
+    """Refuse a prior that is neither ``None`` (none) nor one of :data:`PRIOR_KINDS`."""
+    if prior is not None and prior not in PRIOR_KINDS:
+        raise ValueError(f"prior {prior!r}: expected None or one of {', '.join(PRIOR_KINDS)}")
 #: Trees per forest, and the fewest rows a leaf holds.
 TREES = 200
 MIN_LEAF = 1

@@ -66,7 +66,7 @@ def train_members(model: RegressionLM, inputs: Sequence[Sequence[int]], targets:
     with a batch order and dropout of its own (``member``), and a validation split of its own where it
     stops early on it (``config.keep_best``; else the members after the first train on every row): the
     first member's report, with the seconds of all, the other members' weights, and every row some member
-    held out; ``model`` ends with the first member's weights (a :class:`~nasrlm.rlm.training.TrainConfig`
+    held out; ``model`` ends with the first member's weights (a :class:`~nasrlm.rlm.recipes.TrainConfig`
     with more than one member has a frozen encoder, which they share)."""
     start = own_weights(model) if config.members > 1 else None
     report = train(model, inputs, targets, objectives, config, derived_from=derived_from)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from nasrlm.priors.feature_prior import PRIOR_KINDS, FeaturePrior
+from nasrlm.priors.feature_prior import FeaturePrior, check_prior_name
 from nasrlm.priors.prior import FreeLabelPrior, ScoresPrior, residual_weight, shrunk_weight, stratified_normal
 from nasrlm.priors.transfer import TRANSFER_LABEL
 
@@ -89,8 +89,7 @@ class PriorPart:
 
 def check_prior(prior: str | None, mode: str, prior_from: Sequence[str], inputs: Sequence[str]) -> None:
     """What ``RLMPredictor.fit`` refuses of ``prior`` and ``prior_mode``."""
-    if prior is not None and prior not in PRIOR_KINDS:
-        raise ValueError(f"prior {prior!r}: expected None or one of {', '.join(PRIOR_KINDS)}")
+    check_prior_name(prior)
     if (prior is None) != (not inputs):
         raise ValueError("prior_from and prior_inputs are what a prior reads: give a prior and its inputs, "
                          f"or neither (prior={prior!r}, inputs {list(inputs)})")

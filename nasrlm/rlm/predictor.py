@@ -232,7 +232,7 @@ class RLMPredictor:
         if residual and absent:
             raise ValueError(f"this model predicts {[objectives[k] for k in residual]} from the labels "
                              f"{absent}: pass them as given= or features={{name: values}} "
-                             "(known_labels(space, ids) computes free and graph labels)")
+                             "(nasrlm.rlm.tuning.known_labels computes free and graph labels)")
         out = self.lm.sample(texts, objectives, num_samples=num_samples, batch_size=batch_size,
                              temperature=temperature, seed=seed, progress=progress, given=given)
         add_prior(part, out, objectives, inputs, residual, residual_weight=residual_weight,
@@ -273,9 +273,9 @@ class RLMPredictor:
     @classmethod
     def load(cls, path: str | Path) -> RLMPredictor:
         """Inverse of :meth:`save` (plain JSON and safetensors: nothing is unpickled). A directory without the
-        files raises :class:`~nasrlm.rlm.checkpoints.ModelNotFoundError`; files that are there but do not make
+        files raises :class:`~nasrlm.rlm.bases.ModelNotFoundError`; files that are there but do not make
         a model (truncated weights, a config of another shape)
-        :class:`~nasrlm.rlm.checkpoints.ModelFileError`: each names the file at fault."""
+        :class:`~nasrlm.rlm.bases.ModelFileError`: each names the file at fault."""
         c = Checkpoint.read(path)
         return cls(c.lm, c.prior_part, c.spreads, c.transfer, c.spaces)
 

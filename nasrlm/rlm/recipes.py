@@ -187,7 +187,7 @@ class PretrainConfig:
     minutes: float = 30.0  # wall-clock budget; the learning rate decays over it
     max_steps: int | None = None  # stop after this many steps (whichever of the two comes first)
     batch_size: int = TrainConfig.batch_size
-    learning_rate: float = TrainConfig.learning_rate  # peak, after warm-up
+    learning_rate: float = 5e-4  # peak, after warm-up: pre-training's own, whatever a fine-tune's
     weight_decay: float = TrainConfig.weight_decay
     warmup_steps: int = 200
     clip_norm: float = TrainConfig.clip_norm

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from nasrlm.free_labels import ALL_FREE_OBJECTIVES, FREE_OBJECTIVES, free_labels, texts_and_free_labels
-from nasrlm.priors.feature_prior import DEFAULT_PRIOR, PRIOR_KINDS
+from nasrlm.priors.feature_prior import DEFAULT_PRIOR, check_prior_name
 from nasrlm.priors.transfer import TRANSFER_LABEL
 from nasrlm.rlm.augment import EQUIVALENT_READINGS, equivalent_readings, shared_by_equivalents
 from nasrlm.rlm.calibration import CALIBRATION_FOLDS
@@ -47,8 +47,7 @@ def fine_tune(predictor: RLMPredictor, space: SearchSpace, arch_ids: Sequence[st
     Where ``names`` holds a latency the model has never decoded (a new device), the model first reads
     ``read_latencies`` of the latencies of ``space`` it does decode (:func:`latencies_to_read`); 0: none.
     """
-    if prior is not None and prior not in PRIOR_KINDS:
-        raise ValueError(f"prior {prior!r}: expected None or one of {', '.join(PRIOR_KINDS)}")
+    check_prior_name(prior)  # before the texts and labels are read
     names, lm = list(names), predictor.lm
     if prior_mode is None:
         prior_mode = "residual" if prior in (None, "line") else "blend"

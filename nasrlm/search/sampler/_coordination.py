@@ -1,5 +1,6 @@
 """The RLMSampler's bookkeeping for workers sharing a study: who refits, how many workers there are, and
-the proposals waiting in the study for them.
+the proposals waiting in the study for them (a worker alone keeps them for its own next trials, and puts
+them in the study once it sees another worker's trial running, or when asked to).
 
 One :class:`Workers` per sampler keeps what this worker has seen: the proposals it handed out (their
 trials may not be stored yet), and how many trials ran at each recent ask (the worker count). The fit
@@ -110,13 +111,30 @@ class Workers:
         params, predicted = kept.popleft()
         self.note_handed_out(study, trial, params)
         if predicted is not None:
-            _set_user_attr(study, trial, PREDICTED_USER_ATTR, by_name(study, predicted))
+            try:
+                _set_user_attr(study, trial, PREDICTED_USER_ATTR, by_name(study, predicted))
+            except UpdateFinishedTrialError:  # taken for dead (by another worker): all wait in the study
+                del self._handed_out[study.study_name][self._arch_id_of(params)]
+                kept.appendleft((params, predicted))
+                self.share_kept(study)
+                raise
         return params
 
     def share_kept(self, study: Study) -> None:
         """Enqueue the proposals kept for this worker in ``study``, for whichever worker asks next: once
-        another worker shows up, and when a run ends (a resumed run takes them first)."""
-        self._enqueue(study, list(self._kept.pop(study.study_name, ())))
+        another worker shows up, and when a run ends (a resumed run takes them first). Each leaves the queue
+        once it is in the study: a storage that fails midway keeps the rest."""
+        kept = self._kept.get(study.study_name, deque())
+        while kept:
+            self._enqueue(study, [kept[0]])
+            kept.popleft()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in vars(self).items() if k != "_name"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """A copy, or a pickle loaded, is a worker of its own in a fit lease."""
+        vars(self).update(state, _name=uuid.uuid4().hex)
 
     def wanted(self, study: Study, proposals_per_fit: int) -> int:
         """Proposals one fit makes: ``proposals_per_fit`` for each worker, less those waiting (at least 1)."""
@@ -161,7 +179,8 @@ class Workers:
 
     def hand_out(self, study: Study, trial: FrozenTrial, proposals: Sequence[Proposal]) -> dict[str, Any]:
         """The first proposal's parameters for ``trial``; the others wait in the study for whichever
-        worker asks next. Each keeps the model's prediction as a user attribute."""
+        worker asks next, or, alone, are kept for this worker's next trials (:meth:`next_kept`). Each keeps
+        the model's prediction as a user attribute."""
         if not proposals:
             return {}
         (params, predicted), rest = proposals[0], proposals[1:]

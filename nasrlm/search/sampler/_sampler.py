@@ -176,6 +176,8 @@ class RLMSampler(ProposalRounds, BaseSampler):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         vars(self).update(state, _lock=threading.RLock(), on_fit=None, log=_logger.info)
+        if isinstance(self._surrogate, RLMSurrogate):  # it logs through the sampler's hook
+            self._surrogate.log = self.log
 
     # --- optuna's sampler interface --------------------------------------------------------------
     def reseed_rng(self) -> None:
@@ -185,9 +187,10 @@ class RLMSampler(ProposalRounds, BaseSampler):
             self._independent.reseed_rng()
 
     def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
-        """Every parameter any completed trial used (a union, so conditional spaces keep theirs), and
-        every one the space suggests for its own random architectures: a candidate that deepens a stage
-        no trial has reached is then proposed whole, not completed at random by Optuna."""
+        """Every parameter of the space any completed trial used (a union, so conditional spaces keep theirs;
+        another is the independent sampler's, :meth:`SpaceParams.space_names`), and every one the space
+        suggests for its own random architectures: a candidate that deepens a stage no trial has reached is
+        then proposed whole, not completed at random by Optuna."""
         space = self._params.relative_search_space(study)
         if not space and not self._said_no_space and completed(study):
             self._said_no_space = True
@@ -204,7 +207,7 @@ class RLMSampler(ProposalRounds, BaseSampler):
         # which Optuna has taken off the queue already
         with suppress(Exception):
             self._workers.count_workers(study)
-            if self._workers.worker_count(study) > 1:
+            if self._workers.worker_count(study) > 1 and is_enqueued(trial):  # else: sample_relative
                 with self._lock:
                     self._workers.share_kept(study)
 
@@ -222,6 +225,8 @@ class RLMSampler(ProposalRounds, BaseSampler):
         with self._lock:
             kept = self._workers.next_kept(study, trial)  # the latest fit's next proposal, taken in order
             if kept is not None:
+                if self._workers.worker_count(study) > 1:  # others showed up: the rest are theirs too
+                    self._workers.share_kept(study)
                 return kept
             complete = completed(study)
             if len(complete) < self.n_startup_trials:
@@ -251,8 +256,8 @@ class RLMSampler(ProposalRounds, BaseSampler):
 
     def _startup_trial(self, study: Study, trial: FrozenTrial,
                        search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
-        """``{}`` (a random draw), or with ``startup="transfer"``, once, the first of the
-        start-up trials still to run that the transfer forest picks (the others enqueued). Not at the
+        """``{}`` (a random draw), or with ``startup="transfer"``, once, the first of the start-up trials
+        still to run that the transfer forest picks (the others handed out as proposals are). Not at the
         study's first trial, which has no search space yet (see :class:`SpaceParams`): from its second."""
         if self.startup == "random" or self._startup_asked:
             return {}

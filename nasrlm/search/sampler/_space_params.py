@@ -39,7 +39,7 @@ class SpaceParams:
             for name, distribution in t.distributions.items():
                 if name in read and not distribution.single():
                     space.setdefault(name, distribution)
-        if space:  # after the first trial, so that a study of another space fails as before
+        if space:  # once a trial drew the space's parameters: a study that draws none has none
             for name, distribution in self.distributions().items():
                 space.setdefault(name, distribution)
         return space

@@ -193,6 +193,13 @@ class RLMSurrogate:
                             TrainConfig(max_epochs=epochs, validation_fraction=0.0, seed=self.seed,
                                         learning_rate=s.pretrain_learning_rate, progress=self.progress))
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Everything but the log hook, which is the process's (the sampler gives it again on load)."""
+        return {k: v for k, v in vars(self).items() if k != "log"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        vars(self).update(state, log=lambda line: None)
+
     def fit(self, arch_ids: Sequence[str], targets: np.ndarray) -> None:
         """Refit on the trials: ``targets`` (len(arch_ids), objectives) in the study's order.
 

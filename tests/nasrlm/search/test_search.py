@@ -307,7 +307,7 @@ def test_a_conditional_space_whose_trials_never_used_some_parameters_is_searched
     assert independent.late == []
 
 
-def test_a_transfer_startup_enqueues_the_forests_best_of_each_stratum_of_macs_at_the_second_trial() -> None:
+def test_a_transfer_startup_picks_the_forests_best_of_each_stratum_of_macs_at_the_second_trial() -> None:
     sampler = tiny_sampler(startup="transfer")
     study = make_study(sampler)
     study.optimize(toy_objective, n_trials=4)

@@ -44,7 +44,8 @@ def _quiet_optuna():
 def test_a_sampler_pickles_at_any_point_and_a_study_resumed_with_it_repeats_no_architecture(tmp_path) -> None:
     storage = f"sqlite:///{tmp_path / 'study.db'}"
     sampler = tiny_sampler()
-    sampler.on_fit = lambda trials, seconds: None  # a hook of this process: not kept
+    sampler.on_fit = lambda trials, seconds: None  # hooks of this process (nasrlm search sets both): not kept
+    sampler.log = lambda line: None
     pickle.loads(pickle.dumps(sampler))  # before any trial
     study = optuna.create_study(study_name="s", storage=storage, directions=["maximize", "minimize"],
                                 sampler=sampler)
@@ -54,6 +55,8 @@ def test_a_sampler_pickles_at_any_point_and_a_study_resumed_with_it_repeats_no_a
     assert resumed.fits == sampler.fits and resumed.on_fit is None
     twin = copy.deepcopy(sampler)
     assert twin.predictor is not sampler.predictor
+    assert twin._workers._name != sampler._workers._name  # a worker of its own in a fit lease
+    assert resumed._surrogate.log == resumed.log  # the surrogate logs through the loaded sampler's hook
     study = optuna.load_study(study_name="s", storage=storage, sampler=resumed)
     study.optimize(architecture, n_trials=6)
     done = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
