@@ -116,3 +116,16 @@ def test_alone_in_a_study_it_leaves_no_waiting_trial_and_shares_its_proposals_wh
     assert waiting and all("predicted" in t.user_attrs for t in waiting)
     study.optimize(architecture, n_trials=len(waiting))
     assert not study.get_trials(states=(optuna.trial.TrialState.WAITING,))
+
+
+def test_a_worker_that_sees_another_takes_its_next_kept_proposal_and_shares_the_rest() -> None:
+    sampler = tiny_sampler()
+    study = optuna.create_study(directions=["maximize", "minimize"], sampler=sampler)
+    study.optimize(architecture, n_trials=5)  # 4 start-up trials, then a fit of 3: two kept
+    kept = [sampler.arch_id_of(params) for params, _ in sampler._workers._kept[study.study_name]]
+    assert len(kept) == 2 and not study.get_trials(states=(optuna.trial.TrialState.WAITING,))
+    study.ask()  # another worker's trial, running
+    mine = study.ask()  # this worker sees two running: it takes its kept proposal, no refit
+    assert SPACE.arch_id(SPACE.suggest(mine)) == kept[0] and sampler.fits == 1
+    waiting = study.get_trials(states=(optuna.trial.TrialState.WAITING,))
+    assert [sampler.arch_id_of(t.system_attrs["fixed_params"]) for t in waiting] == kept[1:]  # the rest
