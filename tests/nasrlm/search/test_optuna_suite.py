@@ -6,9 +6,9 @@ trials the RLMSampler hands them to its independent sampler, as Optuna's relativ
 they do not model to theirs (one warning), so the mix-ins check that path and its bookkeeping (independent and
 conditional sampling, NaN objectives, fixed and single-valued parameters, multi-objective studies, changing
 ranges). The same contracts asked of trials that draw the space's architecture past start-up (pickling, a
-parameter beside the architecture, ranges that change) are in ``sampler/test_sampler.py``; relative sampling,
-determinism, RDB storage and ``n_jobs > 1`` in ``test_search.py``. ``RelativeSamplerTestCase`` is not run: it
-asks a relative sampler to model arbitrary parameters, and this one models a search space's only.
+parameter beside the architecture, ranges that change, a lone worker's proposals) are in ``test_search.py``,
+with relative sampling, determinism, RDB storage and ``n_jobs > 1``. ``RelativeSamplerTestCase`` is not run:
+it asks a relative sampler to model arbitrary parameters, and this one models a search space's only.
 """
 
 from __future__ import annotations

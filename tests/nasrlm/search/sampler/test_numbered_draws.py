@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 import optuna
 import pytest
 from optuna.distributions import CategoricalDistribution, FloatDistribution
@@ -100,3 +102,12 @@ def test_an_independent_sampler_given_draws_as_it_always_did(tmp_path) -> None:
 def test_rlm_workers_share_the_seed_and_optuna_s_samplers_take_one_each(name: str, expected: list[int]
                                                                           ) -> None:
     assert [worker_seed(name, 4, k) for k in range(3)] == expected
+
+
+def test_the_random_stream_goes_on_where_it_stood_after_a_pickle() -> None:
+    draws = NumberedDraws(SPACE, seed=3)
+    first = [draws.params(n) for n in range(3)]
+    loaded = pickle.loads(pickle.dumps(draws))
+    fresh = NumberedDraws(SPACE, seed=3)
+    assert [loaded.params(n) for n in range(6)] == [fresh.params(n) for n in range(6)]
+    assert [loaded.params(n) for n in range(3)] == first
