@@ -248,8 +248,7 @@ class RLMPredictor:
                 ) -> list[dict[str, Prediction]]:
         """Median, mean and quantiles per objective for each text (see :meth:`sample` for options)."""
         objectives = tuple(objectives or self.predicts)
-        units = [self.lm.objectives[name].unit for name in objectives]
-        return summaries(self.sample(texts, objectives, **options), objectives, units)
+        return summaries(self.sample(texts, objectives, **options), objectives, self.lm.objectives)
 
     def to(self, device: str | torch.device) -> RLMPredictor:
         """Move the model to ``device`` (``"cpu"``, ``"cuda"``); training and sampling follow it."""

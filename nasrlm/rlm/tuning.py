@@ -165,5 +165,5 @@ def predict_archs(predictor: RLMPredictor, space: SearchSpace, arch_ids: Sequenc
                   objectives: Sequence[str] | None = None, **options: Any) -> list[dict[str, Prediction]]:
     """:meth:`RLMPredictor.predict` for architectures of ``space`` named by id (see :func:`sample_archs`)."""
     objectives = tuple(objectives or predictor.predicts)
-    units = [predictor.lm.objectives[name].unit for name in objectives]
-    return summaries(sample_archs(predictor, space, arch_ids, objectives, **options), objectives, units)
+    samples = sample_archs(predictor, space, arch_ids, objectives, **options)
+    return summaries(samples, objectives, predictor.lm.objectives)
