@@ -186,8 +186,13 @@ class _Alias(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
                  option_string: str | None = None) -> None:
-        print(f"nasrlm: {option_string} is an alias of {self.of}", file=sys.stderr)
+        _say_alias(str(option_string), self.of)
         setattr(namespace, self.dest, values)
+
+
+def _say_alias(old: str, new: str) -> None:
+    """Say on stderr that option ``old`` is kept as an alias of ``new``."""
+    print(f"nasrlm: {old} is an alias of {new}", file=sys.stderr)
 
 
 class _Options(Protocol):

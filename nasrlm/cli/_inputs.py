@@ -149,12 +149,12 @@ def _table_space(name: str | None, table: Any, path: str) -> search_spaces.Searc
     return _space(name or table.space)
 
 
-def _load_base(base: str, objectives: Sequence[Any], space: str, option: str = "--base") -> Any:
-    """The base model ``option`` names (``shipped``, or a directory) ready to fine-tune on ``objectives`` of
+def _load_base(base: str, objectives: Sequence[Any], space: str) -> Any:
+    """The base model ``--base`` names (``shipped``, or a directory) ready to fine-tune on ``objectives`` of
     ``space``, or a one-line error naming it: where the base is resolved, once."""
     from nasrlm.rlm.predictor import RLMPredictor
 
     try:
         return RLMPredictor.from_base(base, objectives, space=space)
     except (NasrlmError, ValueError) as error:  # a file of it missing or unreadable; tags that clash
-        raise CliError(f"{option} {base}: not a usable base model ({error})") from None
+        raise CliError(f"--base {base}: not a usable base model ({error})") from None

@@ -19,6 +19,7 @@ from nasrlm.cli._common import (
     _count,
     _device,
     _positive_int,
+    _say_alias,
     torch_threads,
 )
 from nasrlm.cli._inputs import _load_base, _objective_names, _profile, _space
@@ -106,7 +107,7 @@ class Search(Command):
             raise CliError(f"{rlm_only[0]} applies to --sampler rlm, not {args.sampler}")
         options = _rlm_options(args.rlm_option)
         if "base" in options:  # the old way to name it
-            print("nasrlm: --rlm-option base= is an alias of --base", file=sys.stderr)
+            _say_alias("--rlm-option base=", "--base")
             named = options.pop("base")  # null: no base
             named = None if named is None else str(named)
             if args.base and named is not None and args.base != named:
