@@ -21,7 +21,9 @@ also report the prior alone), ``rlm-read`` (devices: the language model alone, d
 its own greedy decoding of every device the base saw, as pre-training decodes one device after another:
 ``fit(reads=)``; ``rlm-readK``, e.g. ``rlm-read5``: of the K devices whose reading ranks the measured
 architectures best, ``choose_reads``; ``rlm-readfK``: the parameter count and MACs before them, as
-pre-training decodes every column after those; ``rlm-blend-read[K]``: the same in ``rlm-blend``),
+pre-training decodes every column after those; ``rlm-blend-read[K]``: the same in ``rlm-blend``;
+``rlm-blend-ctx-read[K]``: blended with a prior on the source devices' latencies alone, as ``nasrlm train
+--inputs`` fits one),
 ``zero-shot`` (accuracy: the base's ``accuracy_rank`` with no label, ``RLMPredictor.zero_shot`` as ``nasrlm
 predict`` with no model directory), ``forest`` (a random forest on the free and graph labels read off the ONNX
 graph, ``nasrlm.free_labels``), ``transfer-forest`` (the same forest plus the prediction of a cross-space
@@ -451,7 +453,8 @@ def run_unseen(a, seed: int, record) -> None:
             graph = {o.name: free[:, k] for k, o in enumerate(ALL_FREE_OBJECTIVES) if k >= len(FREE)}
             labels = {o.name: free[:, k] for k, o in enumerate(ALL_FREE_OBJECTIVES)}
             reading = [(m, None, None, None) for m in a.methods if m.startswith("rlm-read")]
-            reading += [(m, a.prior_kind, None, labels) for m in a.methods if m.startswith("rlm-blend-read")]
+            reading += [(m, a.prior_kind, None, sources if m.startswith("rlm-blend-ctx") else labels)
+                        for m in a.methods if m.startswith(("rlm-blend-read", "rlm-blend-ctx-read"))]
             for method, kind, given, features in (("rlm", None, None, None), *reading,
                                                   ("rlm-prior", "line", free_given, None),
                                                   ("rlm-graph", a.prior_kind, free_given, graph),
@@ -474,7 +477,7 @@ def run_unseen(a, seed: int, record) -> None:
                        float(central_coverage(draws[..., None], truth[:, None])[0]))
                 if a.also_mean:
                     runs[f"{method}, mean of samples"] = draws.mean(axis=1)
-                if method.startswith(("rlm-ctx", "rlm-graph")):
+                if method.startswith(("rlm-ctx", "rlm-graph", "rlm-blend-ctx")):
                     runs[f"{method} (prior alone)"] = alone
                 print(f"  {space_name} {device} seed {seed} {method}: fine-tune {seconds:.0f} s",
                       flush=True)

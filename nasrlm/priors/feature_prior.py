@@ -396,7 +396,7 @@ class FeaturePrior(ScoresPrior):
                 candidates.append((forest, scores.forward(out_of_bag)))
             if kind == "trend-forest" and forests:
                 candidates.append(TrendForest.fit(x[known], z, seed, line_inputs))
-            if kind == "gp":
+            if kind in ("auto", "gp"):
                 candidates.append(GaussianProcess.fit_rows(x[known], z, seed))
             candidates = [(model, kernel_independent(predicted)) for model, predicted in candidates]
             model, predicted = max(candidates, key=lambda c: _rank_agreement(c[1], z))

@@ -13,8 +13,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from nasrlm.priors.prior import shrunk_weight
-from nasrlm.rlm._residuals import PriorPart, blended, departures, prior_matrix
+from nasrlm.priors.prior import ranked_share
+from nasrlm.rlm._residuals import PriorPart, blended, departures, on_departure_scale, prior_matrix
 from nasrlm.rlm.calibration import Spread, fit_spread, spread_scale
 from nasrlm.rlm.recipes import TrainConfig
 from nasrlm.rlm.training import TrainReport
@@ -136,11 +136,10 @@ def cross_fitted_spreads(clone: Callable[[], Estimator], texts: Sequence[str], v
     folds, and the folds' mean :meth:`HeldOut.typical_width` of each decoded
     objective on their own training rows. An augmented row goes with the row it was made from.
 
-    Blended (``options["prior_mode"] == "blend"``), also the model's weight per prior objective: the
-    least-squares share, shrunk by its noise (:func:`~nasrlm.priors.prior.shrunk_weight`), of how far each
-    held-out row lies from its fold's prior (:func:`~nasrlm.rlm._residuals.departures`) that the model's
-    median departure explains, over all folds; the spreads are then fitted to the held-out samples under
-    those weights. Otherwise ``None``."""
+    Blended (``options["prior_mode"] == "blend"``), also the model's weight per prior objective: the share
+    whose blend of the model's median with each fold's prior ranks the held-out rows of all folds best
+    (:func:`~nasrlm.priors.prior.ranked_share`, on the scale of :func:`~nasrlm.rlm._residuals.departures`);
+    the spreads are then fitted to the held-out samples under those weights. Otherwise ``None``."""
     originals = np.flatnonzero(source < 0)
     fold = np.empty(len(texts), dtype=np.int64)
     fold[originals] = np.random.default_rng(config.seed).permutation(len(originals)) % folds
@@ -191,14 +190,15 @@ def _shares(priors: list[tuple[PriorPart, np.ndarray]], draws: list[np.ndarray],
             values: np.ndarray, objectives: tuple[str, ...], held_out: HeldOut) -> dict[str, float]:
     """:func:`cross_fitted_spreads`'s blend weights: per prior objective, over the folds' held-out rows."""
     decoded = tuple(held_out.decoded(objectives))
-    predicted, actual = [], []
+    centres, predicted, actual = [], [], []
     for (part, x), fold_draws, test in zip(priors, draws, rows, strict=True):
         prior, names = part.prior, part.objectives
         center = prior.values(x, np.zeros((len(x), len(names))))
         median = np.median(fold_draws, axis=1, keepdims=True)
+        centres.append(on_departure_scale(prior, center))
         predicted.append(departures(prior, names, center, median, decoded)[:, 0])
         truth = values[test][:, [objectives.index(n) for n in names]]
         actual.append(departures(prior, names, center, truth[:, None, :], names)[:, 0])
     names = priors[0][0].objectives
-    predicted, actual = np.concatenate(predicted), np.concatenate(actual)
-    return {name: shrunk_weight(predicted[:, j], actual[:, j]) for j, name in enumerate(names)}
+    centres, predicted, actual = np.concatenate(centres), np.concatenate(predicted), np.concatenate(actual)
+    return {name: ranked_share(centres[:, j], predicted[:, j], actual[:, j]) for j, name in enumerate(names)}

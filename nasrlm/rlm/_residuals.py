@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from nasrlm.priors.feature_prior import FeaturePrior, check_prior_name
-from nasrlm.priors.prior import FreeLabelPrior, ScoresPrior, residual_weight, shrunk_weight, stratified_normal
+from nasrlm.priors.prior import FreeLabelPrior, ScoresPrior, ranked_share, residual_weight, stratified_normal
 from nasrlm.priors.transfer import TRANSFER_LABEL
 
 #: How a model stands beside its prior (module docstring).
@@ -189,10 +189,11 @@ def out_of_sample_truth(prior: ScoresPrior, x: np.ndarray, values: np.ndarray, r
 def blend_weights(part: PriorPart, sample: Sample, texts: Sequence[str], x: np.ndarray, raw: np.ndarray,
                   residuals: np.ndarray, objectives: tuple[str, ...], rows: Sequence[int]
                   ) -> dict[str, float]:
-    """The model's weight per prior objective in ``"blend"`` mode, from how its median prediction of the
-    held-out ``rows`` departs from the prior's out-of-sample prediction of them (:func:`departures`;
-    ``raw``: the values; ``residuals``: the out-of-sample residuals :func:`fit_prior` left, whose prior
-    saw these rows too) against how their values do."""
+    """The model's weight per prior objective in ``"blend"`` mode: the share whose blend of its median
+    prediction of the held-out ``rows`` with the prior's out-of-sample prediction of them ranks their values
+    best (:func:`~nasrlm.priors.prior.ranked_share`, on the scale of :func:`departures`; ``raw``: the
+    values; ``residuals``: the out-of-sample residuals :func:`fit_prior` left, whose prior saw these rows
+    too)."""
     prior, names = part.prior, part.objectives
     features = {f: x[rows, j] for j, f in enumerate(part.inputs)}
     draws = sample([texts[i] for i in rows], names, num_samples=16, features=features,
@@ -203,7 +204,8 @@ def blend_weights(part: PriorPart, sample: Sample, texts: Sequence[str], x: np.n
     center = prior.values(x[rows], out_of_sample - prior.mean(x[rows]))
     predicted = departures(prior, names, center, np.median(draws, axis=1, keepdims=True), names)[:, 0]
     actual = departures(prior, names, center, truth[:, None, :], names)[:, 0]
-    return {name: shrunk_weight(predicted[:, j], actual[:, j]) for j, name in enumerate(names)}
+    scaled = on_departure_scale(prior, center)
+    return {name: ranked_share(scaled[:, j], predicted[:, j], actual[:, j]) for j, name in enumerate(names)}
 
 
 def departures(prior: ScoresPrior, prior_objectives: tuple[str, ...], center: np.ndarray, out: np.ndarray,
@@ -222,6 +224,12 @@ def departures(prior: ScoresPrior, prior_objectives: tuple[str, ...], center: np
             scale, _ = _scale(prior, j)
             block[..., j] = scale(out[..., objectives.index(name)]) - scale(center[:, None, j])
     return block
+
+
+def on_departure_scale(prior: ScoresPrior, values: np.ndarray) -> np.ndarray:
+    """``values`` (n, the prior's objectives) on :func:`departures`' scale: what a blend's share is chosen
+    on (:func:`~nasrlm.priors.prior.ranked_share`)."""
+    return np.stack([_scale(prior, j)[0](values[:, j]) for j in range(values.shape[1])], axis=1)
 
 
 def _scale(prior: ScoresPrior, j: int) -> tuple[Callable[[np.ndarray], np.ndarray],

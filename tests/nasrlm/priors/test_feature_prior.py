@@ -45,9 +45,11 @@ def test_the_ridge_leave_one_out_predictions_are_exact() -> None:
 def test_auto_takes_the_model_that_errs_less_out_of_sample() -> None:
     x, y = _data(200)
     x[:, 3] = np.exp(np.random.default_rng(2).normal(size=200))  # log-normal: its log is linear in scores
-    values = np.column_stack([np.exp(y), x[:, 3] ** 2])  # a bumpy one, a power law
+    noise = np.random.default_rng(5).normal(0, 0.05, 200)
+    steps = np.where(x[:, 2] > 0.6, 5.0, 1.0) * np.where(x[:, 4] > 0.4, 2.0, 1.0) + noise
+    values = np.column_stack([np.exp(y), x[:, 3] ** 2, steps])  # a smooth bumpy one, a power law, steps
     prior, held_out = FeaturePrior.fit(x, values, kind="auto")
-    assert prior.kinds == ["forest", "ridge"]
+    assert prior.kinds == ["gp", "ridge", "forest"]
     assert spearmanr(held_out[:, 0], values[:, 0])[0] > 0.9  # out of sample, yet informative
     # the training rows' residuals are out of sample: larger than in-sample ones for a forest
     in_sample = prior.residuals(x, values)[:, 0]

@@ -5,10 +5,11 @@ import pytest
 from scipy.stats import kendalltau, norm
 
 from nasrlm.priors.prior import (
+    BLEND_SHARES,
     FreeLabelPrior,
     NormalScores,
+    ranked_share,
     residual_weight,
-    shrunk_weight,
     spans_decades,
     stratified_normal,
 )
@@ -82,17 +83,22 @@ def test_residual_weight_is_the_clipped_slope_of_truth_on_prediction() -> None:
     assert residual_weight(np.zeros(3), np.ones(3)) == 1.0  # nothing predicted, nothing to judge
 
 
-def test_a_shrunk_weight_gives_up_the_slope_its_noise_could_explain() -> None:
+def test_a_ranked_share_is_the_blend_that_ranks_the_held_out_rows_best() -> None:
     rng = np.random.default_rng(0)
-    predicted = rng.normal(size=400)
-    exact = np.r_[predicted[:3], np.nan]
-    assert shrunk_weight(exact, 0.5 * exact) == pytest.approx(0.5)  # no noise: the slope itself
-    assert shrunk_weight(exact, -exact) == 0.0 and shrunk_weight(exact[:2], exact[:2]) == 0.0
-    noisy = 0.5 * predicted + rng.normal(size=400)
-    many, few = shrunk_weight(predicted, noisy), shrunk_weight(predicted[:12], noisy[:12])
-    assert residual_weight(predicted, noisy) - 0.01 < many < residual_weight(predicted, noisy)
-    assert few < residual_weight(predicted[:12], noisy[:12]) - 0.05  # a dozen rows: shrunk hard
-    assert shrunk_weight(predicted[:12], rng.normal(size=12)) < 0.2  # no signal: (nearly) the prior alone
+    truth = rng.normal(size=40)
+    centre = truth + rng.normal(size=40)  # the prior, off by noise
+    exact = truth - centre  # a model that knows every truth
+    assert ranked_share(centre, exact, exact) == 1.0
+    assert ranked_share(centre, np.zeros(40), exact) == 0.0  # says what the prior says: ties, the smaller
+    assert ranked_share(centre, -exact, exact) == 0.0  # wrong way round: the prior alone
+    assert ranked_share(centre, rng.normal(size=40), exact) < 1.0  # noise ranks worse than the prior
+    half = 0.5 * exact + 0.3 * rng.normal(size=40)  # a part of the way, noisily: a share between
+    assert ranked_share(centre, half, exact) > 0.0
+    assert ranked_share(centre[:2], exact[:2], exact[:2]) == 0.0  # two rows: nothing to judge by
+    with_gap = np.r_[exact[:10], np.nan]
+    assert ranked_share(np.r_[centre[:10], 0.0], with_gap, np.r_[exact[:10], 1.0]) == 1.0  # NaN skipped
+    shares = {ranked_share(centre, rng.normal(size=40), exact) for _ in range(5)}
+    assert shares <= set(BLEND_SHARES)
 
 
 def test_stratified_normal_draws_keep_every_row_s_median_and_spread_and_shuffle_them() -> None:
