@@ -142,6 +142,32 @@ def _table_columns(table: Any, text: str | None, path: str, option: str = "--obj
     return names
 
 
+def _input_columns(table: Any, names: Sequence[str], ids: Sequence[str], path: str, option: str,
+                   whose: str) -> dict[str, Any]:
+    """The columns ``names`` of the table at ``path`` for the architectures ``ids``, each known for every one:
+    what a prior reads beside the graph (``train --inputs``, and ``eval``/``predict`` of the model it wrote);
+    ``whose``: who needs them, for the error."""
+    import numpy as np
+
+    absent = [n for n in names if n not in table.names]
+    if absent:
+        raise CliError(f"{option} {path}: {whose} reads {', '.join(absent)}, which are not among its columns "
+                       f"({', '.join(table.names)})")
+    row = {arch_id: k for k, arch_id in enumerate(table.ids)}
+    missing = [i for i in ids if i not in row]
+    if missing:
+        raise CliError(f"{option} {path}: no row for {missing[0]!r} ({len(missing):,} architectures have "
+                       f"none), whose {', '.join(names)} {whose} reads")
+    rows = [row[i] for i in ids]
+    columns = {n: table.column(n)[rows] for n in names}
+    for name, column in columns.items():
+        unknown = np.flatnonzero(~np.isfinite(column))
+        if unknown.size:
+            raise CliError(f"{option} {path}: column {name!r} of {ids[unknown[0]]} is empty; {whose} "
+                           "reads it of every architecture")
+    return columns
+
+
 def _table_space(name: str | None, table: Any, path: str) -> search_spaces.SearchSpace:
     """``--space``, else the space recorded with the table at ``path``."""
     if name is None and table.space == "unknown":

@@ -19,7 +19,15 @@ from nasrlm.cli._common import (
     _count,
     _device,
 )
-from nasrlm.cli._inputs import _arch_ids, _check_table_ids, _read_table, _space, _table_columns, _table_space
+from nasrlm.cli._inputs import (
+    _arch_ids,
+    _check_table_ids,
+    _input_columns,
+    _read_table,
+    _space,
+    _table_columns,
+    _table_space,
+)
 from nasrlm.errors import NasrlmError
 
 
@@ -101,12 +109,15 @@ class Predict(Command):
         _add_selection(p)
         p.add_argument("--samples", type=int, default=64, help="decoder samples per architecture")
         _add_equivalents(p)
+        p.add_argument("--inputs", metavar="CSV",
+                       help="a 'nasrlm data' table holding, for every architecture predicted, the columns "
+                            "the model's prior reads ('nasrlm train --inputs')")
         _add_device(p)
         _add_label_options(p)
         p.add_argument("-q", "--quiet", action="store_true", help="no progress bar (on stderr)")
 
     def run(self, args: argparse.Namespace) -> int:
-        from nasrlm.rlm.tuning import predict_archs
+        from nasrlm.rlm.tuning import measured_inputs, predict_archs
 
         _check_samples(args.samples)
         device = _device(args.device)
@@ -117,9 +128,15 @@ class Predict(Command):
         else:
             predictor = _zero_shot(space).to(device)
         objectives = _predicted(predictor, args.objectives, args.model or "the shipped base model")
+        read, inputs = measured_inputs(predictor), None
+        if read and not args.inputs:
+            raise CliError(f"{args.model}'s prior reads {', '.join(read)} of every architecture: give a "
+                           "table of them with --inputs CSV")
+        if read:
+            inputs = _input_columns(_read_table(args.inputs), read, ids, args.inputs, "--inputs", args.model)
         predictions = predict_archs(predictor, space, ids, objectives, equivalents=args.equivalents,
                                     num_samples=args.samples, seed=args.seed,
-                                    progress=not args.quiet)
+                                    progress=not args.quiet, inputs=inputs)
         out = {i: {k: v.to_dict() for k, v in p.items()} for i, p in zip(ids, predictions, strict=True)}
         print(json.dumps(out, indent=2))
         return 0
@@ -146,7 +163,7 @@ class Eval(Command):
         from scipy import stats
 
         from nasrlm.rlm.calibration import central_coverage
-        from nasrlm.rlm.tuning import sample_archs
+        from nasrlm.rlm.tuning import measured_inputs, sample_archs
 
         _check_samples(args.samples)
         device = _device(args.device)
@@ -166,8 +183,11 @@ class Eval(Command):
             raise CliError(f"none of {args.data}'s columns ({', '.join(table.names)}) is predicted by "
                            f"{args.model}")
         truth = np.stack([table.column(n) for n in names], axis=1)
+        read = measured_inputs(predictor)
+        inputs = _input_columns(table, read, table.ids, args.data, "--data", args.model) if read else None
         samples = sample_archs(predictor, space, table.ids, names, equivalents=args.equivalents,
-                               num_samples=args.samples, seed=args.seed, progress=not args.quiet)
+                               num_samples=args.samples, seed=args.seed, progress=not args.quiet,
+                               inputs=inputs)
         median = np.median(samples, axis=1)
         coverage = central_coverage(samples, truth)
         result = {}

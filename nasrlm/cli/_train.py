@@ -32,6 +32,7 @@ from nasrlm.cli._common import (
 )
 from nasrlm.cli._inputs import (
     _check_table_ids,
+    _input_columns,
     _load_base,
     _parse_arch,
     _read_table,
@@ -88,6 +89,10 @@ class Train(Command):
                             "unexplained, as it does with 'line' (a straight line through the best free "
                             "label: params, MACs); 'none': the language model alone; predict/eval compute "
                             "the labels a prior reads (default: %(default)s)")
+        p.add_argument("--inputs", metavar="COLS",
+                       help="comma-separated columns of the table known for every row (the latencies of "
+                            "devices already measured) that the prior reads instead of the free and graph "
+                            "labels; eval and predict then need them too")
         p.add_argument("--read", type=_count, default=READ_LATENCIES, metavar="K",
                        help="for a latency column the base never decoded (a new device), the model first "
                             "reads K of the latencies of this space it does decode, those whose reading "
@@ -127,13 +132,19 @@ class Train(Command):
         _check_output_dir(args.output, "-o")  # before training, not after
         table = _read_table(args.data)
         space = _table_space(args.space, table, args.data)
-        names = _table_columns(table, args.objectives, args.data)
+        read = _table_columns(table, args.inputs, args.data, "--inputs") if args.inputs else []
+        if read and args.prior in ("none", "line"):
+            raise CliError(f"--inputs is read by a feature prior, not by --prior {args.prior}")
+        names = [n for n in _table_columns(table, args.objectives, args.data) if n not in read]
+        if not names:
+            raise CliError(f"--inputs names every column of {args.data}: nothing is left to learn")
         objectives = [table.objective(n) for n in names]
         values = np.stack([table.column(n) for n in names], axis=1)
         keep = ~np.isnan(values).all(axis=1)
         ids = [i for i, k in zip(table.ids, keep, strict=True) if k]
         values = values[keep]
         _check_table_ids(space, ids, args.data)
+        inputs = _input_columns(table, read, ids, args.data, "--data", "--inputs") if read else None
         if len(ids) < 2:
             raise CliError(f"{args.data} has fewer than two rows with a value for {', '.join(names)}")
         for name, column in zip(names, values.T, strict=True):
@@ -176,19 +187,22 @@ class Train(Command):
             print(f"pre-training on free labels of {len(pre_ids):,} architectures", file=sys.stderr)
             predictor.fit(pre_texts, labels, [o.name for o in FREE_OBJECTIVES], config)
         derived_from = None
+        if args.equivalents and read:
+            raise CliError("--equivalents and --inputs: an equivalent architecture's --inputs are not known")
         if args.equivalents:
             ids, values, derived_from = _with_equivalents(space, ids, values, objectives, args)
         prior = None if args.prior == "none" else args.prior
+        on = (", ".join(read) if read else
+              f"the free labels{'' if prior == 'line' else ' and graph labels'}")
         if blend:
-            print(f"{prior} prior on the free and graph labels beside the language model, which learns each "
-                  "objective from the text alone", file=sys.stderr)
+            print(f"{prior} prior on {on} beside the language model, which learns each objective from the "
+                  "text alone", file=sys.stderr)
         elif prior:
-            print(f"{prior} prior on the free labels{'' if prior == 'line' else ' and graph labels'}: the "
-                  "model learns what it leaves unexplained", file=sys.stderr)
+            print(f"{prior} prior on {on}: the model learns what it leaves unexplained", file=sys.stderr)
         # a base keeps the normalisers of what it knows (the free labels decoded first among them); prior
         # residuals and new columns get their own
         refit = list(names) if prior and not blend else (True if scratch else new)
-        report = fine_tune(predictor, space, ids, values, names, config, prior=prior,
+        report = fine_tune(predictor, space, ids, values, names, config, prior=prior, inputs=inputs,
                            prior_mode="blend" if blend else "residual", refit_normalizers=refit,
                            derived_from=derived_from, progress=not args.quiet,
                            read_latencies=args.read)
@@ -196,7 +210,7 @@ class Train(Command):
             reads = ", ".join(predictor.lm.reads_first)
             print(f"the model reads {reads} first (the latencies it knows whose "
                   "reading ranks the labelled rows best) and predicts after them", file=sys.stderr)
-        if prior not in (None, "line") and predictor.transfer is not None:
+        if prior not in (None, "line") and not read and predictor.transfer is not None:
             print(f"the prior also reads what {predictor.transfer.sources[0].space}'s published accuracy "
                   "says of each architecture (the base's transfer forest of the space most like this one)",
                   file=sys.stderr)

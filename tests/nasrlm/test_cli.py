@@ -179,6 +179,47 @@ def test_train_with_a_prior_then_predict_and_eval_compute_its_labels(capsys, tmp
     assert code == 0 and set(json.loads(out)[ids[0]]) == {"lat"}
 
 
+def test_train_on_inputs_then_eval_and_predict_read_them_from_a_table(capsys, tmp_path) -> None:
+    """``--inputs``: columns measured for every architecture (another device's latency) that the prior reads;
+    eval takes them from its table, predict from ``--inputs CSV``, and each says which is missing."""
+    import numpy as np
+
+    from nasrlm.data import Objective
+
+    space = NasBench201()
+    ids = space.sample_ids(30, seed=6)
+    known = np.random.default_rng(0).uniform(1, 5, 30)  # a device already measured
+    table = BenchmarkTable("nb201", ids, [Objective("old", "ms", "a known device", "test", False),
+                                          Objective("new", "ms", "a new device", "test", False)],
+                           np.column_stack([known, 2 * known**1.5]))  # the new one a power law of it
+    data = table.to_csv(tmp_path / "train.csv")
+    model = tmp_path / "model"
+    code, _, err = run(capsys, "train", "--data", str(data), "-o", str(model), "--size", "tiny", "--epochs",
+                       "1", "--prior", "ridge", "--inputs", "old", "--quiet")
+    assert code == 0 and "ridge prior on old:" in err, err
+    code, out, _ = run(capsys, "eval", str(model), "--data", str(data), "--samples", "8", "--quiet")
+    assert code == 0 and set(json.loads(out)) == {"new"} and json.loads(out)["new"]["kendall"] > 0.9
+    code, out, err = run(capsys, "predict", str(model), "--space", "nb201", "--arch", ids[0])
+    assert code == 2 and "prior reads old of every architecture: give a table of them with --inputs" in err
+    code, out, _ = run(capsys, "predict", str(model), "--space", "nb201", "--arch", ids[0], "--samples", "4",
+                       "--inputs", str(data))
+    assert code == 0 and set(json.loads(out)[ids[0]]) == {"new"}
+    other = space.sample_ids(40, seed=7)[-1]
+    code, out, err = run(capsys, "predict", str(model), "--space", "nb201", "--arch", other, "--inputs",
+                         str(data))
+    assert code == 2 and f"no row for {other!r}" in err
+    alone = BenchmarkTable("nb201", ids, [table.objectives[1]], table.values[:, 1:])
+    alone = alone.to_csv(tmp_path / "n.csv")
+    code, out, err = run(capsys, "eval", str(model), "--data", str(alone))
+    assert code == 2 and "reads old, which are not among its columns" in err
+    for flags, says in ((["--prior", "none"], "--inputs is read by a feature prior, not by --prior none"),
+                        (["--objectives", "old"], "nothing is left to learn"),
+                        (["--equivalents", "1"], "an equivalent architecture's --inputs are not known")):
+        code, _, err = run(capsys, "train", "--data", str(data), "-o", str(tmp_path / "m2"), "--size", "tiny",
+                           "--inputs", "old", *flags)
+        assert code == 2 and says in err, err
+
+
 @pytest.mark.slow
 def test_train_with_equivalent_architectures(capsys, tmp_path) -> None:
     import numpy as np
