@@ -79,16 +79,16 @@ class Train(Command):
                        help="first pre-train a fresh model on free labels (params, MACs) of N random "
                             "architectures (implies --scratch)")
         p.add_argument("--prior", choices=("none", *PRIOR_KINDS), default=DEFAULT_PRIOR,
-                       help="a prior beside the language model: on the free and graph labels 'forest', "
-                            "'ridge', 'trend-forest' (a line plus a forest on what it leaves), 'gp' (a "
-                            "Gaussian process) or 'auto' (per "
-                            "objective, forest or ridge, whichever ranks the training rows best out of "
-                            "sample): fine-tuning a base, the model learns each objective from the text "
-                            "alone and each prediction blends it with the prior by the share rows it did not "
-                            "train on support; from scratch, the model learns what the prior leaves "
-                            "unexplained, as it does with 'line' (a straight line through the best free "
-                            "label: params, MACs); 'none': the language model alone; predict/eval compute "
-                            "the labels a prior reads (default: %(default)s)")
+                       help="a prior beside the language model: on the free and graph labels (or "
+                            "--inputs) 'forest', 'ridge', 'trend-forest' (a line plus a forest on what it "
+                            "leaves), 'gp' (a Gaussian process) or 'auto' (per objective, forest, ridge or "
+                            "gp, whichever ranks the training rows best out of sample): fine-tuning a base, "
+                            "the model learns each objective from the text alone and each prediction blends "
+                            "it with the prior by the share that ranks rows it did not train on best; from "
+                            "scratch, the model learns what the prior leaves unexplained, as it does with "
+                            "'line' (a straight line through the best free label: params, MACs); 'none': "
+                            "the language model alone; predict/eval compute the labels a prior reads "
+                            "(default: %(default)s)")
         p.add_argument("--inputs", metavar="COLS",
                        help="comma-separated columns of the table known for every row (the latencies of "
                             "devices already measured) that the prior reads instead of the free and graph "

@@ -37,10 +37,12 @@ KINDS = ("auto", "forest", "ridge", "trend-forest", "gp")
 #: search sampler take: the line prior of :mod:`nasrlm.priors.prior`, then these. No prior is ``None``
 #: (``--prior none``).
 PRIOR_KINDS = ("line", *KINDS)
-#: The prior beside a fine-tuned base where none is named (``nasrlm train``, ``fine_tune``): the forest ranked
-#: NB201 accuracy and latency best from 20 to 1,000 labels (experiments/README.md, "Transfer from a
-#: pre-trained base model"). The search sampler's, a recipe of its own, is ``ProposalSettings.prior``.
-DEFAULT_PRIOR = "forest"
+#: The prior beside a fine-tuned base where none is named (``nasrlm train``, ``fine_tune``): which of the
+#: forest, the ridge and the Gaussian process ranks best depends on the task (the process on NB201 and NB101
+#: accuracy, the ridge on a new device beside measured ones: experiments/README.md, "Who carries the
+#: prediction"), and ``auto`` finds it. The search sampler's, a recipe of its own, is
+#: ``ProposalSettings.prior``.
+DEFAULT_PRIOR = "auto"
 
 
 def check_prior_name(prior: str | None) -> None:

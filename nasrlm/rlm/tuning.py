@@ -33,8 +33,8 @@ def fine_tune(predictor: RLMPredictor, space: SearchSpace, arch_ids: Sequence[st
               ) -> TrainReport:
     """Train ``predictor`` on labelled architectures of ``space`` (``values``: columns ``names``).
 
-    With its defaults it does what ``nasrlm train`` does with a base: a forest prior blended with the language
-    model, which learns each objective from the text alone with its encoder frozen, by the recipe
+    With its defaults it does what ``nasrlm train`` does with a base: an ``auto`` prior blended with the
+    language model, which learns each objective from the text alone with its encoder frozen, by the recipe
     :func:`~nasrlm.rlm.recipes.fine_tune_recipe` names (``config=None``). ``prior_mode`` (``None``:
     ``"blend"`` with a feature prior, else ``"residual"``) and ``prior`` (one of
     :data:`~nasrlm.priors.feature_prior.PRIOR_KINDS`; ``None`` for none) are the fit's. With a residual prior,

@@ -235,7 +235,7 @@ def test_train_with_equivalent_architectures(capsys, tmp_path) -> None:
                                           Objective("lat", "ms", "toy latency", "test", False)], values)
     data = table.to_csv(tmp_path / "train.csv")
     code, _, err = run(capsys, "train", "--data", str(data), "-o", str(tmp_path / "model"), "--size", "tiny",
-                       "--epochs", "1", "--equivalents", "2", "--quiet")  # with the default forest prior
+                       "--epochs", "1", "--equivalents", "2", "--quiet")  # with the default prior
     n = sum(bool(space.equivalents(space.parse(i))) for i in ids)
     assert code == 0 and f"{2 * n} equivalent architectures of {n} labelled ones carry acc" in err
     code, _, err = run(capsys, "train", "--data", str(data), "-o", str(tmp_path / "m2"), "--equivalents", "1",

@@ -35,7 +35,7 @@ def test_a_command_gets_its_arguments_when_chosen_once_per_parser() -> None:
     assert parser.parse_args(["spaces"]).json is False
     assert parser.parse_args(["spaces", "--json"]).json is True  # defined once: no conflicting --json
     args = build_parser().parse_args(["train", "--data", "t.csv", "-o", "model"])
-    assert (args.command, args.prior, args.func.__self__.name) == ("train", "forest", "train")
+    assert (args.command, args.prior, args.func.__self__.name) == ("train", "auto", "train")
 
 
 def test_help_imports_no_command_s_dependencies() -> None:

@@ -10,7 +10,7 @@ from nasrlm.metrics import expected_hypervolume_improvement
 
 
 def greedy_ehvi(samples: np.ndarray, observed: np.ndarray, reference: np.ndarray, maximize: Sequence[bool],
-                count: int, rng: np.random.Generator) -> list[int]:
+                count: int, rng: np.random.Generator, feasible: np.ndarray | None = None) -> list[int]:
     """Indices of ``count`` candidates picked one by one for their expected hypervolume improvement.
 
     ``samples`` (candidates, samples, objectives) are draws of each candidate's objectives. After each
@@ -18,8 +18,17 @@ def greedy_ehvi(samples: np.ndarray, observed: np.ndarray, reference: np.ndarray
     would then exist rather than repeating the first one's bet. Because the improvement is averaged over
     the samples, an uncertain candidate that might land beyond the front outranks a confident one just
     behind it. When no candidate is expected to improve anything, one is picked at random.
+
+    ``feasible`` (candidates, samples), with constraints: whether each draw meets them all, drawn jointly
+    with its objectives. A draw that does not improves nothing, so the improvement is averaged over the
+    feasible draws only: the expected improvement of the front of feasible trials (``observed``), times
+    the chance of feasibility, as one model of both sees it. A pick is believed only where most of its
+    draws are feasible; where nothing is expected to improve, the likeliest to be feasible is picked.
     """
-    medians = np.median(samples, axis=1)
+    if feasible is not None:
+        samples = np.where(feasible[..., None], samples, np.nan)
+    medians = np.median(samples, axis=1)  # NaN where a draw is infeasible: taken of the feasible ones below
+    chance = feasible.mean(axis=1) if feasible is not None else np.ones(len(samples))
     alive = np.ones(len(samples), dtype=bool)
     picked: list[int] = []
     for _ in range(min(count, len(samples))):
@@ -27,8 +36,11 @@ def greedy_ehvi(samples: np.ndarray, observed: np.ndarray, reference: np.ndarray
         if np.any(ehvi > 0):
             pick = int(np.flatnonzero(alive)[int(np.argmax(ehvi))])
         else:
-            pick = int(rng.choice(np.flatnonzero(alive)))
+            likeliest = np.flatnonzero(alive & (chance == chance[alive].max()))
+            pick = int(rng.choice(likeliest))
         picked.append(pick)
         alive[pick] = False
-        observed = np.vstack([observed, medians[pick]])
+        if chance[pick] >= 0.5:
+            believed = medians[pick] if feasible is None else np.nanmedian(samples[pick], axis=0)
+            observed = np.vstack([observed, believed])
     return picked

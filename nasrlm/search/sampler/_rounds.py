@@ -28,11 +28,23 @@ from nasrlm.search.sampler._candidates import CandidateSettings, candidate_param
 from nasrlm.search.sampler._coordination import Proposal
 from nasrlm.search.sampler._proposals import ProposalSettings
 from nasrlm.search.sampler._space_params import SpaceParams
-from nasrlm.search.sampler._study import PREDICTED_USER_ATTR, front_params, objectives
+from nasrlm.search.sampler._study import (
+    PREDICTED_USER_ATTR,
+    constraint_names,
+    constraint_objectives,
+    constraint_values,
+    feasible,
+    front_params,
+    least_violating,
+    objectives,
+)
 from nasrlm.search.sampler._surrogate import FitSettings, PriorSurrogate, RLMSurrogate
 
 #: Evaluated proposals of the model needed before its residual's weight is estimated from them.
 MIN_CHECKED_PROPOSALS = 5
+#: Trials whose mutants are the candidates of a refining round while no trial meets the constraints yet:
+#: those that miss them by least.
+NEAREST_INFEASIBLE = 5
 
 
 class ProposalRounds:
@@ -57,21 +69,28 @@ class ProposalRounds:
     _fits: int
     _pool_params: list[dict[str, Any]]
     _warned: set[str]
+    _constraints: tuple[str, ...]
 
     # --- one round ---------------------------------------------------------------------------------
     def _fit(self, study: Study, complete: Sequence[FrozenTrial],
              search_space: dict[str, BaseDistribution]) -> None:
         """Refit the surrogate on the completed trials (the first time, create it and the candidate pool)."""
         start = time.perf_counter()
+        names = constraint_names(complete)  # each one more column the model learns
         rows: dict[str, Sequence[float]] = {}
-        for t in complete:
-            rows.setdefault(self.arch_id_of(t.params), t.values)
+        for t, limits in zip(complete, constraint_values(complete, names), strict=True):
+            rows.setdefault(self.arch_id_of(t.params), [*t.values, *limits])
         buildable = set(self._buildable(list(rows)))  # a table may hold values of one the space cannot build
         rows = {arch_id: values for arch_id, values in rows.items() if arch_id in buildable}
         if self._surrogate is None:
             self._draw_pool(search_space)
             self.log(f"first model fit, on {len(rows)} evaluations: describing {len(self._pool_params):,} "
                      f"candidates and preparing the model (the slowest fit)")
+        if names != self._constraints:
+            if self._surrogate is not None:  # its columns are fixed: a new one is made
+                self.log(f"the trials now set the constraints {', '.join(names) or 'none'}: a new model")
+            self._surrogate, self._constraints = None, names
+        learned = [*objectives(study), *constraint_objectives(names)]
         # decided before a model is made: a study resumed past prior_alone_after trains none
         p = self.proposal_settings
         prior_alone = p.surrogate == "prior" or (
@@ -80,10 +99,10 @@ class ProposalRounds:
         if prior_alone and not isinstance(self._surrogate, PriorSurrogate):
             if self._surrogate is not None:
                 self.log(f"from {len(rows)} evaluations on, the prior alone predicts (prior_alone_after)")
-            self._surrogate = PriorSurrogate(self.cache, objectives(study), prior=p.prior, seed=self._seed)
+            self._surrogate = PriorSurrogate(self.cache, learned, prior=p.prior, seed=self._seed)
         elif self._surrogate is None:
             self._surrogate = RLMSurrogate(
-                self.cache, objectives(study), prior=p.prior, settings=self.fit_settings, base=self.base,
+                self.cache, learned, prior=p.prior, settings=self.fit_settings, base=self.base,
                 device=self.device, seed=self._seed, progress=self.progress, log=self.log)
             self._surrogate.start(self.candidate_pool)
         self._surrogate.fit(list(rows), np.array(list(rows.values()), dtype=np.float64))
@@ -98,8 +117,11 @@ class ProposalRounds:
         not needed)."""
         p = self.proposal_settings
         maximize = [d == StudyDirection.MAXIMIZE for d in study.directions]
+        m = len(maximize)
         observed = np.array([t.values for t in complete], dtype=np.float64)
-        front = front_params(study, complete)
+        met = feasible(complete)  # with constraints, the front improved on is of the trials that meet them
+        front = (front_params(study, met) if met or not self._constraints else
+                 [t.params for t in least_violating(complete, NEAREST_INFEASIBLE)])
         refine = any(start <= len(complete) and (stop is None or len(complete) < stop)
                      for start, stop in p.refine)
         candidates = self._candidates(search_space, front, evaluated | set(pending), refine=refine)
@@ -116,16 +138,19 @@ class ProposalRounds:
         # (the convention hypervolume is reported with): a nadir would chase the front's far ends, and
         # the median of *all* trials tightens as the search improves until little can beat it
         reference = median_reference(observed[: self.n_startup_trials])
-        if pending:  # believed at the model's median, as the proposals are
+        observed = np.array([t.values for t in met], dtype=np.float64).reshape(len(met), m)
+        if pending:  # believed at the model's median, as the proposals are, where it meets the constraints
             believed = np.median(self.predict_samples(pending, seed=seed, residual_weight=weights), axis=1)
-            observed = np.vstack([observed, believed])
-        picked = greedy_ehvi(samples, observed, reference, maximize, count, self._rng)
+            observed = np.vstack([observed, believed[(believed[:, m:] <= 0).all(axis=1), :m]])
+        meets = (samples[..., m:] <= 0).all(axis=-1) if self._constraints else None
+        picked = greedy_ehvi(samples[..., :m], observed, reference, maximize, count, self._rng,
+                             feasible=meets)
         chosen = [candidates[ids[k]] for k in picked]
         predictor = self._surrogate.predictor
         if not (p.weigh_residual and predictor is not None and predictor.prior_part is not None):
             return [(params, None) for params in chosen]
         raw = np.median(self.predict_samples([ids[k] for k in picked], seed=seed), axis=1)  # unweighted
-        return [(params, [float(v) for v in row]) for params, row in zip(chosen, raw, strict=True)]
+        return [(params, [float(v) for v in row[:m]]) for params, row in zip(chosen, raw, strict=True)]
 
     def _draw_pool(self, search_space: dict[str, BaseDistribution]) -> None:
         """The candidate pool's parameters, drawn once (by the first fit, or a start-up chosen from it)."""
@@ -200,7 +225,9 @@ class ProposalRounds:
         """
         if not self.proposal_settings.weigh_residual or self.predictor is None:
             return None  # nothing fitted yet, or no model (the prior alone): no residual to weigh
-        names = [o.name for o in self._surrogate.objectives]
+        # the study's objectives (a proposal's prediction keeps those), not its constraints
+        names = [o.name for o in self._surrogate.objectives][: len(self._surrogate.objectives)
+                                                              - len(self._constraints)]
         rows: dict[str, tuple[Sequence[float], Sequence[float]]] = {}
         for t in complete:
             predicted = t.user_attrs.get(PREDICTED_USER_ATTR)
@@ -208,7 +235,9 @@ class ProposalRounds:
                 rows.setdefault(self.arch_id_of(t.params), (t.values, [predicted[n] for n in names]))
         if len(rows) < MIN_CHECKED_PROPOSALS:
             return None
-        actual, predicted = (np.array([r[k] for r in rows.values()], dtype=np.float64) for k in (0, 1))
+        unset = np.full((len(rows), len(self._constraints)), np.nan)  # weighed on nothing: kept whole
+        actual, predicted = (np.hstack([np.array([r[k] for r in rows.values()], dtype=np.float64), unset])
+                             for k in (0, 1))
         return self._surrogate.residual_weights(list(rows), actual, predicted)
 
     def predict_samples(self, arch_ids: Sequence[str], *, num_samples: int | None = None, seed: int = 0,

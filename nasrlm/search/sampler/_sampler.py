@@ -159,6 +159,7 @@ class RLMSampler(ProposalRounds, BaseSampler):
         self._startup_asked = False  # whether it has been asked for a start-up trial it can choose
         self._warned: set[str] = set()  # architectures the space failed to build, said once
         self._said_no_space = False  # whether it warned of trials that draw none of the space's parameters
+        self._constraints: tuple[str, ...] = ()  # those the trials set (trial.set_constraint), modelled too
         #: the residual weights the latest proposals were scored with (``None``: unweighted)
         self.last_residual_weights: dict[str, float] | None = None
         #: called after each refit with (completed trials used, seconds); the CLI's progress hook

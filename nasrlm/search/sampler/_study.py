@@ -31,6 +31,41 @@ def front_params(study: Study, complete: Sequence[FrozenTrial]) -> list[dict[str
     return [t.params for t, keep in zip(complete, pareto_mask(observed, maximize), strict=True) if keep]
 
 
+#: Appended to a constraint's name for the model's tag of its value: a constraint named like an objective or
+#: a column the model knows (``pixel3``) is a value less a limit, not that column.
+CONSTRAINT_SUFFIX = "#constraint"
+
+
+def constraint_objectives(names: Sequence[str]) -> list[Objective]:
+    """What the surrogate learns of each constraint: its value, one more column, lower the better."""
+    return [Objective(name + CONSTRAINT_SUFFIX, "", "constraint value (feasible at 0 or less)",
+                      "optuna study", False) for name in names]
+
+
+def least_violating(trials: Sequence[FrozenTrial], count: int) -> list[FrozenTrial]:
+    """The ``count`` trials that miss their constraints by least (the sum of their values above 0): where
+    a search without a feasible trial yet looks for one."""
+    violation = [sum(max(value, 0.0) for value in t.constraints.values()) for t in trials]
+    return [trials[k] for k in np.argsort(violation, kind="stable")[:count]]
+
+
+def constraint_names(trials: Sequence[FrozenTrial]) -> tuple[str, ...]:
+    """The names of the constraints the trials' objective set (``trial.set_constraint``), in the order first
+    set; empty in a study without constraints."""
+    return tuple(dict.fromkeys(name for t in trials for name in t.constraints))
+
+
+def constraint_values(trials: Sequence[FrozenTrial], names: Sequence[str]) -> np.ndarray:
+    """(trials, names): each trial's value of each constraint (feasible at 0 or less; NaN where not set)."""
+    return np.array([[t.constraints.get(name, np.nan) for name in names] for t in trials],
+                    dtype=np.float64).reshape(len(trials), len(names))
+
+
+def feasible(trials: Sequence[FrozenTrial]) -> list[FrozenTrial]:
+    """The trials that meet every constraint they set (all of them, without constraints), as Optuna counts."""
+    return [t for t in trials if all(value <= 0 for value in t.constraints.values())]
+
+
 def objective_names(study: Study) -> list[str]:
     """The study's objective names (``objective_k`` where it has none)."""
     return study.metric_names or [f"objective_{k}" for k in range(len(study.directions))]

@@ -180,7 +180,7 @@ def test_from_base_keeps_known_tags_renames_the_space_and_adds_new_ones(tasks, t
     fine_tune(tuned, space, ids, np.linspace(50, 90, 12), ["acc"], TrainConfig(max_epochs=1, progress=False),
               prior_mode="residual", refit_normalizers=["acc"])
     assert tuned.lm.normalizers["raspi4"] == base.lm.normalizers["nb201:raspi4"]
-    known = known_labels(tuned, space, ids[:2])  # the forest prior reads free and graph labels
+    known = known_labels(tuned, space, ids[:2])  # the default prior reads free and graph labels
     assert set(known["given"]) == {"params_m", "macs_m"} and len(known["features"]) == len(GRAPH_OBJECTIVES)
     samples = tuned.sample([space.to_text(space.parse(i)) for i in ids[:2]], ["acc"], num_samples=4,
                            calibrated=False, **known)  # as decoded: the calibrated floor may reach further

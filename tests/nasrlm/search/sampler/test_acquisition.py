@@ -36,3 +36,34 @@ def test_when_nothing_is_expected_to_improve_the_picks_are_random_and_distinct()
              for seed in range(8)]
     assert all(sorted(p) == [0, 1, 2] for p in picks)  # no more than there are, each once
     assert len({tuple(p) for p in picks}) > 1
+
+
+def test_a_draw_that_misses_a_constraint_improves_nothing_and_the_likelier_feasible_one_wins() -> None:
+    best = certain((95.0, 4.0))  # would improve most, but meets the constraints in one draw of four
+    likely = certain((85.0, 6.0))  # improves less, feasible in every draw
+    samples = np.concatenate([best, likely])
+    feasible = np.array([[True, False, False, False], [True, True, True, True]])
+    assert greedy_ehvi(samples, OBSERVED, REFERENCE, MAXIMIZE, 1, np.random.default_rng(0)) == [0]
+    assert greedy_ehvi(samples, OBSERVED, REFERENCE, MAXIMIZE, 1, np.random.default_rng(0),
+                       feasible=feasible) == [1]
+
+
+def test_with_no_feasible_draw_to_improve_the_likeliest_feasible_candidates_come_first() -> None:
+    samples = certain((61.0, 9.9), (95.0, 4.0), (62.0, 9.9))  # the first and last improve nothing anyway
+    feasible = np.array([[True, True, False, False], [False] * 4, [True, True, True, False]])
+    picked = greedy_ehvi(samples, OBSERVED, REFERENCE, MAXIMIZE, 3, np.random.default_rng(0),
+                         feasible=feasible)
+    assert picked == [2, 0, 1]  # three chances in four, then two, then none
+
+
+def test_a_pick_likely_infeasible_is_not_believed_on_the_front() -> None:
+    # the first pick lies beyond the front in the one draw of four that is feasible: believed there, it would
+    # leave its twin nothing to improve and the sure one would follow; unbelieved, its twin follows
+    samples = certain((95.0, 4.0), (94.9, 4.0), (72.0, 4.5))
+    feasible = np.array([[True, False, False, False], [True, False, False, False], [True] * 4])
+    picked = greedy_ehvi(samples, OBSERVED, REFERENCE, MAXIMIZE, 2, np.random.default_rng(0),
+                         feasible=feasible)
+    assert picked == [0, 1]
+    feasible[0] = True  # a sure pick is believed: its twin improves nothing, the likeliest feasible follows
+    assert greedy_ehvi(samples, OBSERVED, REFERENCE, MAXIMIZE, 2, np.random.default_rng(0),
+                       feasible=feasible) == [0, 2]
