@@ -44,6 +44,10 @@ class Search(Command):
                             "val_acc,cpu-1t-b1 (val_acc: each network trained here, see --train)")
         p.add_argument("--budget", type=_positive_int, required=True,
                        help="objective evaluations (completed trials)")
+        p.add_argument("--constraint", action="append", default=[], metavar="EXPR",
+                       help="search only among architectures that meet it, e.g. 'pixel3<=10' or 'acc>=70' "
+                            "(repeatable; any name 'nasrlm objectives' lists, an objective or not, in its "
+                            "unit): the best network under a latency budget")
         p.add_argument("--sampler", choices=list(SAMPLERS), default="rlm",
                        help="default rlm; tpe-mv: multivariate TPE; gp: Optuna's Gaussian-process sampler")
         p.add_argument("--compare", metavar="NAMES", help="also run these samplers, e.g. random,nsga2,tpe")
@@ -92,6 +96,10 @@ class Search(Command):
         for name in names:
             if is_profile(name):  # measured live, here
                 _profile(name, "--objectives", run=True, space=space)
+        constraints = _constraints(args.constraint)
+        for c in constraints:
+            if is_profile(c.quantity) and c.quantity not in names:
+                _profile(c.quantity, "--constraint", run=True, space=space)
         compare = _comma_list(args.compare or "")
         unknown = [n for n in compare if n not in SAMPLERS]
         if unknown:
@@ -131,19 +139,35 @@ class Search(Command):
             storage = _check_storage(storage, args.workers)
         study_name = args.study_name or f"{space.name}-{args.sampler}-seed{args.seed}"
         kept = storage or (f"sqlite:///{out.resolve() / 'study.db'}" if args.workers > 1 else None)
-        _check_study(kept, study_name, names)
+        _check_study(kept, study_name, names, [c.name for c in constraints])
         torch_threads(args.threads)
         try:
             job = search_job(space, names, budget=args.budget, out_dir=out, sampler=args.sampler,
                              seed=args.seed, storage=storage, study_name=args.study_name, data_dir=data_dir,
                              db=args.db, compare=compare, sampler_options=options, workers=args.workers,
                              threads=args.threads, progress=not args.quiet,
-                             command=_shown_command(sys.argv[1:]), training=training)
+                             command=_shown_command(sys.argv[1:]), training=training, constraints=constraints)
         except KeyboardInterrupt:
             raise Interrupted(_what_was_kept(kept, study_name)) from None
         for line in summary(job):
             print(line)
         return 0
+
+
+def _constraints(given: Sequence[str]) -> list[Any]:
+    """``--constraint``s parsed (each at most once), or a one-line error naming the one at fault."""
+    from nasrlm.search import Constraint
+
+    constraints = []
+    for text in given:
+        try:
+            c = Constraint.parse(text)
+        except ValueError as error:
+            raise CliError(f"--constraint: {error}") from None
+        if c.name in {d.name for d in constraints}:
+            raise CliError(f"--constraint {c.name} is given twice")
+        constraints.append(c)
+    return constraints
 
 
 class Interrupted(KeyboardInterrupt):
@@ -249,8 +273,10 @@ def _check_storage(url: str, workers: int) -> str:
     return url
 
 
-def _check_study(storage: str | None, study_name: str, names: Sequence[str]) -> None:
-    """A study to resume in an SQLite file must optimise the same objectives, in the same order.
+def _check_study(storage: str | None, study_name: str, names: Sequence[str], constraints: Sequence[str] = ()
+                 ) -> None:
+    """A study to resume in an SQLite file must optimise the same objectives, in the same order, under the
+    same constraints.
 
     Only SQLite files that exist are opened here (cheap, local); a server's study is checked when the
     search connects.
@@ -275,6 +301,13 @@ def _check_study(storage: str | None, study_name: str, names: Sequence[str]) -> 
     if study.metric_names is not None and list(study.metric_names) != list(names):
         raise CliError(f"--study-name {study_name}: the study in {parsed.database} optimises "
                        f"{', '.join(study.metric_names)}, not {', '.join(names)}; pick another --study-name")
+    from nasrlm.search import CONSTRAINTS_ATTR
+
+    before = list(study.user_attrs.get(CONSTRAINTS_ATTR, []))
+    if study.metric_names is not None and before != list(constraints):
+        raise CliError(f"--study-name {study_name}: the study in {parsed.database} searches under the "
+                       f"constraints {', '.join(before) or 'none'}, not {', '.join(constraints) or 'none'}; "
+                       "pick another --study-name")
 
 
 class Demo(Command):

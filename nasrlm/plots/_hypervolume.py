@@ -8,6 +8,7 @@ like :mod:`nasrlm.plots._pareto`.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,12 +45,14 @@ class HypervolumeCurve:
 
 @dataclass(frozen=True, eq=False)
 class HypervolumePlotData:
-    """Everything :func:`plot_hypervolume` draws; values are ratios when ``true_hypervolume`` is set."""
+    """Everything :func:`plot_hypervolume` draws; values are ratios when ``true_hypervolume`` is set.
+    ``reference``: a value drawn across as the best there is (the best feasible value of a table)."""
 
     curves: tuple[HypervolumeCurve, ...]
     true_hypervolume: float | None
     y_label: str
     title: str
+    reference: float | None = None
 
     @property
     def ratio(self) -> bool:
@@ -57,9 +60,12 @@ class HypervolumePlotData:
 
 
 def hypervolume_plot_data(curves: Mapping[str, Any], *, true_hypervolume: float | None = None,
-                          title: str = "") -> HypervolumePlotData:
+                          title: str = "", y_label: str | None = None, reference: float | None = None
+                          ) -> HypervolumePlotData:
     """Summarise per-seed hypervolume histories: ``curves`` maps a label to a (seeds, evaluations) array
-    (a 1-D array is one seed). With ``true_hypervolume`` every value is divided by it."""
+    (a 1-D array is one seed). With ``true_hypervolume`` every value is divided by it. Other progress
+    curves draw the same way (``y_label``; the best feasible value found so far, NaN where none was yet,
+    with the best there is as ``reference``)."""
     if not curves:
         raise ValueError("curves is empty: nothing to plot")
     if true_hypervolume is not None and not (np.isfinite(true_hypervolume) and true_hypervolume > 0):
@@ -72,15 +78,17 @@ def hypervolume_plot_data(curves: Mapping[str, Any], *, true_hypervolume: float 
         if arr.ndim != 2 or arr.shape[0] == 0 or arr.shape[1] == 0:
             raise ValueError(f"curve {label!r} has shape {np.shape(raw)}, expected (seeds, evaluations) "
                              "with at least one of each")
-        if not np.all(np.isfinite(arr)):
+        if np.isinf(arr).any() or (y_label is None and np.isnan(arr).any()):
             raise ValueError(f"curve {label!r} holds non-finite hypervolumes")
         if true_hypervolume is not None:
             arr = arr / true_hypervolume
-        out.append(HypervolumeCurve(label=str(label), mean=arr.mean(axis=0), low=arr.min(axis=0),
-                                    high=arr.max(axis=0), n_seeds=arr.shape[0]))
-    return HypervolumePlotData(curves=tuple(out), true_hypervolume=true_hypervolume,
-                               y_label=RATIO_LABEL if true_hypervolume is not None else "hypervolume",
-                               title=title)
+        with warnings.catch_warnings():  # an evaluation no seed has a value at yet is NaN, and left blank
+            warnings.simplefilter("ignore", RuntimeWarning)
+            mean, low, high = np.nanmean(arr, axis=0), np.nanmin(arr, axis=0), np.nanmax(arr, axis=0)
+        out.append(HypervolumeCurve(label=str(label), mean=mean, low=low, high=high, n_seeds=arr.shape[0]))
+    label = y_label or (RATIO_LABEL if true_hypervolume is not None else "hypervolume")
+    return HypervolumePlotData(curves=tuple(out), true_hypervolume=true_hypervolume, y_label=label,
+                               title=title, reference=reference)
 
 
 def hypervolume_figure(data: HypervolumePlotData) -> Figure:
@@ -99,6 +107,8 @@ def hypervolume_figure(data: HypervolumePlotData) -> Figure:
         ax.plot(x, curve.mean, drawstyle="steps-post", color=color, lw=1.6, label=f"{curve.label}{seeds}")
         if curve.n_seeds > 1:
             ax.fill_between(x, curve.low, curve.high, step="post", color=color, alpha=0.18, linewidth=0)
+    if data.reference is not None:
+        ax.axhline(data.reference, color="black", lw=0.9, ls=":", label="best in the table")
     if data.ratio:
         ax.axhline(1.0, color="black", lw=0.9, ls=":", label="true front")
         ax.set_ylim(bottom=0.0, top=max(1.05, max(float(c.high.max()) for c in data.curves) * 1.02))

@@ -80,6 +80,10 @@ class ParetoPlotData:
     limits: tuple[tuple[float, float] | None, ...] = ()
     #: (label, front) of other searches drawn for comparison, each front (k, m) non-dominated
     baseline_fronts: tuple[tuple[str, np.ndarray], ...] = ()
+    #: evaluated rows that missed a constraint (k, m): drawn apart, on no front
+    infeasible: np.ndarray | None = None
+    #: (axis, value, label) of each limit on an axis' quantity, drawn as a line across (``pixel3<=10``)
+    limit_lines: tuple[tuple[int, float, str], ...] = ()
 
     @property
     def n_objectives(self) -> int:
@@ -128,7 +132,8 @@ def _wants_log(column_parts: Sequence[np.ndarray]) -> bool:
 def pareto_plot_data(axes: Sequence[Axis], evaluated: Any, *, evaluated_ids: Sequence[Any] | None = None,
                      true_front: Any = None, predicted_front: Any = None, predicted_low: Any = None,
                      predicted_high: Any = None, background: Any = None,
-                     baselines: Mapping[str, Any] | None = None, title: str = "") -> ParetoPlotData:
+                     baselines: Mapping[str, Any] | None = None, title: str = "", infeasible: Any = None,
+                     limit_lines: Sequence[tuple[int, float, str]] = ()) -> ParetoPlotData:
     """Validate a search's results and derive what the plot needs.
 
     ``evaluated`` (n, m): the values the search evaluated, in evaluation order; the non-dominated ones
@@ -137,14 +142,17 @@ def pareto_plot_data(axes: Sequence[Axis], evaluated: Any, *, evaluated_ids: Seq
     ``predicted_low``/``predicted_high`` quantiles of the same shape for error bars. ``background``
     (N, m): the whole space, drawn faintly. ``baselines``: label -> values (n, m) other searches
     evaluated (``nasrlm search --compare``), whose fronts are drawn beside the one found. An axis gets
-    a log scale when its data span > 2 decades.
+    a log scale when its data span > 2 decades. Under constraints, ``evaluated`` holds the evaluations
+    that met them (the front is theirs), ``infeasible`` (k, m) those that did not, drawn apart, and
+    ``limit_lines`` (axis, value, label) the limits on axes whose quantity is constrained.
     """
     axes = tuple(axes)
     if len(axes) < 2:
         raise ValueError(f"a Pareto plot needs at least two axes, got {len(axes)}")
     if not all(isinstance(a, Axis) for a in axes):
         raise ValueError("axes must be nasrlm.plots.Axis instances")
-    values = _rows("evaluated", evaluated, axes, allow_empty=False)
+    missed = None if infeasible is None else _rows("infeasible", infeasible, axes)
+    values = _rows("evaluated", evaluated, axes, allow_empty=missed is not None and len(missed) > 0)
     ids = None
     if evaluated_ids is not None:
         ids = tuple(evaluated_ids)
@@ -177,30 +185,36 @@ def pareto_plot_data(axes: Sequence[Axis], evaluated: Any, *, evaluated_ids: Seq
     for label, other in (baselines or {}).items():
         other = _rows(f"baselines[{label!r}]", other, axes, allow_empty=False)
         others.append((str(label), other[pareto_mask(other, maximize)]))
+    for axis, _, _ in limit_lines:
+        if not 0 <= axis < len(axes):
+            raise ValueError(f"limit_lines: axis {axis} of {len(axes)}")
+    measured = values if missed is None else np.vstack([values, missed])  # every evaluation
     # a point far out on the worse side of an axis (a chance-level network, however fast) sets neither
     # the scale nor the range of any axis, even on a front (FAR_IQR)
-    fences = [_fence(values[:, k], maximize[k], FAR_IQR) for k in range(len(axes))]
+    fences = [_fence(measured[:, k], maximize[k], FAR_IQR) for k in range(len(axes))]
     fronts = [front for _, front in others]
     if true is not None:
         fronts.append(true)
-    kept = _within(values, fences, maximize)
+    kept = _within(measured, fences, maximize)
     fronts_kept = [_within(f, fences, maximize) for f in fronts]
     bg_kept = None if bg is None else _within(bg, fences, maximize)
     on_front = pareto_mask(values, maximize)
-    must_show = [values[on_front & kept], *(f[m] for f, m in zip(fronts, fronts_kept, strict=True))]
+    must_show = [values[on_front & kept[: len(values)]],
+                 *(f[m] for f, m in zip(fronts, fronts_kept, strict=True))]
     # what was measured sets the scale; predictions far beyond it are said to be off the axes
-    parts = [values[kept], *must_show[1:], *([] if bg is None else [bg[bg_kept]])]
+    parts = [measured[kept], *must_show[1:], *([] if bg is None else [bg[bg_kept]])]
     log_scale = tuple(_wants_log([p[:, i] for p in parts]) for i in range(len(axes)))
-    wild = [values[~kept], *(f[~m] for f, m in zip(fronts, fronts_kept, strict=True)),
+    wild = [measured[~kept], *(f[~m] for f, m in zip(fronts, fronts_kept, strict=True)),
             *([] if bg is None else [bg[~bg_kept]])]
-    limits = tuple(_limits(values[kept, i], [p[:, i] for p in must_show],
+    limits = tuple(_limits(measured[kept, i], [p[:, i] for p in must_show],
                            None if pred is None else pred[:, i], axes[i].maximize, log_scale[i],
                            dropped=np.concatenate([p[:, i] for p in wild]))
                    for i in range(len(axes)))
     return ParetoPlotData(
         axes=axes, evaluated=values, on_front=on_front, evaluated_ids=ids, true_front=true,
         predicted_front=pred, predicted_low=low, predicted_high=high, background=bg, log_scale=log_scale,
-        title=title, limits=limits, baseline_fronts=tuple(others),
+        title=title, limits=limits, baseline_fronts=tuple(others), infeasible=missed,
+        limit_lines=tuple((int(a), float(v), str(label)) for a, v, label in limit_lines),
     )
 
 
@@ -323,6 +337,14 @@ def _draw_panel(ax: Any, data: ParetoPlotData, i: int, j: int) -> None:
                     zorder=3)
         ax.scatter(points[:, 0], points[:, 1], s=22, marker="s", c=color, linewidths=0, alpha=0.85,
                    zorder=3, label=_counted(f"{label}'s front", front, data, i, j))
+    if data.infeasible is not None and len(data.infeasible):
+        missed = data.infeasible
+        ax.scatter(missed[:, i], missed[:, j], s=16, marker="x", c="tab:red", alpha=0.6, linewidths=0.8,
+                   zorder=1, label=_counted("evaluated, missed a constraint", missed, data, i, j))
+    for axis, value, label in data.limit_lines:
+        if axis in (i, j):
+            draw = ax.axvline if axis == i else ax.axhline
+            draw(value, color="tab:red", lw=1.0, ls="--", zorder=2, label=f"limit {label}")
     found = data.evaluated[data.on_front][:, [i, j]]
     if staircase and len(found):
         line = found[_best_first(found, x_axis, y_axis)]

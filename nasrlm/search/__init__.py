@@ -9,6 +9,7 @@ Its recipe is three settings objects (``ProposalSettings``, ``FitSettings``, ``C
 """
 
 from nasrlm.measure import is_profile
+from nasrlm.search._constraints import Constraint, UnmeetableConstraintError
 from nasrlm.search._evaluate import ArchEvaluator, MissingValueError
 from nasrlm.search._job import (
     SAMPLERS,
@@ -29,6 +30,7 @@ from nasrlm.search._report import (
     write_report,
 )
 from nasrlm.search._run import (
+    CONSTRAINTS_ATTR,
     DUPLICATE_ATTR,
     ERROR_ATTR,
     SURPLUS_ATTR,
@@ -60,6 +62,7 @@ from nasrlm.search.workers import STALE_ATTR, WorkerSettings, place_of
 __all__ = [
     "DEFAULT_MODEL",
     "MODEL_THREADS",
+    "CONSTRAINTS_ATTR",
     "DUPLICATE_ATTR",
     "ERROR_ATTR",
     "SearchStopped",
@@ -79,6 +82,8 @@ __all__ = [
     "place_of",
     "ArchCache",
     "ArchEvaluator",
+    "Constraint",
+    "UnmeetableConstraintError",
     "CandidateSettings",
     "FitSettings",
     "PriorSurrogate",

@@ -11,7 +11,7 @@ import os
 import shutil
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ import optuna
 from tqdm.auto import tqdm
 
 from nasrlm.measure import LatencyStore, is_profile
+from nasrlm.search._constraints import Constraint, UnmeetableConstraintError
 from nasrlm.search._evaluate import ArchEvaluator
 from nasrlm.search._report import PredictedFront, Truth, predicted_front, reference_point, score, write_report
 from nasrlm.search._run import SearchResult, SearchStopped, run_search
@@ -77,7 +78,7 @@ def search_job(space: SearchSpace, objectives: Sequence[str], *, budget: int, ou
                data_dir: str | os.PathLike[str] | None = None, db: str | Path | None = None,
                compare: Sequence[str] = (), sampler_options: dict[str, Any] | None = None,
                workers: int = 1, threads: int | None = None, progress: bool = True, command: str = "",
-               training: Training | None = None,
+               training: Training | None = None, constraints: Sequence[Constraint] = (),
                log: Callable[[str], None] = lambda line: tqdm.write(line, file=sys.stderr)) -> JobOutput:
     """Search ``space`` for ``objectives`` with ``budget`` evaluations and write the report to ``out_dir``.
 
@@ -93,6 +94,12 @@ def search_job(space: SearchSpace, objectives: Sequence[str], *, budget: int, ou
     else the SQLite file ``<out_dir>/study.db``; they share the budget exactly (:func:`run_search`).
     More workers on other machines join by running the same search on the same database storage and
     study name.
+
+    ``constraints`` (:class:`~nasrlm.search.Constraint`, ``pixel3<=10``) limit any quantity the objectives
+    could name, an objective or not: each trial tells Optuna how far it is from meeting each
+    (``trial.set_constraint``), so the baselines of ``compare`` search under them too; the report is of
+    the evaluations that meet them. Where a table covers the space and none of its architectures meets
+    them, :class:`~nasrlm.search.UnmeetableConstraintError`.
     """
     if workers < 1:
         raise ValueError(f"workers must be 1 or more, got {workers}")
@@ -110,7 +117,8 @@ def search_job(space: SearchSpace, objectives: Sequence[str], *, budget: int, ou
         try:
             trainer = _trainer(space, objectives, training, out / "best_network")
             evaluator = ArchEvaluator.for_names(space, objectives, data_dir=data_dir, store=store,
-                                                trainer=trainer)
+                                                trainer=trainer, constraints=constraints)
+            _check_meetable(evaluator)
         except Exception:  # a bad objective name or data dir: leave no empty run directory behind
             if store is not None:
                 store.close()
@@ -120,6 +128,8 @@ def search_job(space: SearchSpace, objectives: Sequence[str], *, budget: int, ou
             raise
         for o in evaluator.objectives:
             log(f"  {o.header:<16} {'maximise' if o.higher_is_better else 'minimise'}  {o.description}")
+        for c in evaluator.constraints:
+            log(f"  {c.name:<16} constraint (each trial's trial.set_constraint)")
         space, evaluator = restricted_to_table(space, evaluator, log)
         main = make_sampler(sampler, space, seed, progress=False, options=sampler_options)
         if isinstance(main, RLMSampler) and progress:
@@ -136,7 +146,7 @@ def search_job(space: SearchSpace, objectives: Sequence[str], *, budget: int, ou
             torch.set_num_threads(threads)
         helpers = [_Helper(space, list(objectives), budget, sampler, worker_seed(sampler, seed, k), storage,
                            study_name, data_dir, db or (out / "latency.db"), out, sampler_options, threads,
-                           training).start(k)
+                           training, list(constraints)).start(k)
                    for k in range(1, workers)]
         try:
             result = run_search(space, evaluator, main, budget=budget, label=sampler, storage=storage,
@@ -192,6 +202,7 @@ class _Helper:
     sampler_options: dict[str, Any] | None
     threads: int | None
     training: Training | None = None
+    constraints: list[Constraint] = field(default_factory=list)
     process: Any = None
 
     def start(self, k: int) -> _Helper:
@@ -212,7 +223,7 @@ class _Helper:
         store = LatencyStore(self.db) if any(is_profile(n) for n in self.objectives) else None
         try:
             evaluator = ArchEvaluator.for_names(self.space, self.objectives, data_dir=self.data_dir,
-                                                store=store,
+                                                store=store, constraints=self.constraints,
                                                 trainer=_trainer(self.space, self.objectives, self.training))
             space, evaluator = restricted_to_table(self.space, evaluator)
             sampler = make_sampler(self.sampler, space, self.seed, options=self.sampler_options)
@@ -243,6 +254,23 @@ def _trainer(space: SearchSpace, objectives: Sequence[str], training: Training |
     return NetworkTrainer(space, training or Training(), keep)
 
 
+def _check_meetable(evaluator: ArchEvaluator) -> None:
+    """Refuse constraints that no architecture of a table covering the space meets."""
+    tabulated = evaluator.tabulated()
+    if not evaluator.constraints or tabulated is None or not len(tabulated[0]):
+        return
+    ids, _, limits = tabulated
+    if (limits <= 0).all(axis=1).any():
+        return
+    missed = [c for k, c in enumerate(evaluator.constraints) if not (limits[:, k] <= 0).any()]
+    which = missed[0] if missed else evaluator.constraints[0]
+    k = evaluator.constraints.index(which)
+    closest = which.limit + (limits[:, k].min() if which.operator == "<=" else -limits[:, k].min())
+    said = f"{which.name} (the closest: {which.quantity} {closest:.4g})" if missed else "them all together"
+    raise UnmeetableConstraintError(f"--constraint {' '.join(c.name for c in evaluator.constraints)}: none "
+                                    f"of the {len(ids):,} architectures of the table meets {said}")
+
+
 def restricted_to_table(space: SearchSpace, evaluator: ArchEvaluator,
                         log: Callable[[str], None] = lambda line: None) -> tuple[SearchSpace, ArchEvaluator]:
     """Where every objective is looked up and the table covers part of the space, search its rows only.
@@ -256,7 +284,8 @@ def restricted_to_table(space: SearchSpace, evaluator: ArchEvaluator,
     of = f" of {space.size:,}" if space.size is not None else ""
     log(f"searching the {len(tabulated[0]):,}{of} {space.name} architectures with every objective tabulated")
     subset = SubsetSpace(space, tabulated[0])
-    return subset, ArchEvaluator(subset, evaluator.objectives, evaluator.table, evaluator.store)
+    return subset, ArchEvaluator(subset, evaluator.objectives, evaluator.table, evaluator.store,
+                                 constraints=evaluator.constraints, limited=evaluator.limited)
 
 
 def _predicted(sampler: RLMSampler, result: SearchResult) -> PredictedFront:
@@ -278,6 +307,11 @@ def summary(job: JobOutput) -> list[str]:
         quality = (f"hypervolume {s.hypervolume_ratio:.3f} of the true front's, "
                    f"Pareto recall {s.pareto_recall:.2f}" if s.hypervolume_ratio is not None
                    else f"hypervolume {s.hypervolume:.4g}")
+        if r.constraints:  # the best network under the limits is the question
+            found = "none feasible" if s.best is None else f"best feasible {s.best:.4g}"
+            regret = f" ({s.regret:.3g} short of the table's best)" if s.regret is not None else ""
+            quality = (f"{s.feasible_share:.0%} feasible, {found}{regret}" if len(r.objectives) == 1
+                       else f"{s.feasible_share:.0%} feasible, {quality}")
         lines.append(f"{r.sampler:>8}: {len(r.arch_ids)} evaluations, {len(r.front)} on its front, {quality}")
     names = ", ".join(p.name for p in job.files.values())
     lines.append(f"results in {job.files['report'].parent}/: {names}")

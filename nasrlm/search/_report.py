@@ -16,20 +16,39 @@ from pathlib import Path
 import numpy as np
 
 from nasrlm.metrics import hypervolume, hypervolume_history, median_reference, pareto_mask, pareto_recall
-from nasrlm.plots import Axis, hypervolume_plot_data, pareto_plot_data, plot_hypervolume, plot_pareto
+from nasrlm.plots import (
+    Axis,
+    ParetoPlotData,
+    hypervolume_plot_data,
+    pareto_plot_data,
+    plot_hypervolume,
+    plot_pareto,
+)
+from nasrlm.search._constraints import Constraint
 from nasrlm.search._run import SearchResult
 from nasrlm.search.sampler import RLMSampler
 
 
 @dataclass
 class Truth:
-    """Every architecture of the space with all objectives known: the true front and the reference."""
+    """Every architecture of the space with all objectives known: the true front and the reference; with
+    constraints, each architecture's value of each (``limits``, met at 0 or less)."""
 
     ids: list[str]
     values: np.ndarray
+    limits: np.ndarray | None = None
+
+    @property
+    def feasible(self) -> np.ndarray:
+        """(architectures,) whether each meets every constraint (all of them, without constraints)."""
+        if self.limits is None or not self.limits.size:
+            return np.ones(len(self.ids), dtype=bool)
+        return (self.limits <= 0).all(axis=1)
 
     def front(self, maximize: Sequence[bool]) -> np.ndarray:
-        return np.flatnonzero(pareto_mask(self.values, maximize))
+        """Indices of the non-dominated architectures among those that meet the constraints."""
+        feasible = np.flatnonzero(self.feasible)
+        return feasible[pareto_mask(self.values[feasible], maximize)]
 
 
 @dataclass
@@ -44,12 +63,17 @@ class PredictedFront:
 
 @dataclass
 class Scores:
-    """Hypervolume ratio (or absolute hypervolume without a truth) and Pareto recall of one result."""
+    """Hypervolume ratio (or absolute hypervolume without a truth) and Pareto recall of one result; under
+    constraints, of its feasible evaluations only, with their share and, for one objective, the best feasible
+    value found and how far it falls short of the table's (``regret``, in the objective's unit)."""
 
     hypervolume: float
     hypervolume_ratio: float | None
     pareto_recall: float | None
     history: np.ndarray = field(repr=False)  # HV (ratio where known) after each evaluation
+    feasible_share: float | None = None
+    best: float | None = None
+    regret: float | None = None
 
 
 def reference_point(results: Sequence[SearchResult], truth: Truth | None) -> np.ndarray:
@@ -60,14 +84,29 @@ def reference_point(results: Sequence[SearchResult], truth: Truth | None) -> np.
 
 
 def score(result: SearchResult, reference: np.ndarray, truth: Truth | None) -> Scores:
-    maximize = result.maximize
-    history = hypervolume_history(result.values, reference, maximize)
+    """``result``'s scores against ``reference`` (and the true front where ``truth`` is known); an evaluation
+    that misses a constraint adds nothing, from the same reference point as without the limit."""
+    maximize, feasible = result.maximize, result.feasible
+    history = hypervolume_history(np.where(feasible[:, None], result.values, np.nan), reference, maximize)
     hv = float(history[-1]) if len(history) else 0.0
+    constrained = bool(result.constraints)
+    share = float(feasible.mean()) if constrained and len(feasible) else None
+    best = regret = None
+    if constrained and len(maximize) == 1 and feasible.any():
+        best = float(_best(result.values[feasible, 0], maximize[0]))
     if truth is None:
-        return Scores(hv, None, None, history)
-    true_hv = hypervolume(truth.values, reference, maximize)
+        return Scores(hv, None, None, history, share, best)
+    true_hv = hypervolume(truth.values[truth.feasible], reference, maximize)
     front_ids = [truth.ids[k] for k in truth.front(maximize)]
-    return Scores(hv, hv / true_hv, pareto_recall(result.arch_ids, front_ids), history / true_hv)
+    if constrained and len(maximize) == 1 and truth.feasible.any():
+        top = float(_best(truth.values[truth.feasible, 0], maximize[0]))
+        regret = None if best is None else abs(top - best)
+    ratio, curve = (hv / true_hv, history / true_hv) if true_hv > 0 else (None, history)
+    return Scores(hv, ratio, pareto_recall(result.arch_ids, front_ids), curve, share, best, regret)
+
+
+def _best(values: np.ndarray, maximize: bool) -> float:
+    return float(values.max() if maximize else values.min())
 
 
 def write_report(result: SearchResult, out_dir: str | Path, *, space: str, truth: Truth | None = None,
@@ -76,17 +115,19 @@ def write_report(result: SearchResult, out_dir: str | Path, *, space: str, truth
     """Write the four files into ``out_dir`` and return their paths by name.
 
     With one objective there is no Pareto plot (a front of one axis is its best architecture), and the
-    report names the best architecture found instead of a front: three files.
+    report names the best architecture found instead of a front: three files; under a constraint,
+    ``pareto.png`` draws the objective against the constrained quantity, the limit a line. Under
+    constraints the front, the best found and the hypervolume are the feasible evaluations' (with one
+    objective, ``hypervolume.png`` draws the best feasible value found so far).
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     objectives, maximize = result.objectives, result.maximize
-    axes = [Axis(o.name, o.unit, o.higher_is_better) for o in objectives]
     reference = reference_point([result, *baselines], truth)
     scores = {r.sampler: score(r, reference, truth) for r in [result, *baselines]}
     paths = {"csv": out / "pareto.csv", "pareto": out / "pareto.png", "hypervolume": out / "hypervolume.png",
              "report": out / "report.md"}
-    if len(objectives) < 2:
+    if len(objectives) < 2 and not result.constraints:
         del paths["pareto"]
 
     front = result.front
@@ -98,24 +139,93 @@ def write_report(result: SearchResult, out_dir: str | Path, *, space: str, truth
         for k in front:
             writer.writerow([result.arch_ids[k], k + 1, *(f"{v:.6g}" for v in result.values[k])])
 
-    if "pareto" in paths:
+    title = f"{space}: {len(result.arch_ids)} evaluations with {result.sampler}"
+    if "pareto" in paths and len(objectives) == 1:
+        plot_pareto(_against_the_limit(result, truth, baselines, title), paths["pareto"])
+    elif "pareto" in paths:
+        met = result.feasible
         data = pareto_plot_data(
-            axes, result.values, evaluated_ids=result.arch_ids, true_front=true_front,
+            [Axis(o.name, o.unit, o.higher_is_better) for o in objectives], result.values[met],
+            evaluated_ids=[i for i, ok in zip(result.arch_ids, met, strict=True) if ok],
+            true_front=true_front,
             predicted_front=predicted.median if predicted is not None else None,
             predicted_low=predicted.low if predicted is not None else None,
             predicted_high=predicted.high if predicted is not None else None,
             background=truth.values if truth is not None else None,
-            baselines={b.sampler: b.values for b in baselines if len(b.values)},
-            title=f"{space}: {len(result.arch_ids)} evaluations with {result.sampler}")
+            baselines={b.sampler: b.values[b.feasible] for b in baselines if b.feasible.any()},
+            infeasible=result.values[~met] if result.constraints else None,
+            limit_lines=[(result.names.index(c.quantity), c.limit, c.name) for c in _constraints(result)
+                         if c.quantity in result.names], title=title)
         plot_pareto(data, paths["pareto"])
-    curves = {name: s.history[None, :] for name, s in scores.items()}
-    plot_hypervolume(hypervolume_plot_data(
-        curves, true_hypervolume=1.0 if truth is not None else None,
-        title=f"{space}: hypervolume vs evaluations"), paths["hypervolume"])
+    if result.constraints and len(objectives) == 1:  # the best feasible value so far, as a regret curve would
+        o = objectives[0]
+        curves = {r.sampler: _best_so_far(r)[None, :] for r in [result, *baselines]}
+        plot_hypervolume(hypervolume_plot_data(
+            curves, y_label=f"best feasible {o.header}",
+            title=f"{space}: best feasible {o.name} vs evaluations",
+            reference=_best(truth.values[truth.feasible, 0], o.higher_is_better)
+            if truth is not None and truth.feasible.any() else None), paths["hypervolume"])
+    else:
+        ratio = truth is not None and all(s.hypervolume_ratio is not None for s in scores.values())
+        curves = {name: s.history[None, :] for name, s in scores.items()}
+        plot_hypervolume(hypervolume_plot_data(
+            curves, true_hypervolume=1.0 if ratio else None,
+            title=f"{space}: hypervolume{' of feasible evaluations' if result.constraints else ''} vs "
+                  "evaluations"), paths["hypervolume"])
     paths["report"].write_text(_markdown(result, front, scores, reference, truth, true_front, predicted,
                                          space=space, command=command,
                                          files=[p.name for p in paths.values()]))
     return paths
+
+
+def _constraints(result: SearchResult) -> list[Constraint]:
+    """The constraints ``result`` searched under, read back from their names."""
+    return [Constraint.parse(name) for name in result.constraints]
+
+
+def _quantity(values: np.ndarray, limits: np.ndarray, objectives: Sequence[str], c: Constraint, k: int
+              ) -> np.ndarray:
+    """The constrained quantity of constraint ``k`` (``c``) of each row: an objective's values, or read back
+    from the constraint's values (``limits``)."""
+    if c.quantity in objectives:
+        return values[:, list(objectives).index(c.quantity)]
+    return limits[:, k] + c.limit if c.operator == "<=" else c.limit - limits[:, k]
+
+
+def _against_the_limit(result: SearchResult, truth: Truth | None, baselines: Sequence[SearchResult],
+                       title: str) -> ParetoPlotData:
+    """One objective under a constraint: the objective against the first constraint's quantity, its limit a
+    line across, what missed a constraint marked apart, the table faintly where it covers the space."""
+    c = _constraints(result)[0]
+    unit = result.extra.get("units", {}).get(c.quantity, "")
+    axes = [Axis(result.objectives[0].name, result.objectives[0].unit, result.maximize[0]),
+            Axis(c.quantity, unit, c.operator == ">=")]
+
+    def shown(r: SearchResult) -> np.ndarray:
+        return np.column_stack([r.values[:, 0], _quantity(r.values, r.limits, r.names, c, 0)])
+
+    points, met = shown(result), result.feasible
+    background = None
+    if truth is not None and truth.limits is not None:
+        background = np.column_stack([truth.values[:, 0],
+                                      _quantity(truth.values, truth.limits, result.names, c, 0)])
+    ids = [i for i, ok in zip(result.arch_ids, met, strict=True) if ok]
+    others = {b.sampler: shown(b)[b.feasible] for b in baselines if b.feasible.any()}
+    return pareto_plot_data(axes, points[met], evaluated_ids=ids, background=background,
+                            infeasible=points[~met], limit_lines=[(1, c.limit, c.name)], baselines=others,
+                            title=title)
+
+
+def _best_so_far(result: SearchResult) -> np.ndarray:
+    """(evaluations,) the best feasible value of the one objective after each evaluation (NaN before the
+    first feasible one)."""
+    maximize = result.maximize[0]
+    values = np.where(result.feasible, result.values[:, 0], np.nan)
+    signed = values if maximize else -values
+    with np.errstate(invalid="ignore"):
+        best = np.fmax.accumulate(np.where(np.isnan(signed), -np.inf, signed)) if len(signed) else signed
+    best = np.where(np.isinf(best), np.nan, best)
+    return best if maximize else -best
 
 
 def _markdown(result: SearchResult, front: np.ndarray, scores: dict[str, Scores], reference: np.ndarray,
@@ -133,22 +243,51 @@ def _markdown(result: SearchResult, front: np.ndarray, scores: dict[str, Scores]
         lines.append(f"| {o.name} | {o.unit} | {'maximise' if o.higher_is_better else 'minimise'} | "
                      f"{r:.4g} | {o.description} ({o.source}) |")
     where = "the whole space" if truth is not None else "everything evaluated (no table covers the space)"
-    lines += ["", f"Reference point: median of each objective over {where}.", "", "## Quality", "",
-              "| sampler | hypervolume | HV / true front's | Pareto recall |", "|---|---|---|---|"]
+    lines += ["", f"Reference point: median of each objective over {where}."]
+    constrained, single = bool(result.constraints), len(objectives) == 1
+    if constrained:
+        named = ", ".join(f"`{c}`" for c in result.constraints)
+        lines += ["", "## Constraints", "", f"Searched under {named}"
+                  + " (each trial's `trial.set_constraint`): an evaluation that misses one counts toward the "
+                  "budget but adds nothing to the hypervolume, the front or the best found."]
+        if truth is not None:
+            met = truth.feasible
+            lines += ["", f"{int(met.sum()):,} of {len(truth.ids):,} architectures of the table "
+                      f"({met.mean():.1%}) meet them."]
+            if single and met.any():
+                k = np.flatnonzero(met)[np.argmax(truth.values[met, 0] * (1 if result.maximize[0] else -1))]
+                lines += ["", f"The best of them: `{_cell(truth.ids[k])}`, {objectives[0].name} "
+                          f"{truth.values[k, 0]:.4g} {objectives[0].unit}".rstrip() + "."]
+    head = "| sampler | hypervolume | HV / true front's | Pareto recall |"
+    if constrained:
+        head += " feasible |" + (" best feasible | regret |" if single else "")
+    lines += ["", "## Quality", "", head, "|" + "---|" * (head.count("|") - 1)]
     for name, s in scores.items():
         ratio = f"{s.hypervolume_ratio:.3f}" if s.hypervolume_ratio is not None else "n/a"
         recall = f"{s.pareto_recall:.3f}" if s.pareto_recall is not None else "n/a"
-        lines.append(f"| {name} | {s.hypervolume:.4g} | {ratio} | {recall} |")
-    single = len(objectives) == 1
+        row = f"| {name} | {s.hypervolume:.4g} | {ratio} | {recall} |"
+        if constrained:
+            row += f" {s.feasible_share:.0%} |"
+            if single:
+                row += (f" {s.best:.4g} |" if s.best is not None else " none |")
+                row += (f" {s.regret:.4g} |" if s.regret is not None else " n/a |")
+        lines.append(row)
     if truth is not None and true_front is not None:
         held = "Best value held by" if single else "True front"
-        lines += ["", f"{held}: {len(true_front)} of {len(truth.ids):,} architectures."]
+        among = f"{int(truth.feasible.sum()):,} feasible" if constrained else f"{len(truth.ids):,}"
+        lines += ["", f"{held}: {len(true_front)} of {among} architectures."]
     heading = "Best architecture found" if single else "Pareto front found"
-    lines += ["", f"## {heading}", "", "| arch_id | evaluation | "
-              + " | ".join(o.header for o in objectives) + " |", "|---|---|" + "---|" * len(objectives)]
+    if constrained:
+        heading = "Best feasible architecture found" if single else "Feasible Pareto front found"
+    lines += ["", f"## {heading}", ""]
+    if len(front):
+        lines += ["| arch_id | evaluation | " + " | ".join(o.header for o in objectives) + " |",
+                  "|---|---|" + "---|" * len(objectives)]
+    else:
+        lines += ["None: no evaluation met the constraints."]
     for k in front:
         cells = " | ".join(f"{v:.4g}" for v in result.values[k])
-        arch_id = result.arch_ids[k].replace("|", "\\|")  # a bare | would end the table cell
+        arch_id = _cell(result.arch_ids[k])
         lines.append(f"| `{arch_id}` | {k + 1} | {cells} |")
     if predicted is not None and not single:
         lines += ["", f"The model's predicted front ({len(predicted.ids)} architectures, medians with "
@@ -159,12 +298,21 @@ def _markdown(result: SearchResult, front: np.ndarray, scores: dict[str, Scores]
     return "\n".join(lines)
 
 
+def _cell(arch_id: str) -> str:
+    """An architecture id inside a markdown table: a bare ``|`` would end the cell."""
+    return arch_id.replace("|", "\\|")
+
+
 def predicted_front(sampler: RLMSampler, arch_ids: Sequence[str], maximize: Sequence[bool], *,
                     num_samples: int = 16, seed: int = 0) -> PredictedFront:
-    """The non-dominated predicted medians among ``arch_ids``, with their quartiles (the model's residual
-    weighted as for the sampler's latest proposals)."""
+    """The non-dominated predicted medians among ``arch_ids`` (of those predicted to meet the study's
+    constraints), with their quartiles (the model's residual weighted as for the sampler's latest
+    proposals)."""
     samples = sampler.predict_samples(list(arch_ids), num_samples=num_samples, seed=seed,
                                       residual_weight=sampler.last_residual_weights)
     low, median, high = np.quantile(samples, [0.25, 0.5, 0.75], axis=1)
-    keep = np.flatnonzero(pareto_mask(median, maximize))
+    m = len(maximize)  # the study's constraints come after its objectives
+    low, high, met = low[:, :m], high[:, :m], (median[:, m:] <= 0).all(axis=1)
+    median = median[:, :m]
+    keep = np.flatnonzero(met)[pareto_mask(median[met], maximize)]
     return PredictedFront([arch_ids[k] for k in keep], median[keep], low[keep], high[keep])

@@ -58,6 +58,9 @@ INTERRUPTED_ATTR = "interrupted"
 #: Prefix of the study user attributes that hold each run's [start, end] (Unix seconds): the study's
 #: search time is the length of their union, resumed runs added and workers' overlaps counted once.
 RUN_ATTR_PREFIX = "run_"
+#: Study user attribute that holds the constraints a study searches under, by name (``["pixel3<=10"]``): a
+#: study resumed under others is refused, as under other objectives.
+CONSTRAINTS_ATTR = "constraints"
 #: Tries at opening the study before an error there is final (see :func:`_open_study`).
 _OPEN_ATTEMPTS = 6
 #: How often, at most, a worker waiting for another worker's proposals looks again (seconds).
@@ -75,21 +78,42 @@ class SearchResult:
     study_name: str = ""
     seconds: float = 0.0
     extra: dict = field(default_factory=dict)
+    #: the constraints searched under, by name (``pixel3<=10``), and each evaluation's value of each
+    #: (evaluations, constraints): met at 0 or less, as ``trial.constraints`` holds them
+    constraints: list[str] = field(default_factory=list)
+    limits: np.ndarray | None = None
 
     @property
     def maximize(self) -> list[bool]:
         return [o.higher_is_better for o in self.objectives]
 
     @property
+    def names(self) -> list[str]:
+        return [o.name for o in self.objectives]
+
+    @property
+    def feasible(self) -> np.ndarray:
+        """(evaluations,) whether each meets every constraint (all of them, without constraints)."""
+        if self.limits is None or not self.limits.size:
+            return np.ones(len(self.arch_ids), dtype=bool)
+        return (self.limits <= 0).all(axis=1)
+
+    @property
     def front(self) -> np.ndarray:
-        """Indices of the non-dominated evaluations."""
-        return np.flatnonzero(pareto_mask(self.values, self.maximize))
+        """Indices of the non-dominated evaluations among those that meet the constraints."""
+        feasible = np.flatnonzero(self.feasible)
+        return feasible[pareto_mask(self.values[feasible], self.maximize)]
 
     @classmethod
-    def from_study(cls, study: optuna.Study, objectives: list[Objective], sampler: str) -> SearchResult:
+    def from_study(cls, study: optuna.Study, objectives: list[Objective], sampler: str,
+                   constraints: list[str] | None = None) -> SearchResult:
         trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
         values = np.array([t.values for t in trials], dtype=np.float64).reshape(len(trials), len(objectives))
-        return cls(sampler, objectives, [t.user_attrs["arch_id"] for t in trials], values, study.study_name)
+        names = list(constraints or [])
+        limits = np.array([[t.constraints.get(n, np.nan) for n in names] for t in trials],
+                          dtype=np.float64).reshape(len(trials), len(names))
+        return cls(sampler, objectives, [t.user_attrs["arch_id"] for t in trials], values, study.study_name,
+                   constraints=names, limits=limits)
 
 
 class EvaluationError(RuntimeError):
@@ -161,11 +185,14 @@ def run_search(space: SearchSpace, evaluator: ArchEvaluator, sampler: optuna.sam
             time.sleep(workers.poll_seconds)
             trials = _trials_now(study)
         try:
-            return evaluator(arch_id)
+            values, limits = evaluator.measure(arch_id)
         except MissingValueError:
             raise
         except Exception as error:  # a space that cannot build it, a broken measurement: not the search
             raise EvaluationError(f"architecture {arch_id}: {type(error).__name__}: {error}") from error
+        for name, value in limits.items():  # Optuna's way: every sampler that honours constraints reads them
+            trial.set_constraint(name, value)
+        return values
 
     limit = budget if max_failures is None else max_failures
     done = _states(study)[TrialState.COMPLETE]
@@ -209,10 +236,12 @@ def run_search(space: SearchSpace, evaluator: ArchEvaluator, sampler: optuna.sam
     states = Counter(t.state for t in trials)
     interrupted = sum(t.state == TrialState.PRUNED and INTERRUPTED_ATTR in t.user_attrs for t in trials)
     failed, repeated = states[TrialState.FAIL], states[TrialState.PRUNED] - interrupted
-    result = SearchResult.from_study(study, evaluator.objectives, label or type(sampler).__name__)
+    result = SearchResult.from_study(study, evaluator.objectives, label or type(sampler).__name__,
+                                     [c.name for c in evaluator.constraints])
     result.seconds = _searched_seconds(study)
     result.extra["failed_trials"] = failed
     result.extra["repeated_trials"] = repeated
+    result.extra["units"] = {o.name: o.unit for o in evaluator.quantities}  # a constrained one's too
     if states[TrialState.COMPLETE] < budget:
         errors = [t.user_attrs[ERROR_ATTR] for t in trials if ERROR_ATTR in t.user_attrs]
         cause = (f"the last: {errors[-1]}" if errors else
@@ -359,14 +388,19 @@ def open_study(storage: str | optuna.storages.BaseStorage | None, study_name: st
             directions=["maximize" if o.higher_is_better else "minimize" for o in evaluator.objectives])
     finally:
         optuna.logging.set_verbosity(verbosity)
+    constraints = [c.name for c in evaluator.constraints]
+    where = getattr(storage, "url", storage)  # an RDBStorage: its URL
     if study.metric_names is None:
         with warnings.catch_warnings():  # experimental since Optuna 3.2, and exactly what we need
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             study.set_metric_names(evaluator.names)
+        study.set_user_attr(CONSTRAINTS_ATTR, constraints)
     elif list(study.metric_names) != evaluator.names:
-        where = getattr(storage, "url", storage)  # an RDBStorage: its URL
         raise ValueError(f"study {study_name!r} in {where} optimises {study.metric_names}, "
                          f"not {evaluator.names}; pick another --study-name")
+    elif (before := list(study.user_attrs.get(CONSTRAINTS_ATTR, []))) != constraints:
+        raise ValueError(f"study {study_name!r} in {where} searches under the constraints "
+                         f"{before or 'none'}, not {constraints or 'none'}; pick another --study-name")
     return study
 
 

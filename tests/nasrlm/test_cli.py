@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -90,6 +91,12 @@ def test_data_records_which_accuracy_source_was_used(capsys, tmp_path: Path, dat
     ("argv", "says"),
     [
         (["export", "nb999", "--random", "1"], "unknown search space 'nb999'"),
+        (["search", "nb201", "--objectives", "acc", "--budget", "3", "--constraint", "pixel3<10"],
+         "--constraint: constraint 'pixel3<10': expected NAME<=LIMIT or NAME>=LIMIT"),
+        (["search", "nb201", "--objectives", "acc", "--budget", "3", "--constraint", "pixel3<=x"],
+         "the limit 'x' is not a number"),
+        (["search", "nb201", "--objectives", "acc", "--budget", "3", "--constraint", "pixel3<=2",
+          "--constraint", "pixel3 <= 2"], "--constraint pixel3<=2 is given twice"),
         (["export", "nb201", "--arch", "|nor_conv_3x3~0|+|bogus~0|none~1|+|none~0|none~1|none~2|"], "bogus"),
         (["data", "nb201", "--objectives", "acc,pixle3", "-o", "x.csv"], "did you mean 'pixel3'"),
         (["measure", "nb201", "--device", "gpu-b1", "--random", "1"], "provider 'gpu'"),
@@ -510,3 +517,21 @@ def test_measure_warns_about_an_architecture_that_fails_to_build_and_goes_on(cap
         f"nasrlm: warning: broken201 architecture {i} failed to build or run: ValueError: none edges "
         f"unsupported" for i in broken]
     assert err[-1] == f"nasrlm: {len(broken)} of 6 architectures failed (see the warnings above)"
+
+
+def test_search_constraints_on_unknown_or_unmeetable_quantities_are_one_line(capsys, tmp_path, data_dir):
+    base = ["search", "nb201", "--objectives", "acc", "--budget", "3", "--sampler", "random", "--data-dir",
+            str(data_dir), "--out", str(tmp_path / "run"), "-q"]
+    code, out, err = run(capsys, *base, "--constraint", "nonsense<=3")
+    assert code == 2 and err.count("\n") == 1 and "unknown NB201 objective 'nonsense'" in err
+    code, out, err = run(capsys, *base, "--constraint", "pixel3<=0.001")
+    assert code == 2 and err.count("\n") == 1
+    assert "none of the 15,625 architectures of the table meets pixel3<=0.001 (the closest: pixel3 0.00328)" \
+        in err
+    assert not (tmp_path / "run").exists()
+    code, out, err = run(capsys, *base, "--constraint", "pixel3<=3", "--storage",
+                         f"sqlite:///{tmp_path / 'study.db'}")
+    assert code == 0 and re.search(r"\d+% feasible, (none feasible|best feasible)", out)
+    code, out, err = run(capsys, *base, "--constraint", "pixel3<=4", "--storage",
+                         f"sqlite:///{tmp_path / 'study.db'}", "--budget", "5")
+    assert code == 2 and "searches under the constraints pixel3<=3, not pixel3<=4" in err

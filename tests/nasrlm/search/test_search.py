@@ -30,6 +30,7 @@ from nasrlm.search import (
     SURPLUS_ATTR,
     ArchEvaluator,
     CandidateSettings,
+    Constraint,
     FitSettings,
     MissingValueError,
     PriorSurrogate,
@@ -37,11 +38,15 @@ from nasrlm.search import (
     RLMSampler,
     SearchStopped,
     Truth,
+    UnmeetableConstraintError,
     WorkerSettings,
     make_sampler,
+    reference_point,
     run_search,
     sampler_keywords,
+    score,
     search_job,
+    summary,
     write_report,
 )
 from nasrlm.search.sampler._coordination import WORKER_COUNT_WINDOW
@@ -1359,3 +1364,64 @@ def test_with_a_constraint_the_model_learns_its_value_and_proposes_feasible_netw
     assert np.mean(met[4:]) >= 0.7  # the proposals, against about 0.65 at random
     proposed = [t for t in study.trials[4:] if PREDICTED_USER_ATTR in t.user_attrs]
     assert all(set(t.user_attrs[PREDICTED_USER_ATTR]) == {"objective_0"} for t in proposed)  # objectives only
+
+
+# --- constraints: the best network under a limit ------------------------------------------------------
+def test_a_constraint_parses_says_how_far_it_is_missed_and_refuses_nonsense() -> None:
+    at_most, at_least = Constraint.parse(" pixel3 <= 10 "), Constraint.parse("acc>=70.5")
+    assert (at_most.quantity, at_most.operator, at_most.limit) == ("pixel3", "<=", 10.0)
+    assert at_most.name == "pixel3<=10" and Constraint.parse(at_most.name) == at_most  # names round-trip
+    assert at_most.value(12.0) == 2.0 and at_most.value(9.0) == -1.0  # Optuna's: met at 0 or less
+    assert at_least.value(71.5) == -1.0 and at_least.value(70.0) == 0.5
+    for bad, says in (("pixel3<10", "expected NAME<=LIMIT"), ("pixel3<=fast", "'fast' is not a number"),
+                      ("<=3", "expected NAME<=LIMIT"), ("pixel3<=inf", "must be finite")):
+        with pytest.raises(ValueError, match=says):
+            Constraint.parse(bad)
+
+
+def test_a_search_under_a_constraint_tells_optuna_and_reports_the_best_feasible(tmp_path, monkeypatch):
+    ids = [SPACE.arch_id(a) for a in SPACE.enumerate()]
+    monkeypatch.setattr("nasrlm.search._evaluate.load_table", lambda space, names, data_dir: toy_table(ids))
+    job = search_job(SPACE, ["acc"], budget=20, out_dir=tmp_path / "run", sampler="random", compare=["tpe"],
+                     constraints=[Constraint.parse("lat<=5")], progress=False, log=lambda line: None)
+    result, truth = job.result, job.truth
+    latency = np.array([toy_values(i)[1] for i in result.arch_ids])
+    np.testing.assert_allclose(result.limits[:, 0], latency - 5.0)  # each trial's trial.set_constraint
+    assert result.constraints == ["lat<=5"] and list(result.feasible) == list(latency <= 5)
+    assert all(latency[k] <= 5 for k in result.front)  # the best found is a feasible one
+    met = truth.feasible
+    assert met.sum() == sum(toy_values(i)[1] <= 5 for i in ids) and truth.values[met].max() == 80.0
+    assert [r.constraints for r in job.baselines] == [["lat<=5"]]  # the baseline searched under it too
+    report = job.files["report"].read_text()
+    best = result.values[result.feasible, 0].max()
+    assert "## Constraints" in report and "Searched under `lat<=5`" in report
+    assert f"| random | {score(result, reference_point([result], truth), truth).hypervolume:.4g} |" in report
+    assert f"| {best:.4g} | {80.0 - best:.4g} |" in report and "## Best feasible architecture found" in report
+    assert {p.name for p in job.files.values()} == {"pareto.csv", "pareto.png", "hypervolume.png",
+                                                    "report.md"}
+    assert (tmp_path / "run" / "pareto.png").stat().st_size > 5_000  # acc against lat, the limit drawn
+    assert re.search(r"\d+% feasible, best feasible [\d.]+ \([\d.]+ short of the table's best\)",
+                     summary(job)[0])
+
+
+def test_a_study_resumed_under_other_constraints_is_refused(tmp_path) -> None:
+    table = toy_table([SPACE.arch_id(a) for a in SPACE.enumerate()])
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    first = ArchEvaluator(SPACE, table.objectives, table, constraints=[Constraint.parse("lat<=5")])
+    run_search(SPACE, first, optuna.samplers.RandomSampler(seed=0), budget=3, storage=storage, progress=False)
+    other = ArchEvaluator(SPACE, table.objectives, table, constraints=[Constraint.parse("lat<=4")])
+    with pytest.raises(ValueError, match=r"searches under the constraints \['lat<=5'\], not \['lat<=4'\]"):
+        run_search(SPACE, other, optuna.samplers.RandomSampler(seed=0), budget=6, storage=storage,
+                   progress=False)
+
+
+def test_constraints_no_architecture_of_the_table_meets_are_refused(tmp_path, monkeypatch) -> None:
+    ids = [SPACE.arch_id(a) for a in SPACE.enumerate()]
+    monkeypatch.setattr("nasrlm.search._evaluate.load_table", lambda space, names, data_dir: toy_table(ids))
+    with pytest.raises(UnmeetableConstraintError, match=r"meets lat<=0.5 \(the closest: lat 1\)"):
+        search_job(SPACE, ["acc"], budget=5, out_dir=tmp_path / "run", sampler="random",
+                   constraints=[Constraint.parse("lat<=0.5")], progress=False)
+    with pytest.raises(UnmeetableConstraintError, match="meets them all together"):
+        search_job(SPACE, ["acc"], budget=5, out_dir=tmp_path / "run", sampler="random",
+                   constraints=[Constraint.parse("lat<=1"), Constraint.parse("acc>=60")], progress=False)
+    assert not (tmp_path / "run").exists()
