@@ -11,9 +11,10 @@ learn only what it leaves unexplained, as it does with :class:`~nasrlm.priors.pr
 Per objective the prior is a forest on the objective's values, a ridge regression on their logs
 (where positive), or a trend forest or a Gaussian process on their normal scores, and its predictions
 are read in the objective's normal scores, the scale the RLM learns residuals on. ``kind="auto"`` takes
-the forest, the ridge or the Gaussian process, whichever's out-of-sample predictions of the training rows
-(out-of-bag for the forest, leave-one-out for the others, nested on a few rows: :func:`_judged_by`) rank
-them best: ranking is what a search and a benchmark ask of it.
+the ridge, the Gaussian process or the forest, the simplest whose out-of-sample predictions of the training
+rows (out-of-bag for the forest, leave-one-out for the others, nested on a few rows: :func:`_judged_by`)
+rank them within noise of the best (:func:`~nasrlm.priors.prior.simplest_within_noise`): ranking is what
+a search and a benchmark ask of it.
 Those out-of-sample predictions are returned with the prior: the residuals the RLM trains on must be
 those it will meet on new architectures, not the near-zero ones of a forest on its own training rows.
 
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from nasrlm.numerics import kernel_independent
-from nasrlm.priors.prior import NormalScores, ScoresPrior
+from nasrlm.priors.prior import NormalScores, ScoresPrior, simplest_within_noise
 
 #: The kinds of model a feature prior fits per objective; ``auto`` picks a forest, a ridge or a ``gp`` (a
 #: :class:`GaussianProcess`) per objective.
@@ -65,7 +66,7 @@ GP_MAX_ROWS = 2000
 MIN_FOREST_ROWS = 8
 #: Up to this many rows ``auto`` judges a ridge and a Gaussian process by nested leave-one-out predictions
 #: (:func:`_judged_by`); above, choosing their settings on the same rows biases their ranking little.
-NESTED_ROWS = 100
+NESTED_ROWS = 50
 
 
 def _scores(model: Model, scores: NormalScores, x: np.ndarray) -> np.ndarray:
@@ -97,13 +98,6 @@ def _logged(inputs: np.ndarray, log: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         x = np.where(log, np.log(np.where(log, np.maximum(inputs, 1e-300), 1.0)), inputs)
     return kernel_independent(x)
-
-
-def _rank_agreement(predicted: np.ndarray, actual: np.ndarray) -> float:
-    from scipy.stats import kendalltau
-
-    tau = kendalltau(predicted, actual).statistic
-    return -1.0 if np.isnan(tau) else float(tau)
 
 
 def _judged_by(model: Model, predicted: np.ndarray, x: np.ndarray, values: np.ndarray, scores: NormalScores
@@ -431,9 +425,11 @@ class FeaturePrior(ScoresPrior):
                 candidates.append(TrendForest.fit(x[known], z, seed, line_inputs))
             if kind in ("auto", "gp"):
                 candidates.append(GaussianProcess.fit_rows(x[known], z, seed))
-            candidates = [(model, kernel_independent(predicted)) for model, predicted in candidates]
-            model, predicted = max(candidates, key=lambda c: _rank_agreement(
-                _judged_by(c[0], c[1], x[known], values[known, k], scores), z))
+            candidates = sorted(((model, kernel_independent(predicted)) for model, predicted in candidates),
+                                key=lambda c: _SIMPLEST_FIRST.index(type(c[0])))
+            judged = [_judged_by(model, predicted, x[known], values[known, k], scores)
+                      for model, predicted in candidates] if len(candidates) > 1 else []
+            model, predicted = candidates[simplest_within_noise(judged, z) if judged else 0]
             objectives.append(scores)
             models.append(model)
             held_out[known, k] = predicted
@@ -504,3 +500,6 @@ class FeaturePrior(ScoresPrior):
 
 
 _KIND_OF = {Forest: "forest", Ridge: "ridge", TrendForest: "trend-forest", GaussianProcess: "gp"}
+#: ``auto``'s candidates, simplest first: the one it takes unless a more flexible one ranks the training rows
+#: clearly better (:func:`~nasrlm.priors.prior.simplest_within_noise`).
+_SIMPLEST_FIRST = (Ridge, GaussianProcess, TrendForest, Forest)

@@ -10,6 +10,7 @@ from nasrlm.priors.prior import (
     NormalScores,
     ranked_share,
     residual_weight,
+    simplest_within_noise,
     spans_decades,
     stratified_normal,
 )
@@ -109,3 +110,16 @@ def test_stratified_normal_draws_keep_every_row_s_median_and_spread_and_shuffle_
     assert np.allclose(np.sort(draws, axis=1), expected)  # the same quantiles in every row ...
     assert len({tuple(row) for row in draws}) == 5  # ... in another order
     assert np.array_equal(draws, stratified_normal(5, 16, np.random.default_rng(0)))
+
+
+def test_the_simplest_prediction_within_noise_of_the_best_is_trusted() -> None:
+    rng = np.random.default_rng(3)
+    truth = rng.normal(size=20)
+    simple = truth + rng.normal(scale=0.6, size=20)
+    barely = simple + rng.normal(scale=0.05, size=20)  # about as good: within noise on 20 rows
+    clearly = truth + rng.normal(scale=0.05, size=20)  # far better
+    assert simplest_within_noise([simple, barely], truth) == 0
+    assert simplest_within_noise([simple, clearly], truth) == 1
+    assert simplest_within_noise([clearly, simple], truth) == 0  # the simplest is the best: kept
+    assert simplest_within_noise([simple, clearly], truth) == simplest_within_noise([simple, clearly], truth)
+    assert simplest_within_noise([simple[:2], clearly[:2]], truth[:2]) == 0  # nothing to judge by
