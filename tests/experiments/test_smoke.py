@@ -103,6 +103,16 @@ def check_label_speed(out: str) -> None:
     assert all(cell.endswith("/s") and positive(number(cell.removesuffix("/s"))) for cell in row[1:]), row
 
 
+def check_constraint_benchmark(out: str) -> None:
+    rows = table(out, "| sampler | regret @6 (feasible) | regret @12 (feasible) | seconds per run |")
+    assert [r[0] for r in rows] == ["rlm", "tpe"]
+    for r in rows:
+        for cell in r[1:3]:
+            regret, share = cell.split(" ± ")[0], cell.split("(")[1].rstrip("%)")
+            assert number(regret) >= 0 and within(number(share), 0, 100), r
+    assert "architectures meet it; the best of them" in out
+
+
 def check_export_benchmark(out: str) -> None:
     rows = dict(table(out, "| quantity | value |"))
     assert number(rows["architectures exported"]) == 20
@@ -232,6 +242,7 @@ DATA = ["--data-dir", "{data}"]
 SMOKES: dict[str, Smoke] = {
     "acquisition_probe.py": Smoke(check_acquisition_probe, DATA),
     "candidate_pool_ceiling.py": Smoke(check_candidate_pool_ceiling, DATA),
+    "constraint_benchmark.py": Smoke(check_constraint_benchmark, [*DATA, "--percentile", "50"]),
     "calibration.py": Smoke(check_calibration, [*DATA, "--threads", "1"]),
     "export_benchmark.py": Smoke(check_export_benchmark),
     "inference_speed.py": Smoke(check_inference_speed, ["--threads", "1"]),
