@@ -17,6 +17,7 @@ from typing import Any
 
 from nasrlm import __version__
 from nasrlm.cli._common import PLUGINS_ENV, USAGE_ERROR, CliError, Command, _apply_label_options
+from nasrlm.cli._plot import Plot
 from nasrlm.cli._plugins import load_plugins
 from nasrlm.cli._predict import Eval, Predict
 from nasrlm.cli._pretrain import Pretrain
@@ -50,7 +51,7 @@ class _CommandParser(argparse.ArgumentParser):
 
 #: The commands, in the order ``nasrlm --help`` lists them.
 COMMANDS: tuple[Command, ...] = (Spaces(), Export(), Measure(), Data(), Train(), Fit(), Pretrain(), Predict(),
-                                 Eval(), Objectives(), Search(), Demo())
+                                 Eval(), Objectives(), Search(), Demo(), Plot())
 
 
 def build_parser() -> argparse.ArgumentParser:

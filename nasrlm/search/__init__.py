@@ -39,6 +39,7 @@ from nasrlm.search._run import (
     open_study,
     run_search,
 )
+from nasrlm.search._sources import EVALUATION_COLUMN, SourceError, read_sources
 from nasrlm.search._training import TRAINED, NetworkTrainer, Training
 from nasrlm.search.sampler import (
     DEFAULT_MODEL,
@@ -82,6 +83,9 @@ __all__ = [
     "place_of",
     "ArchCache",
     "ArchEvaluator",
+    "EVALUATION_COLUMN",
+    "SourceError",
+    "read_sources",
     "Constraint",
     "UnmeetableConstraintError",
     "CandidateSettings",

@@ -87,7 +87,12 @@ def score(result: SearchResult, reference: np.ndarray, truth: Truth | None) -> S
     """``result``'s scores against ``reference`` (and the true front where ``truth`` is known); an evaluation
     that misses a constraint adds nothing, from the same reference point as without the limit."""
     maximize, feasible = result.maximize, result.feasible
-    history = hypervolume_history(np.where(feasible[:, None], result.values, np.nan), reference, maximize)
+    values = np.where(feasible[:, None], result.values, np.nan)
+    if "evaluations" in result.extra:  # a table of some evaluations: each at its number, none between
+        spread = np.full((max(result.extra["evaluations"], default=0), len(maximize)), np.nan)
+        spread[np.asarray(result.extra["evaluations"], dtype=int) - 1] = values
+        values = spread
+    history = hypervolume_history(values, reference, maximize)
     hv = float(history[-1]) if len(history) else 0.0
     constrained = bool(result.constraints)
     share = float(feasible.mean()) if constrained and len(feasible) else None
@@ -111,14 +116,16 @@ def _best(values: np.ndarray, maximize: bool) -> float:
 
 def write_report(result: SearchResult, out_dir: str | Path, *, space: str, truth: Truth | None = None,
                  predicted: PredictedFront | None = None, baselines: Sequence[SearchResult] = (),
-                 command: str = "") -> dict[str, Path]:
+                 command: str = "", report_at: Sequence[int] = ()) -> dict[str, Path]:
     """Write the four files into ``out_dir`` and return their paths by name.
 
     With one objective there is no Pareto plot (a front of one axis is its best architecture), and the
     report names the best architecture found instead of a front: three files; under a constraint,
     ``pareto.png`` draws the objective against the constrained quantity, the limit a line. Under
     constraints the front, the best found and the hypervolume are the feasible evaluations' (with one
-    objective, ``hypervolume.png`` draws the best feasible value found so far).
+    objective, ``hypervolume.png`` draws the best feasible value found so far). ``report_at``: budgets at
+    which the report gives each result's hypervolume too. A result whose ``extra["ordered"]`` is false (a
+    table in no evaluation order) has no curve.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -157,9 +164,12 @@ def write_report(result: SearchResult, out_dir: str | Path, *, space: str, truth
             limit_lines=[(result.names.index(c.quantity), c.limit, c.name) for c in _constraints(result)
                          if c.quantity in result.names], title=title)
         plot_pareto(data, paths["pareto"])
-    if result.constraints and len(objectives) == 1:  # the best feasible value so far, as a regret curve would
+    ordered = [r for r in [result, *baselines] if r.extra.get("ordered", True) and len(r.arch_ids)]
+    if not ordered:
+        del paths["hypervolume"]
+    elif result.constraints and len(objectives) == 1:  # the best feasible value so far, as regret would
         o = objectives[0]
-        curves = {r.sampler: _best_so_far(r)[None, :] for r in [result, *baselines]}
+        curves = {r.sampler: _best_so_far(r)[None, :] for r in ordered}
         plot_hypervolume(hypervolume_plot_data(
             curves, y_label=f"best feasible {o.header}",
             title=f"{space}: best feasible {o.name} vs evaluations",
@@ -167,13 +177,16 @@ def write_report(result: SearchResult, out_dir: str | Path, *, space: str, truth
             if truth is not None and truth.feasible.any() else None), paths["hypervolume"])
     else:
         ratio = truth is not None and all(s.hypervolume_ratio is not None for s in scores.values())
-        curves = {name: s.history[None, :] for name, s in scores.items()}
+        curves = {r.sampler: scores[r.sampler].history[None, :] for r in ordered}
         plot_hypervolume(hypervolume_plot_data(
             curves, true_hypervolume=1.0 if ratio else None,
             title=f"{space}: hypervolume{' of feasible evaluations' if result.constraints else ''} vs "
                   "evaluations"), paths["hypervolume"])
+    ordered_names = {r.sampler for r in ordered}
+    at = {name: [float(s.history[b - 1]) if name in ordered_names and len(s.history) >= b else None
+                 for b in report_at] for name, s in scores.items()}
     paths["report"].write_text(_markdown(result, front, scores, reference, truth, true_front, predicted,
-                                         space=space, command=command,
+                                         space=space, command=command, report_at=(list(report_at), at),
                                          files=[p.name for p in paths.values()]))
     return paths
 
@@ -230,7 +243,8 @@ def _best_so_far(result: SearchResult) -> np.ndarray:
 
 def _markdown(result: SearchResult, front: np.ndarray, scores: dict[str, Scores], reference: np.ndarray,
               truth: Truth | None, true_front: np.ndarray | None, predicted: PredictedFront | None, *,
-              space: str, command: str, files: Sequence[str]) -> str:
+              space: str, command: str, files: Sequence[str],
+              report_at: tuple[list[int], dict[str, list[float | None]]] = ([], {})) -> str:
     """``front``: indices of the front found, in table order; ``true_front``: its values, if known."""
     objectives = result.objectives
     lines = [f"# Search report: {space}", ""]
@@ -258,7 +272,10 @@ def _markdown(result: SearchResult, front: np.ndarray, scores: dict[str, Scores]
                 k = np.flatnonzero(met)[np.argmax(truth.values[met, 0] * (1 if result.maximize[0] else -1))]
                 lines += ["", f"The best of them: `{_cell(truth.ids[k])}`, {objectives[0].name} "
                           f"{truth.values[k, 0]:.4g} {objectives[0].unit}".rstrip() + "."]
+    budgets, at = report_at
+    ratios = truth is not None and all(s.hypervolume_ratio is not None for s in scores.values())
     head = "| sampler | hypervolume | HV / true front's | Pareto recall |"
+    head += "".join(f" {'HV ratio' if ratios else 'HV'} @{b} |" for b in budgets)
     if constrained:
         head += " feasible |" + (" best feasible | regret |" if single else "")
     lines += ["", "## Quality", "", head, "|" + "---|" * (head.count("|") - 1)]
@@ -266,6 +283,7 @@ def _markdown(result: SearchResult, front: np.ndarray, scores: dict[str, Scores]
         ratio = f"{s.hypervolume_ratio:.3f}" if s.hypervolume_ratio is not None else "n/a"
         recall = f"{s.pareto_recall:.3f}" if s.pareto_recall is not None else "n/a"
         row = f"| {name} | {s.hypervolume:.4g} | {ratio} | {recall} |"
+        row += "".join(" n/a |" if v is None else f" {v:.3f} |" for v in at.get(name, []))
         if constrained:
             row += f" {s.feasible_share:.0%} |"
             if single:

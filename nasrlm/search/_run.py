@@ -112,8 +112,8 @@ class SearchResult:
         names = list(constraints or [])
         limits = np.array([[t.constraints.get(n, np.nan) for n in names] for t in trials],
                           dtype=np.float64).reshape(len(trials), len(names))
-        return cls(sampler, objectives, [t.user_attrs["arch_id"] for t in trials], values, study.study_name,
-                   constraints=names, limits=limits)
+        ids = [t.user_attrs.get("arch_id", f"trial {t.number}") for t in trials]  # another tool's: none
+        return cls(sampler, objectives, ids, values, study.study_name, constraints=names, limits=limits)
 
 
 class EvaluationError(RuntimeError):

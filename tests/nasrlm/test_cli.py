@@ -535,3 +535,55 @@ def test_search_constraints_on_unknown_or_unmeetable_quantities_are_one_line(cap
     code, out, err = run(capsys, *base, "--constraint", "pixel3<=4", "--storage",
                          f"sqlite:///{tmp_path / 'study.db'}", "--budget", "5")
     assert code == 2 and "searches under the constraints pixel3<=3, not pixel3<=4" in err
+
+
+def test_plot_draws_studies_of_any_sampler_and_tables_side_by_side(capsys, tmp_path, data_dir) -> None:
+    import optuna
+
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    for sampler in ("random", "tpe"):
+        code, _, err = run(capsys, "search", "nb201", "--objectives", "acc,pixel3", "--budget", "12",
+                           "--sampler", sampler, "--data-dir", str(data_dir), "--storage", storage, "--out",
+                           str(tmp_path / sampler), "-q")
+        assert code == 0, err
+    study = optuna.create_study(storage=storage, study_name="by-hand", directions=["maximize", "minimize"])
+    study.set_metric_names(["acc", "pixel3"])  # another tool's study: no arch_id, its own sampler
+    study.optimize(lambda trial: (trial.suggest_float("a", 80, 90), trial.suggest_float("b", 2, 20)),
+                   n_trials=6)
+    out = tmp_path / "plot"
+    code, stdout, err = run(capsys, "plot", storage, str(tmp_path / "random" / "pareto.csv"), "--out",
+                            str(out), "--space", "nb201", "--data-dir", str(data_dir), "--report-at", "6,12")
+    assert code == 0, err
+    assert "4 results drawn: nb201-random-seed0, nb201-tpe-seed0, by-hand, pareto.csv" in stdout
+    assert {p.name for p in out.iterdir()} == {"pareto.csv", "pareto.png", "hypervolume.png", "report.md"}
+    report = (out / "report.md").read_text()
+    assert "| Pareto recall | HV ratio @6 | HV ratio @12 |" in report
+    rows = {line.split("|")[1].strip(): line for line in report.splitlines() if line.startswith("| nb201-")}
+    assert set(rows) == {"nb201-random-seed0", "nb201-tpe-seed0"} and "| by-hand |" in report
+    code, stdout, err = run(capsys, "plot", storage, "--study", "by-hand", "--out", str(tmp_path / "one"))
+    assert code == 0 and "1 results drawn: by-hand" in stdout
+
+
+@pytest.mark.parametrize(("sources", "says"), [
+    (["{tmp}/none.csv"], "none.csv: no such file"),
+    (["sqlite:///{tmp}/study.db", "--study", "other"], "--study other: no storage given holds it"),
+    (["sqlite:///{tmp}/unnamed.db"], "does not name its objectives: name them with study.set_metric_names"),
+    (["sqlite:///{tmp}/study.db", "{tmp}/lat.csv"], "plot results of the same objectives"),
+    (["nosuchdb://x"], "nosuchdb://x: cannot be read as an Optuna storage"),
+])
+def test_plot_refuses_sources_it_cannot_read_in_one_line(capsys, tmp_path, sources, says) -> None:
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    named = optuna.create_study(storage=f"sqlite:///{tmp_path / 'study.db'}", study_name="s",
+                                directions=["maximize"])
+    named.set_metric_names(["acc"])
+    optuna.create_study(storage=f"sqlite:///{tmp_path / 'unnamed.db'}", study_name="u")
+    ids = NasBench201().sample_ids(3, seed=0)
+    from nasrlm.data import Objective
+
+    BenchmarkTable("nb201", ids, [Objective("lat", "ms", "toy", "test", False)], [[1.0], [2.0], [3.0]]
+                   ).to_csv(tmp_path / "lat.csv")
+    given = [s.format(tmp=tmp_path) for s in sources]
+    code, out, err = run(capsys, "plot", *given, "--out", str(tmp_path / "p"))
+    assert code == 2 and out == "" and err.count("\n") == 1 and says in err, err
