@@ -162,7 +162,7 @@ def sample_archs(predictor: RLMPredictor, space: SearchSpace, arch_ids: Sequence
     num_samples, len(objectives)): their texts, and the labels a prior reads (:func:`known_labels`), come
     through the label cache; a prior fitted on ``inputs`` (:func:`fine_tune`) reads them of these
     architectures (one value each), and each is then read through its own text only (an equivalent
-    architecture's inputs are not known).
+    architecture's inputs are not known: :func:`measured_inputs`).
 
     Each objective that equivalent architectures share (an accuracy:
     :func:`~nasrlm.rlm.augment.shared_by_equivalents`) is read through up to ``equivalents`` texts of the
@@ -187,7 +187,7 @@ def sample_archs(predictor: RLMPredictor, space: SearchSpace, arch_ids: Sequence
                          f"{', '.join(per_text)} to sample() with the texts instead")
     ids = list(arch_ids)
     shared = [k for k, name in enumerate(objectives) if shared_by_equivalents(metadata[name])]
-    k = min(equivalents, num_samples // 2) if shared and not inputs else 1
+    k = min(equivalents, num_samples // 2) if shared and not measured_inputs(predictor) else 1
 
     def draws(of: list[str], n: int) -> np.ndarray:  # with inputs, of is ids (trivial readings)
         texts = texts_and_free_labels(space, of, progress=progress)[0]

@@ -52,8 +52,10 @@ class Constraint:
 
     @property
     def name(self) -> str:
-        """The constraint as written back, ``pixel3<=10``: its name in the study (``trial.constraints``)."""
-        return f"{self.quantity}{self.operator}{self.limit:g}"
+        """The constraint as written back, ``pixel3<=10``: its name in the study (``trial.constraints``), the
+        limit to the last digit (:meth:`parse` reads it back exactly)."""
+        limit = repr(float(self.limit))
+        return f"{self.quantity}{self.operator}{limit.removesuffix('.0')}"
 
     def value(self, quantity: float) -> float:
         """What the trial tells Optuna: how far ``quantity`` is beyond the limit (0 or less: met)."""

@@ -110,12 +110,13 @@ def search_job(space: SearchSpace, objectives: Sequence[str], *, budget: int, ou
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     store = None
-    if any(is_profile(n) for n in objectives):
+    measured = [*objectives, *(c.quantity for c in constraints)]  # what each architecture is measured for
+    if any(is_profile(n) for n in measured):
         store = LatencyStore(db or out / "latency.db")
         log(f"latency measured live on this machine (onnxruntime), stored in {store.path}")
     try:
         try:
-            trainer = _trainer(space, objectives, training, out / "best_network")
+            trainer = _trainer(space, measured, training, out / "best_network")
             evaluator = ArchEvaluator.for_names(space, objectives, data_dir=data_dir, store=store,
                                                 trainer=trainer, constraints=constraints)
             _check_meetable(evaluator)
@@ -220,11 +221,12 @@ class _Helper:
         import torch
 
         torch.set_num_threads(self.threads or 1)
-        store = LatencyStore(self.db) if any(is_profile(n) for n in self.objectives) else None
+        measured = [*self.objectives, *(c.quantity for c in self.constraints)]
+        store = LatencyStore(self.db) if any(is_profile(n) for n in measured) else None
         try:
             evaluator = ArchEvaluator.for_names(self.space, self.objectives, data_dir=self.data_dir,
                                                 store=store, constraints=self.constraints,
-                                                trainer=_trainer(self.space, self.objectives, self.training))
+                                                trainer=_trainer(self.space, measured, self.training))
             space, evaluator = restricted_to_table(self.space, evaluator)
             sampler = make_sampler(self.sampler, space, self.seed, options=self.sampler_options)
             run_search(space, evaluator, sampler, budget=self.budget, label=self.sampler,
@@ -246,7 +248,8 @@ class _Helper:
 
 def _trainer(space: SearchSpace, objectives: Sequence[str], training: Training | None,
              keep: Path | None = None) -> NetworkTrainer | None:
-    """The trainer of ``val_acc``, where it is an objective; ``training`` without it is an error."""
+    """The trainer of ``val_acc``, where it is measured (``objectives``: an objective or constrained);
+    ``training`` without it is an error."""
     if TRAINED not in objectives:
         if training is not None:
             raise ValueError(f"training networks needs {TRAINED!r} among the objectives")
@@ -310,8 +313,9 @@ def summary(job: JobOutput) -> list[str]:
         if r.constraints:  # the best network under the limits is the question
             found = "none feasible" if s.best is None else f"best feasible {s.best:.4g}"
             regret = f" ({s.regret:.3g} short of the table's best)" if s.regret is not None else ""
-            quality = (f"{s.feasible_share:.0%} feasible, {found}{regret}" if len(r.objectives) == 1
-                       else f"{s.feasible_share:.0%} feasible, {quality}")
+            share = f"{s.feasible_share:.0%}" if s.feasible_share is not None else "none"
+            quality = (f"{share} feasible, {found}{regret}" if len(r.objectives) == 1
+                       else f"{share} feasible, {quality}")
         lines.append(f"{r.sampler:>8}: {len(r.arch_ids)} evaluations, {len(r.front)} on its front, {quality}")
     names = ", ".join(p.name for p in job.files.values())
     lines.append(f"results in {job.files['report'].parent}/: {names}")

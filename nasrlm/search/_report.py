@@ -107,7 +107,8 @@ def score(result: SearchResult, reference: np.ndarray, truth: Truth | None) -> S
         top = float(_best(truth.values[truth.feasible, 0], maximize[0]))
         regret = None if best is None else abs(top - best)
     ratio, curve = (hv / true_hv, history / true_hv) if true_hv > 0 else (None, history)
-    return Scores(hv, ratio, pareto_recall(result.arch_ids, front_ids), curve, share, best, regret)
+    recall = pareto_recall(result.arch_ids, front_ids) if front_ids else None
+    return Scores(hv, ratio, recall, curve, share, best, regret)
 
 
 def _best(values: np.ndarray, maximize: bool) -> float:
@@ -285,7 +286,7 @@ def _markdown(result: SearchResult, front: np.ndarray, scores: dict[str, Scores]
         row = f"| {name} | {s.hypervolume:.4g} | {ratio} | {recall} |"
         row += "".join(" n/a |" if v is None else f" {v:.3f} |" for v in at.get(name, []))
         if constrained:
-            row += f" {s.feasible_share:.0%} |"
+            row += f" {s.feasible_share:.0%} |" if s.feasible_share is not None else " n/a |"
             if single:
                 row += (f" {s.best:.4g} |" if s.best is not None else " none |")
                 row += (f" {s.regret:.4g} |" if s.regret is not None else " n/a |")

@@ -190,6 +190,9 @@ def run_search(space: SearchSpace, evaluator: ArchEvaluator, sampler: optuna.sam
             raise
         except Exception as error:  # a space that cannot build it, a broken measurement: not the search
             raise EvaluationError(f"architecture {arch_id}: {type(error).__name__}: {error}") from error
+        unknown = [name for name, value in limits.items() if not np.isfinite(value)]
+        if unknown:
+            raise EvaluationError(f"architecture {arch_id}: no value of the constraint {unknown[0]}")
         for name, value in limits.items():  # Optuna's way: every sampler that honours constraints reads them
             trial.set_constraint(name, value)
         return values
@@ -390,11 +393,11 @@ def open_study(storage: str | optuna.storages.BaseStorage | None, study_name: st
         optuna.logging.set_verbosity(verbosity)
     constraints = [c.name for c in evaluator.constraints]
     where = getattr(storage, "url", storage)  # an RDBStorage: its URL
-    if study.metric_names is None:
+    if study.metric_names is None:  # the constraints first: a worker that sees the names sees them too
+        study.set_user_attr(CONSTRAINTS_ATTR, constraints)
         with warnings.catch_warnings():  # experimental since Optuna 3.2, and exactly what we need
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             study.set_metric_names(evaluator.names)
-        study.set_user_attr(CONSTRAINTS_ATTR, constraints)
     elif list(study.metric_names) != evaluator.names:
         raise ValueError(f"study {study_name!r} in {where} optimises {study.metric_names}, "
                          f"not {evaluator.names}; pick another --study-name")

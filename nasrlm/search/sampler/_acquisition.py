@@ -20,14 +20,14 @@ def greedy_ehvi(samples: np.ndarray, observed: np.ndarray, reference: np.ndarray
     behind it. When no candidate is expected to improve anything, one is picked at random.
 
     ``feasible`` (candidates, samples), with constraints: whether each draw meets them all, drawn jointly
-    with its objectives. A draw that does not improves nothing, so the improvement is averaged over the
-    feasible draws only: the expected improvement of the front of feasible trials (``observed``), times
-    the chance of feasibility, as one model of both sees it. A pick is believed only where most of its
-    draws are feasible; where nothing is expected to improve, the likeliest to be feasible is picked.
+    with its objectives. A draw that does not improves nothing: averaged over every draw, the improvement
+    becomes that of the front of feasible trials (``observed``) times the chance of feasibility, as one
+    model of both sees it. A pick is believed as :func:`believed` says; where nothing is expected to
+    improve, the likeliest to be feasible is picked.
     """
     if feasible is not None:
         samples = np.where(feasible[..., None], samples, np.nan)
-    medians = np.median(samples, axis=1)  # NaN where a draw is infeasible: taken of the feasible ones below
+    trusted, medians = believed(samples, feasible)
     chance = feasible.mean(axis=1) if feasible is not None else np.ones(len(samples))
     alive = np.ones(len(samples), dtype=bool)
     picked: list[int] = []
@@ -40,7 +40,20 @@ def greedy_ehvi(samples: np.ndarray, observed: np.ndarray, reference: np.ndarray
             pick = int(rng.choice(likeliest))
         picked.append(pick)
         alive[pick] = False
-        if chance[pick] >= 0.5:
-            believed = medians[pick] if feasible is None else np.nanmedian(samples[pick], axis=0)
-            observed = np.vstack([observed, believed])
+        if trusted[pick]:
+            observed = np.vstack([observed, medians[pick]])
     return picked
+
+
+def believed(samples: np.ndarray, feasible: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """Per candidate (``samples``: candidates, samples, objectives), whether it is believed on the front
+    before it is evaluated (a proposal picked, a trial still running), and where: without constraints every
+    one, at its median; with them (``feasible``: candidates, samples), one whose draws meet them at least
+    half the time, at the median of those draws (elsewhere NaN)."""
+    if feasible is None:
+        return np.ones(len(samples), dtype=bool), np.median(samples, axis=1)
+    trusted = feasible.mean(axis=1) >= 0.5
+    medians = np.full((len(samples), samples.shape[2]), np.nan)
+    for k in np.flatnonzero(trusted):
+        medians[k] = np.median(samples[k][feasible[k]], axis=0)
+    return trusted, medians

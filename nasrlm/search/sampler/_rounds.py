@@ -22,7 +22,7 @@ from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial
 
 from nasrlm.metrics import median_reference
-from nasrlm.search.sampler._acquisition import greedy_ehvi
+from nasrlm.search.sampler._acquisition import believed, greedy_ehvi
 from nasrlm.search.sampler._arch_cache import ArchCache, SpaceMismatchError
 from nasrlm.search.sampler._candidates import CandidateSettings, candidate_params
 from nasrlm.search.sampler._coordination import Proposal
@@ -119,7 +119,7 @@ class ProposalRounds:
         maximize = [d == StudyDirection.MAXIMIZE for d in study.directions]
         m = len(maximize)
         observed = np.array([t.values for t in complete], dtype=np.float64)
-        met = feasible(complete)  # with constraints, the front improved on is of the trials that meet them
+        met = feasible(complete, self._constraints)  # with constraints, the front improved on is theirs
         front = (front_params(study, met) if met or not self._constraints else
                  [t.params for t in least_violating(complete, NEAREST_INFEASIBLE)])
         refine = any(start <= len(complete) and (stop is None or len(complete) < stop)
@@ -139,10 +139,12 @@ class ProposalRounds:
         # the median of *all* trials tightens as the search improves until little can beat it
         reference = median_reference(observed[: self.n_startup_trials])
         observed = np.array([t.values for t in met], dtype=np.float64).reshape(len(met), m)
-        if pending:  # believed at the model's median, as the proposals are, where it meets the constraints
-            believed = np.median(self.predict_samples(pending, seed=seed, residual_weight=weights), axis=1)
-            observed = np.vstack([observed, believed[(believed[:, m:] <= 0).all(axis=1), :m]])
         meets = (samples[..., m:] <= 0).all(axis=-1) if self._constraints else None
+        if pending:  # believed at the model's median, as the proposals are (see believed)
+            drawn = self.predict_samples(pending, seed=seed, residual_weight=weights)
+            trusted, medians = believed(drawn[..., :m], (drawn[..., m:] <= 0).all(axis=-1)
+                                        if self._constraints else None)
+            observed = np.vstack([observed, medians[trusted]])
         picked = greedy_ehvi(samples[..., :m], observed, reference, maximize, count, self._rng,
                              feasible=meets)
         chosen = [candidates[ids[k]] for k in picked]
@@ -251,4 +253,5 @@ class ProposalRounds:
         p = self.proposal_settings
         return self._surrogate.sample(arch_ids, num_samples=num_samples or p.num_samples, seed=seed,
                                       temperature=p.temperature, residual_weight=residual_weight,
-                                      spread=p.spread_for(len(self._surrogate.objectives)))
+                                      spread=p.spread_for(len(self._surrogate.objectives)
+                                                          - len(self._constraints)))

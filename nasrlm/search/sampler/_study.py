@@ -45,7 +45,7 @@ def constraint_objectives(names: Sequence[str]) -> list[Objective]:
 def least_violating(trials: Sequence[FrozenTrial], count: int) -> list[FrozenTrial]:
     """The ``count`` trials that miss their constraints by least (the sum of their values above 0): where
     a search without a feasible trial yet looks for one."""
-    violation = [sum(max(value, 0.0) for value in t.constraints.values()) for t in trials]
+    violation = [sum(max(value, 0.0) for value in t.constraints.values()) for t in trials]  # set ones
     return [trials[k] for k in np.argsort(violation, kind="stable")[:count]]
 
 
@@ -61,9 +61,11 @@ def constraint_values(trials: Sequence[FrozenTrial], names: Sequence[str]) -> np
                     dtype=np.float64).reshape(len(trials), len(names))
 
 
-def feasible(trials: Sequence[FrozenTrial]) -> list[FrozenTrial]:
-    """The trials that meet every constraint they set (all of them, without constraints), as Optuna counts."""
-    return [t for t in trials if all(value <= 0 for value in t.constraints.values())]
+def feasible(trials: Sequence[FrozenTrial], names: Sequence[str]) -> list[FrozenTrial]:
+    """The trials that meet every constraint of ``names`` (all of them, without constraints): a trial that
+    did not set one has not met it, as :attr:`SearchResult.feasible <nasrlm.search.SearchResult.feasible>`
+    counts."""
+    return [t for t in trials if all(t.constraints.get(name, np.nan) <= 0 for name in names)]
 
 
 def objective_names(study: Study) -> list[str]:

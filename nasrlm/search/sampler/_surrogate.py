@@ -326,7 +326,8 @@ class PriorSurrogate:
         """Refit the prior on the trials (``targets`` in the study's order) and note its out-of-bag error."""
         x = self.cache.labels_of(arch_ids)
         self._prior, held_out = FeaturePrior.fit(x, targets, kind=self.prior, seed=self.seed + self.rounds)
-        self._errors = np.sqrt(np.mean((self._prior.scores(targets) - held_out) ** 2, axis=0))
+        # a constraint a trial did not set is NaN there: its column's error is that of the others
+        self._errors = np.sqrt(np.nanmean((self._prior.scores(targets) - held_out) ** 2, axis=0))
         self.rounds += 1
 
     def sample(self, arch_ids: Sequence[str], *, num_samples: int, temperature: float, seed: int,

@@ -61,6 +61,9 @@ def rdb_storage(storage: str | optuna.storages.BaseStorage | None, settings: Wor
 #: System attribute of a trial failed as dead (its heartbeat stale): when it was marked, in seconds since
 #: the epoch. Until its retry is enqueued, the trial still holds its place in the budget (``awaiting_retry``).
 STALE_ATTR = "nasrlm:stale_since"
+#: Where Optuna keeps a trial's ``trial.set_constraint`` values among its system attributes (one key each): a
+#: retry measures them again.
+CONSTRAINTS_PREFIX = "constraints"
 #: How long a trial failed as dead holds its place without a retry: the worker that failed it enqueues the
 #: retry within milliseconds, unless it dies in between or the trial has used up its retries.
 RETRY_GRACE_SECONDS = 10.0
@@ -89,7 +92,8 @@ def fail_stale_trials(study: optuna.Study) -> None:
             continue
         if retry is not None:
             failed = copy.deepcopy(storage.get_trial(trial_id))
-            del failed.system_attrs[STALE_ATTR]  # the retry inherits the system attributes: not this one
+            for key in [STALE_ATTR, *(k for k in failed.system_attrs if k.startswith(CONSTRAINTS_PREFIX))]:
+                del failed.system_attrs[key]  # the retry inherits the system attributes: not these
             retry(study, failed)
 
 
@@ -101,7 +105,7 @@ def requeue(study: optuna.Study, trial_id: int, drop: tuple[str, ...] = ()) -> N
     study.add_trial(optuna.trial.create_trial(
         state=TrialState.WAITING, params=trial.params, distributions=trial.distributions,
         user_attrs={k: v for k, v in trial.user_attrs.items() if k not in drop},
-        system_attrs=trial.system_attrs))
+        system_attrs={k: v for k, v in trial.system_attrs.items() if not k.startswith(CONSTRAINTS_PREFIX)}))
 
 
 def is_retry(trial: FrozenTrial) -> bool:

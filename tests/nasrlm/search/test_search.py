@@ -990,9 +990,9 @@ def test_running_trials_are_pending_never_proposed_and_believed_when_picking(mon
     seen: list[int] = []
     real = module.greedy_ehvi
 
-    def spy(samples, observed, *args):
+    def spy(samples, observed, *args, **options):
         seen.append(len(observed))
-        return real(samples, observed, *args)
+        return real(samples, observed, *args, **options)
 
     monkeypatch.setattr(module, "greedy_ehvi", spy)
     sampler = tiny_sampler(seed=2, proposals_per_fit=1)  # a new round for every trial
@@ -1371,6 +1371,8 @@ def test_a_constraint_parses_says_how_far_it_is_missed_and_refuses_nonsense() ->
     at_most, at_least = Constraint.parse(" pixel3 <= 10 "), Constraint.parse("acc>=70.5")
     assert (at_most.quantity, at_most.operator, at_most.limit) == ("pixel3", "<=", 10.0)
     assert at_most.name == "pixel3<=10" and Constraint.parse(at_most.name) == at_most  # names round-trip
+    for limit in (10.0000001, 1234567.0, 2.5e-05):  # to the last digit: a resumed study's limit is the same
+        assert Constraint.parse(Constraint("lat", "<=", limit).name).limit == limit
     assert at_most.value(12.0) == 2.0 and at_most.value(9.0) == -1.0  # Optuna's: met at 0 or less
     assert at_least.value(71.5) == -1.0 and at_least.value(70.0) == 0.5
     for bad, says in (("pixel3<10", "expected NAME<=LIMIT"), ("pixel3<=fast", "'fast' is not a number"),
@@ -1425,3 +1427,10 @@ def test_constraints_no_architecture_of_the_table_meets_are_refused(tmp_path, mo
         search_job(SPACE, ["acc"], budget=5, out_dir=tmp_path / "run", sampler="random",
                    constraints=[Constraint.parse("lat<=1"), Constraint.parse("acc>=60")], progress=False)
     assert not (tmp_path / "run").exists()
+
+
+def test_a_constraint_on_a_latency_measured_live_measures_it_beside_the_objectives(tmp_path) -> None:
+    job = search_job(SPACE, ["params_m"], budget=2, out_dir=tmp_path / "run", sampler="random",
+                     constraints=[Constraint.parse("cpu-1t-b1<=1000")], progress=False, log=lambda line: None)
+    assert job.result.constraints == ["cpu-1t-b1<=1000"] and job.result.feasible.all()  # under a second
+    assert (job.result.limits < 0).all() and (tmp_path / "run" / "latency.db").is_file()
