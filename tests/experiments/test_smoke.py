@@ -108,8 +108,9 @@ def check_constraint_benchmark(out: str) -> None:
     assert [r[0] for r in rows] == ["rlm", "tpe"]
     for r in rows:
         for cell in r[1:3]:
-            regret, share = cell.split(" ± ")[0], cell.split("(")[1].rstrip("%)")
-            assert number(regret) >= 0 and within(number(share), 0, 100), r
+            share = cell.split("(")[1].split("%")[0]
+            assert within(number(share), 0, 100), r
+            assert cell.startswith("none found") or number(cell.split(" ± ")[0]) >= 0, r
     assert "architectures meet it; the best of them" in out
 
 
