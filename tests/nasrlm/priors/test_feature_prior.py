@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-from nasrlm.priors.feature_prior import KINDS, FeaturePrior, Forest, GaussianProcess, Ridge
+from nasrlm.priors.feature_prior import KINDS, FeaturePrior, Forest, Ridge
+from nasrlm.priors.gaussian_process import GaussianProcess
 
 
 def _data(n: int = 120, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -168,9 +169,9 @@ def test_the_gaussian_process_is_sure_near_its_rows_and_carries_its_line_past_th
 
 
 def test_a_gaussian_process_of_many_rows_fits_a_subset_and_predicts_the_rest(monkeypatch) -> None:
-    from nasrlm.priors import feature_prior
+    from nasrlm.priors import gaussian_process
 
-    monkeypatch.setattr(feature_prior, "GP_MAX_ROWS", 30)
+    monkeypatch.setattr(gaussian_process, "GP_MAX_ROWS", 30)
     x, y = _data(50)
     z = (y - y.mean()) / y.std()
     gp, held_out = GaussianProcess.fit_rows(x, z, seed=0)
