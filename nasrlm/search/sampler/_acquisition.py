@@ -23,8 +23,14 @@ def greedy_ehvi(samples: np.ndarray, observed: np.ndarray, reference: np.ndarray
     with its objectives. A draw that does not improves nothing: averaged over every draw, the improvement
     becomes that of the front of feasible trials (``observed``) times the chance of feasibility, as one
     model of both sees it. A pick is believed as :func:`believed` says; where nothing is expected to
-    improve, the likeliest to be feasible is picked.
+    improve, the likeliest to be feasible is picked. While no trial is feasible (``observed`` empty), every
+    pick is the likeliest to be feasible: a limit that few networks meet is found first, then improved on
+    (as Optuna's GP sampler does, which maximises the probability of feasibility alone until then).
     """
+    if feasible is not None and not len(observed):
+        chance = feasible.mean(axis=1)
+        order = rng.permutation(len(samples))  # ties in a random order
+        return [int(k) for k in order[np.argsort(-chance[order], kind="stable")][:count]]
     if feasible is not None:
         samples = np.where(feasible[..., None], samples, np.nan)
     trusted, medians = believed(samples, feasible)

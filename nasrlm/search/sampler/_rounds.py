@@ -139,6 +139,9 @@ class ProposalRounds:
         # the median of *all* trials tightens as the search improves until little can beat it
         reference = median_reference(observed[: self.n_startup_trials])
         observed = np.array([t.values for t in met], dtype=np.float64).reshape(len(met), m)
+        if self._constraints and len(observed):  # from the worst feasible trial: under a limit few networks
+            # meet, those that do mostly lie below a typical network, which nothing feasible would improve on
+            reference = np.where(maximize, observed.min(axis=0), observed.max(axis=0))
         meets = (samples[..., m:] <= 0).all(axis=-1) if self._constraints else None
         if pending:  # believed at the model's median, as the proposals are (see believed)
             drawn = self.predict_samples(pending, seed=seed, residual_weight=weights)

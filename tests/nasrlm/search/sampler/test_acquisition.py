@@ -67,3 +67,11 @@ def test_a_pick_likely_infeasible_is_not_believed_on_the_front() -> None:
     feasible[0] = True  # a sure pick is believed: its twin improves nothing, the likeliest feasible follows
     assert greedy_ehvi(samples, OBSERVED, REFERENCE, MAXIMIZE, 2, np.random.default_rng(0),
                        feasible=feasible) == [0, 2]
+
+
+def test_while_no_trial_is_feasible_the_likeliest_feasible_come_first_whatever_they_would_improve() -> None:
+    samples = certain((95.0, 4.0), (61.0, 9.9), (62.0, 9.9))  # the first would improve most
+    feasible = np.array([[True, False, False, False], [True, True, True, True], [True, True, False, False]])
+    picked = greedy_ehvi(samples, np.zeros((0, 2)), REFERENCE, MAXIMIZE, 3, np.random.default_rng(0),
+                         feasible=feasible)
+    assert picked == [1, 2, 0]
