@@ -428,6 +428,7 @@ def test_label_options_reach_the_label_cache(argv, variable, value, tmp_path: Pa
 
     class Recording:  # a model that records what the command set before it predicts
         predicts = ("acc",)
+        prior_part = None  # no prior: no inputs to read
 
         def to(self, device):
             return self
