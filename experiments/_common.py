@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import platform
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -68,3 +69,19 @@ def machine() -> str:
     kernels = sorted({f"{i.get('internal_api', '?')} {i.get('architecture', '?')}" for i in threadpool_info()
                       if i.get("user_api") == "blas"})  # numpy's and scipy's libraries, once each
     return f"{platform.processor() or platform.machine()}, {' / '.join(kernels) or 'unknown BLAS'} kernels"
+
+
+def timed_search(space: SearchSpace, evaluator: Any, sampler: str, seed: int, budget: int, rlm_options: str
+                 ) -> tuple[Any, float]:
+    """One study of ``sampler`` seeded ``seed`` (``rlm_options``, JSON, are the RLM sampler's), ``budget``
+    evaluations in memory, as the benchmarks run each: its :class:`~nasrlm.search.SearchResult`, seconds."""
+    import json
+    import time
+
+    from nasrlm.search import make_sampler, run_search
+
+    start = time.perf_counter()
+    options = json.loads(rlm_options) if sampler == "rlm" else None
+    result = run_search(space, evaluator, make_sampler(sampler, space, seed, options=options), budget=budget,
+                        label=sampler, study_name=f"{sampler}-{seed}", progress=False)
+    return result, time.perf_counter() - start

@@ -23,9 +23,9 @@ import time
 import numpy as np
 import optuna
 import torch
-from _common import SMOKE_RLM, machine
+from _common import SMOKE_RLM, machine, timed_search
 
-from nasrlm.search import ArchEvaluator, Constraint, make_sampler, restricted_to_table, run_search
+from nasrlm.search import ArchEvaluator, Constraint, restricted_to_table
 from search_spaces import get_space
 
 
@@ -69,12 +69,8 @@ def main() -> None:
     for sampler in a.samplers.split(","):
         regrets, shares, seconds = [], [], []
         for seed in (int(s) for s in a.seeds.split(",")):
-            start = time.perf_counter()
-            options = json.loads(a.rlm_options) if sampler == "rlm" else None
-            result = run_search(space, evaluator, make_sampler(sampler, space, seed, options=options),
-                                budget=a.budget, label=sampler, study_name=f"{sampler}-{seed}",
-                                progress=False)
-            seconds.append(time.perf_counter() - start)
+            result, took = timed_search(space, evaluator, sampler, seed, a.budget, a.rlm_options)
+            seconds.append(took)
             found = np.where(result.feasible, sign * result.values[:, 0], -np.inf)
             so_far = np.maximum.accumulate(found)
             regret = np.where(np.isfinite(so_far), best - so_far, np.nan)  # nothing feasible yet

@@ -25,17 +25,15 @@ import time
 import numpy as np
 import optuna
 import torch
-from _common import SMOKE_RLM, machine
+from _common import SMOKE_RLM, machine, timed_search
 
 from nasrlm.metrics import hypervolume
 from nasrlm.plots import hypervolume_plot_data, plot_hypervolume
 from nasrlm.search import (
     ArchEvaluator,
     Truth,
-    make_sampler,
     reference_point,
     restricted_to_table,
-    run_search,
     score,
 )
 from search_spaces import get_space
@@ -84,12 +82,8 @@ def main() -> None:
     for sampler in args.samplers.split(","):
         histories, recalls, seconds = [], [], []
         for seed in (int(s) for s in args.seeds.split(",")):
-            start = time.perf_counter()
-            options = json.loads(args.rlm_options) if sampler == "rlm" else None
-            result = run_search(space, evaluator, make_sampler(sampler, space, seed, options=options),
-                                budget=args.budget, label=sampler, study_name=f"{sampler}-{seed}",
-                                progress=False)
-            seconds.append(time.perf_counter() - start)
+            result, took = timed_search(space, evaluator, sampler, seed, args.budget, args.rlm_options)
+            seconds.append(took)
             s = score(result, reference, truth)
             histories.append(s.history)
             recalls.append(s.pareto_recall)

@@ -13,6 +13,7 @@ pip-installed fallbacks). The kinds mix freely: ``acc,cpu-1t-b1`` is the fresh-m
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
@@ -83,7 +84,7 @@ class ArchEvaluator:
             raise ValueError("a search needs at least one objective")
         if len(set(objectives)) != len(objectives):
             raise ValueError(f"objectives repeat: {objectives}")
-        repeated = [c for c in {c.name for c in constraints} if sum(d.name == c for d in constraints) > 1]
+        repeated = [name for name, n in Counter(c.name for c in constraints).items() if n > 1]
         if repeated:
             raise ValueError(f"constraint {repeated[0]} is given twice")
         names = list(dict.fromkeys([*objectives, *(c.quantity for c in constraints)]))

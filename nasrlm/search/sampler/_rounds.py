@@ -142,20 +142,23 @@ class ProposalRounds:
         if self._constraints and len(observed):  # from the worst feasible trial: under a limit few networks
             # meet, those that do mostly lie below a typical network, which nothing feasible would improve on
             reference = np.where(maximize, observed.min(axis=0), observed.max(axis=0))
-        meets = (samples[..., m:] <= 0).all(axis=-1) if self._constraints else None
         if pending:  # believed at the model's median, as the proposals are (see believed)
-            drawn = self.predict_samples(pending, seed=seed, residual_weight=weights)
-            trusted, medians = believed(drawn[..., :m], (drawn[..., m:] <= 0).all(axis=-1)
-                                        if self._constraints else None)
+            running = self.predict_samples(pending, seed=seed, residual_weight=weights)
+            trusted, medians = believed(*self._feasible_draws(running, m))
             observed = np.vstack([observed, medians[trusted]])
-        picked = greedy_ehvi(samples[..., :m], observed, reference, maximize, count, self._rng,
-                             feasible=meets)
+        drawn, meets = self._feasible_draws(samples, m)
+        picked = greedy_ehvi(drawn, observed, reference, maximize, count, self._rng, feasible=meets)
         chosen = [candidates[ids[k]] for k in picked]
         predictor = self._surrogate.predictor
         if not (p.weigh_residual and predictor is not None and predictor.prior_part is not None):
             return [(params, None) for params in chosen]
         raw = np.median(self.predict_samples([ids[k] for k in picked], seed=seed), axis=1)  # unweighted
         return [(params, [float(v) for v in row[:m]]) for params, row in zip(chosen, raw, strict=True)]
+
+    def _feasible_draws(self, samples: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray | None]:
+        """The model's ``samples`` (candidates, samples, ``m`` objectives then the constraints) as the
+        objectives' draws and whether each draw meets every constraint (``None`` without constraints)."""
+        return samples[..., :m], (samples[..., m:] <= 0).all(axis=-1) if self._constraints else None
 
     def _draw_pool(self, search_space: dict[str, BaseDistribution]) -> None:
         """The candidate pool's parameters, drawn once (by the first fit, or a start-up chosen from it)."""
