@@ -14,7 +14,7 @@ import time
 import uuid
 import warnings
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
@@ -132,7 +132,7 @@ class SearchStopped(NasrlmError, RuntimeError):
 def run_search(space: SearchSpace, evaluator: ArchEvaluator, sampler: optuna.samplers.BaseSampler, *,
                budget: int, label: str = "", storage: str | None = None, study_name: str = "nasrlm",
                progress: bool = True, max_failures: int | None = None,
-               workers: WorkerSettings | None = None,
+               workers: WorkerSettings | None = None, enqueue: Sequence[dict[str, Any]] = (),
                log: Callable[[str], None] = lambda line: None) -> SearchResult:
     """Search until the study holds ``budget`` completed evaluations (resuming an existing study).
 
@@ -155,11 +155,18 @@ def run_search(space: SearchSpace, evaluator: ArchEvaluator, sampler: optuna.sam
     with the id in its user attribute :data:`DUPLICATE_ATTR`, and does not count either: a resumed
     study whose sampler replays its random stream, or two workers that draw the same cell, never
     evaluate it twice.
+
+    ``enqueue``: parameters of trials to evaluate first in a new study (one without trials), as an Optuna user
+    warm-starts a sampler that reads no earlier study (``study.enqueue_trial``; see
+    :func:`~nasrlm.search.earlier_front`).
     """
     if budget < 1:
         raise ValueError(f"budget must be positive, got {budget}")
     workers = workers or WorkerSettings()
     study = _open_study(storage, study_name, sampler, evaluator, workers, log)
+    if enqueue and not study.get_trials(deepcopy=False):
+        for params in enqueue:
+            study.enqueue_trial(params, skip_if_exists=True)
 
     def objective(trial: optuna.Trial) -> list[float]:
         arch_id = space.arch_id(space.suggest(trial))

@@ -20,10 +20,7 @@ from optuna.trial import TrialState
 from nasrlm.data import BenchmarkTable, Objective
 from nasrlm.errors import NasrlmError
 from nasrlm.search._run import CONSTRAINTS_ATTR, SearchResult
-
-#: A table's column that orders its rows as they were evaluated (``pareto.csv`` has it): with it, a table has
-#: a hypervolume curve.
-EVALUATION_COLUMN = "evaluation"
+from nasrlm.search.sampler._warm_start import EVALUATION_COLUMN  # with it, a table has a hypervolume curve
 
 
 class SourceError(NasrlmError, ValueError):

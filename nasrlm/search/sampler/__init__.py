@@ -6,7 +6,8 @@ model of the objectives (``_surrogate``: ``RLMSurrogate``, ``PriorSurrogate``), 
 (``ProposalSettings`` in ``_proposals``, ``FitSettings`` in ``_surrogate``, ``CandidateSettings`` in
 ``_candidates``) and their flat names (``_options``); the start-up trials (``_numbered_draws``,
 ``_startup``), the space's parameters as Optuna sees them (``_space_params``), what it keeps of each
-architecture (``_arch_cache``), what it reads of a study (``_study``), and its bookkeeping for workers
+architecture (``_arch_cache``), what it reads of a study (``_study``) and of earlier ones
+(``_warm_start``), and its bookkeeping for workers
 sharing a study (``_coordination``, on :mod:`nasrlm.search.workers`).
 """
 
@@ -24,6 +25,7 @@ from nasrlm.search.sampler._surrogate import (
     PriorSurrogate,
     RLMSurrogate,
 )
+from nasrlm.search.sampler._warm_start import WarmStartError, earlier_front
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -39,8 +41,10 @@ __all__ = [
     "RLMSampler",
     "RLMSurrogate",
     "SpaceMismatchError",
+    "WarmStartError",
     "candidate_params",
     "draw_params",
+    "earlier_front",
     "greedy_ehvi",
     "option_hints",
     "sampler_keywords",

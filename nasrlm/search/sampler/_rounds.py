@@ -36,9 +36,11 @@ from nasrlm.search.sampler._study import (
     feasible,
     front_params,
     least_violating,
+    objective_names,
     objectives,
 )
 from nasrlm.search.sampler._surrogate import FitSettings, PriorSurrogate, RLMSurrogate
+from nasrlm.search.sampler._warm_start import EvidenceInputs, WarmSource, WarmStart
 
 #: Evaluated proposals of the model needed before its residual's weight is estimated from them.
 MIN_CHECKED_PROPOSALS = 5
@@ -70,6 +72,9 @@ class ProposalRounds:
     _pool_params: list[dict[str, Any]]
     _warned: set[str]
     _constraints: tuple[str, ...]
+    _warm_sources: tuple[WarmSource, ...]
+    _warm: WarmStart | None
+    _evidence: EvidenceInputs | None
 
     # --- one round ---------------------------------------------------------------------------------
     def _fit(self, study: Study, complete: Sequence[FrozenTrial],
@@ -82,10 +87,16 @@ class ProposalRounds:
             rows.setdefault(self.arch_id_of(t.params), [*t.values, *limits])
         buildable = set(self._buildable(list(rows)))  # a table may hold values of one the space cannot build
         rows = {arch_id: values for arch_id, values in rows.items() if arch_id in buildable}
+        trials = len(rows)  # what counts: the study's own evaluations
+        warm = self._warm_start(study)
+        if warm is not None:  # what the sources know of the objectives, where the study has not measured it
+            for arch_id, values in warm.rows(objective_names(study), len(names)).items():
+                rows.setdefault(arch_id, values)
         if self._surrogate is None:
             self._draw_pool(search_space)
-            self.log(f"first model fit, on {len(rows)} evaluations: describing {len(self._pool_params):,} "
-                     f"candidates and preparing the model (the slowest fit)")
+            known = f" and {len(rows) - trials} known from the warm start" if len(rows) > trials else ""
+            self.log(f"first model fit, on {trials} evaluations{known}: describing "
+                     f"{len(self._pool_params):,} candidates and preparing the model (the slowest fit)")
         if names != self._constraints:
             if self._surrogate is not None:  # its columns are fixed: a new one is made
                 self.log(f"the trials now set the constraints {', '.join(names) or 'none'}: a new model")
@@ -94,21 +105,36 @@ class ProposalRounds:
         # decided before a model is made: a study resumed past prior_alone_after trains none
         p = self.proposal_settings
         prior_alone = p.surrogate == "prior" or (
-            p.prior_alone_after is not None and len(rows) >= p.prior_alone_after
+            p.prior_alone_after is not None and trials >= p.prior_alone_after
             and p.prior not in (None, "line"))
         if prior_alone and not isinstance(self._surrogate, PriorSurrogate):
             if self._surrogate is not None:
-                self.log(f"from {len(rows)} evaluations on, the prior alone predicts (prior_alone_after)")
-            self._surrogate = PriorSurrogate(self.cache, learned, prior=p.prior, seed=self._seed)
+                self.log(f"from {trials} evaluations on, the prior alone predicts (prior_alone_after)")
+            self._surrogate = PriorSurrogate(self.cache, learned, prior=p.prior, seed=self._seed,
+                                             evidence=self._evidence)
         elif self._surrogate is None:
             self._surrogate = RLMSurrogate(
                 self.cache, learned, prior=p.prior, settings=self.fit_settings, base=self.base,
-                device=self.device, seed=self._seed, progress=self.progress, log=self.log)
+                device=self.device, seed=self._seed, progress=self.progress, log=self.log,
+                evidence=self._evidence)
             self._surrogate.start(self.candidate_pool)
         self._surrogate.fit(list(rows), np.array(list(rows.values()), dtype=np.float64))
         self._fits += 1
         if self.on_fit is not None:
-            self.on_fit(len(rows), time.perf_counter() - start)
+            self.on_fit(trials, time.perf_counter() - start)
+
+    def _warm_start(self, study: Study) -> WarmStart | None:
+        """The warm start's sources read against the study's objectives, once (each line of what was read
+        logged), and their evidence as the prior's inputs; ``None`` without sources."""
+        if not self._warm_sources:
+            return None
+        if self._warm is None:
+            warm = WarmStart.of(self._warm_sources, objective_names(study))
+            self._warm = warm.only(self._buildable(list(warm.arch_ids)))
+            for line in self._warm.describe():
+                self.log(line)
+            self._evidence = EvidenceInputs(self._warm, self.cache.labels_of, self._seed)
+        return self._warm
 
     def _propose(self, study: Study, complete: Sequence[FrozenTrial],
                  search_space: dict[str, BaseDistribution], evaluated: set[str],
@@ -138,6 +164,9 @@ class ProposalRounds:
         # (the convention hypervolume is reported with): a nadir would chase the front's far ends, and
         # the median of *all* trials tightens as the search improves until little can beat it
         reference = median_reference(observed[: self.n_startup_trials])
+        drawn, meets = self._feasible_draws(samples, m)
+        if self._warm_sources:  # its start-up trials are an earlier front, no typical architecture: the
+            reference = median_reference(np.median(drawn, axis=1))  # candidates' predicted medians are
         observed = np.array([t.values for t in met], dtype=np.float64).reshape(len(met), m)
         if self._constraints and len(observed):  # from the worst feasible trial: under a limit few networks
             # meet, those that do mostly lie below a typical network, which nothing feasible would improve on
@@ -146,7 +175,6 @@ class ProposalRounds:
             running = self.predict_samples(pending, seed=seed, residual_weight=weights)
             trusted, medians = believed(*self._feasible_draws(running, m))
             observed = np.vstack([observed, medians[trusted]])
-        drawn, meets = self._feasible_draws(samples, m)
         picked = greedy_ehvi(drawn, observed, reference, maximize, count, self._rng, feasible=meets)
         chosen = [candidates[ids[k]] for k in picked]
         predictor = self._surrogate.predictor

@@ -47,6 +47,7 @@ from nasrlm.search.sampler._space_params import SpaceParams
 from nasrlm.search.sampler._startup import STARTUPS, startup_picks, startup_transfer
 from nasrlm.search.sampler._study import PREDICTED_USER_ATTR, completed, front_params, objectives
 from nasrlm.search.sampler._surrogate import DEFAULT_MODEL, FitSettings, PriorSurrogate, RLMSurrogate
+from nasrlm.search.sampler._warm_start import EvidenceInputs, Source, WarmStart, read_source
 from search_spaces import SearchSpace
 
 _logger = logging.getLogger("nasrlm.search")
@@ -99,6 +100,14 @@ class RLMSampler(ProposalRounds, BaseSampler):
         fit: how the model trains, and its size (:class:`~nasrlm.search.FitSettings`).
         candidates: how many candidates each round scores, and how the front is mutated
             (:class:`~nasrlm.search.CandidateSettings`).
+        warm_start: what is known already (:mod:`~nasrlm.search.sampler._warm_start`): earlier studies
+            that name their objectives (``study.set_metric_names``; any sampler, any tool), pandas
+            DataFrames or CSV paths (``arch_id`` and a column per quantity, as ``nasrlm data`` writes
+            them), all of this space. A column named as one of the study's objectives is known: the model
+            trains on it from the first fit; any other (another device's latency, another dataset's
+            accuracy) is evidence its prior reads. The start-up trials after the first are the sources'
+            fronts. Only the study's own evaluations count toward its budget and front. Read at once: a
+            source that cannot be read raises :class:`~nasrlm.search.sampler.WarmStartError` naming it.
 
     One fit proposes ``proposals_per_fit`` architectures for each worker of the study (less those still
     waiting): the first is the trial that asked, the others wait in the study (``study.enqueue_trial``) for
@@ -123,7 +132,7 @@ class RLMSampler(ProposalRounds, BaseSampler):
                  label_cache: str | os.PathLike[str] | None = None,
                  independent_sampler: BaseSampler | None = None, progress: bool = False,
                  proposals: ProposalSettings | None = None, fit: FitSettings | None = None,
-                 candidates: CandidateSettings | None = None) -> None:
+                 candidates: CandidateSettings | None = None, warm_start: Sequence[Source] = ()) -> None:
         proposals, fit = proposals or ProposalSettings(), fit or FitSettings()
         if n_startup_trials < 2:
             raise ValueError("n_startup_trials must be at least 2 (the model needs two examples)")
@@ -160,6 +169,11 @@ class RLMSampler(ProposalRounds, BaseSampler):
         self._warned: set[str] = set()  # architectures the space failed to build, said once
         self._said_no_space = False  # whether it warned of trials that draw none of the space's parameters
         self._constraints: tuple[str, ...] = ()  # those the trials set (trial.set_constraint), modelled too
+        if isinstance(warm_start, (str, os.PathLike)) or not isinstance(warm_start, Sequence):
+            warm_start = [warm_start]  # one source given alone
+        self._warm_sources = tuple(read_source(s, space, self.arch_id_of) for s in warm_start)
+        self._warm: WarmStart | None = None  # the sources read against the study's objectives (first fit)
+        self._evidence: EvidenceInputs | None = None  # what the prior reads of the sources' other columns
         #: the residual weights the latest proposals were scored with (``None``: unweighted)
         self.last_residual_weights: dict[str, float] | None = None
         #: called after each refit with (completed trials used, seconds); the CLI's progress hook
@@ -260,11 +274,13 @@ class RLMSampler(ProposalRounds, BaseSampler):
         """``{}`` (a random draw), or with ``startup="transfer"``, once, the first of the start-up trials
         still to run that the transfer forest picks (the others handed out as proposals are). Not at the
         study's first trial, which has no search space yet (see :class:`SpaceParams`): from its second."""
-        if self.startup == "random" or self._startup_asked:
+        if (self.startup == "random" and not self._warm_sources) or self._startup_asked:
             return {}
         self._startup_asked = True
         others = study.get_trials(deepcopy=False)
         count = self.n_startup_trials - sum(t.number != trial.number for t in others)
+        if self._warm_sources:
+            return self._warm_startup(study, trial, search_space, count)
         forests = self.base if self.base is not None else SHIPPED  # from scratch: the shipped base's forests
         transfer = startup_transfer(forests, self.space.name, objectives(study)) if count > 0 else None
         if transfer is None:
@@ -281,6 +297,24 @@ class RLMSampler(ProposalRounds, BaseSampler):
         self.log(f"start-up: {len(picks)} of {len(pool):,} candidates, one per stratum of MACs, each the "
                  f"best that {transfer.sources[0].space}'s accuracy forest ranks")
         return self._workers.hand_out(study, trial, [(params[pool[k]], None) for k in picks])
+
+    def _warm_startup(self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution],
+                      count: int) -> dict[str, Any]:
+        """The first of ``count`` start-up trials spread along the warm start's fronts (the others handed
+        out as proposals are): the earlier study's best networks, measured first for the new objectives.
+        Fewer where the fronts are smaller: the rest are random draws."""
+        warm = self._warm_start(study)
+        taken = {self.arch_id_of(t.params) for t in study.get_trials(deepcopy=False) if t.params}
+        picks = []
+        for params in warm.front_params(count, self._params_of):
+            params = {k: v for k, v in params.items() if k in search_space}
+            if self.arch_id_of(params) not in taken and len(picks) < count:
+                picks.append((params, None))
+        self.log(f"start-up: {len(picks)} of the warm start's front first")
+        return self._workers.hand_out(study, trial, picks)
+
+    def _params_of(self, arch_id: str) -> dict[str, Any]:
+        return self.space.params_of(self.space.parse(arch_id))
 
     def _front_mutant(self, study: Study, trial: FrozenTrial, complete: Sequence[FrozenTrial],
                       search_space: dict[str, BaseDistribution]) -> dict[str, Any]:

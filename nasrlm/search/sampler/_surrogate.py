@@ -24,6 +24,7 @@ from nasrlm.priors.feature_prior import KINDS, FeaturePrior
 from nasrlm.priors.prior import residual_weight
 from nasrlm.rlm.recipes import REFIT, SIZES, TrainConfig
 from nasrlm.search.sampler._arch_cache import FREE_NAMES, ArchCache
+from nasrlm.search.sampler._warm_start import EvidenceInputs
 
 #: Appended to the model's tag of a study objective named like a free label (``params_m``), which the
 #: decoder is given already: the two stay apart.
@@ -124,13 +125,17 @@ class RLMSurrogate:
         seed: seeds the tokenizer, the initial weights and every refit (with the round number).
         progress: progress bars while it trains and samples.
         log: called with a line before each long step.
+        evidence: what earlier studies measured of other quantities, which the prior reads beside the graph
+            labels (a warm start's :class:`~nasrlm.search.sampler._warm_start.EvidenceInputs`).
     """
 
     def __init__(self, cache: ArchCache, objectives: Sequence[Objective], *, prior: str | None,
                  settings: FitSettings, base: str | None = None,
                  device: str = "cpu", seed: int = 0, progress: bool = False,
-                 log: Callable[[str], None] = lambda line: None) -> None:
+                 log: Callable[[str], None] = lambda line: None,
+                 evidence: EvidenceInputs | None = None) -> None:
         self.cache = cache
+        self.evidence = evidence
         # an objective named like a free label (NB101's published params_m) is the study's own column,
         # decoded under its own tag after the free labels; the prior can still read the free label
         self.objectives = tuple(replace(o, name=o.name + OWN_TAG_SUFFIX) if o.name in FREE_NAMES else o
@@ -216,7 +221,7 @@ class RLMSurrogate:
         if self._base_predictor is not None:  # every refit starts from the base, not from the latest round
             self._predictor = copy.deepcopy(self._base_predictor).to(self.device)
         s = self.settings
-        free, graph = self.cache.split(self.cache.labels_of(arch_ids))
+        free, graph = self._labels(arch_ids)
         values = np.hstack([np.column_stack(list(free.values())), targets])
         recipe = replace(REFIT, steps=s.fit_steps, learning_rate=s.learning_rate,
                          warmup_fraction=s.warmup_fraction)
@@ -248,13 +253,22 @@ class RLMSurrogate:
         if residual_weight is None:
             part = self._predictor.prior_part
             residual_weight = dict.fromkeys(part.objectives if part is not None else (), 1.0)
-        given, graph = self.cache.split(self.cache.labels_of(arch_ids))  # describes new ones in one batch
+        given, graph = self._labels(arch_ids)  # describes new ones in one batch
         with model_threads():
             return self._predictor.sample(self.cache.texts_of(arch_ids), self.objective_names, given=given,
                                           features=graph, batch_size=64, seed=seed, temperature=temperature,
                                           residual_weight=residual_weight, num_samples=num_samples,
                                           residual_spread=self._spread(spread, {**given, **graph}),
                                           progress=self.progress)
+
+    def _labels(self, arch_ids: Sequence[str]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """The free labels the decoder is given, and what else the prior reads: the graph labels and the
+        warm start's evidence (:class:`~nasrlm.search.sampler._warm_start.EvidenceInputs`)."""
+        labels = self.cache.labels_of(arch_ids)
+        free, graph = self.cache.split(labels)
+        if self.evidence is not None:
+            graph.update(self.evidence.of(arch_ids, labels))
+        return free, graph
 
     def _spread(self, spread: str, labels: dict[str, np.ndarray]) -> dict[str, Any] | None:
         """``residual_spread`` of :meth:`RLMPredictor.sample` for a ``spread`` of :meth:`sample`."""
@@ -279,7 +293,8 @@ class RLMSurrogate:
         if part is None:
             return None
         prior = part.prior
-        labels = self.cache.labels_of(arch_ids)  # the prior's inputs: free labels, then any graph labels
+        free, graph = self._labels(arch_ids)
+        labels = np.column_stack([{**free, **graph}[name] for name in part.inputs])  # the prior's inputs
         came, said = prior.residuals(labels, actual), prior.residuals(labels, predicted)
         return {name: residual_weight(said[:, k], came[:, k])
                 for k, name in enumerate(part.objectives)}
@@ -299,16 +314,18 @@ class PriorSurrogate:
         objectives: the study's objectives, in its order.
         prior: a feature prior's kind (:data:`~nasrlm.priors.feature_prior.KINDS`).
         seed: seeds the forests (with the round number) and the samples.
+        evidence: a warm start's evidence, read beside the labels (as :class:`RLMSurrogate` reads it).
     """
 
     def __init__(self, cache: ArchCache, objectives: Sequence[Objective], *, prior: str,
-                 seed: int = 0) -> None:
+                 seed: int = 0, evidence: EvidenceInputs | None = None) -> None:
         if prior not in KINDS:
             raise ValueError(f"the prior surrogate needs a feature prior ({', '.join(KINDS)}), got {prior!r}")
         self.cache = cache
         self.objectives = tuple(objectives)
         self.prior = prior
         self.seed = seed
+        self.evidence = evidence
         #: refits so far
         self.rounds = 0
         self._prior: FeaturePrior | None = None
@@ -324,7 +341,7 @@ class PriorSurrogate:
 
     def fit(self, arch_ids: Sequence[str], targets: np.ndarray) -> None:
         """Refit the prior on the trials (``targets`` in the study's order) and note its out-of-bag error."""
-        x = self.cache.labels_of(arch_ids)
+        x = self._inputs(arch_ids)
         self._prior, held_out = FeaturePrior.fit(x, targets, kind=self.prior, seed=self.seed + self.rounds)
         # a constraint a trial did not set is NaN there: its column's error is that of the others
         self._errors = np.sqrt(np.nanmean((self._prior.scores(targets) - held_out) ** 2, axis=0))
@@ -338,7 +355,7 @@ class PriorSurrogate:
         model's residual: unused."""
         if self._prior is None:
             raise RuntimeError("the sampler has not fitted its prior yet")
-        x = self.cache.labels_of(arch_ids)
+        x = self._inputs(arch_ids)
         scale = np.broadcast_to(self._errors, (len(x), len(self.objectives)))
         if spread == "trees":
             scale = scaled_by_trees(self._errors, self._prior.disagreement(x))
@@ -346,6 +363,13 @@ class PriorSurrogate:
         # every candidate sit alike around it and the proposals stop exploring (experiments/README.md)
         scatter = np.random.default_rng(seed).normal(size=(len(x), num_samples, len(self.objectives)))
         return self._prior.values(x, scatter * scale[:, None, :])
+
+    def _inputs(self, arch_ids: Sequence[str]) -> np.ndarray:
+        """The prior's inputs: the labels, then any evidence."""
+        labels = self.cache.labels_of(arch_ids)
+        if self.evidence is None or not self.evidence.names:
+            return labels
+        return np.column_stack([labels, *self.evidence.of(arch_ids, labels).values()])
 
     def residual_weights(self, arch_ids: Sequence[str], actual: np.ndarray,
                          predicted: np.ndarray) -> dict[str, float] | None:
