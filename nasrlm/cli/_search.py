@@ -48,6 +48,14 @@ class Search(Command):
                        help="search only among architectures that meet it, e.g. 'pixel3<=10' or 'acc>=70' "
                             "(repeatable; any name 'nasrlm objectives' lists, an objective or not, in its "
                             "unit): the best network under a latency budget")
+        p.add_argument("--warm-start", action="append", default=[], metavar="SOURCE",
+                       help="start from what is known: an Optuna storage URL (every study it holds that "
+                            "names its objectives; any sampler, any tool) or a CSV table ('nasrlm data', a "
+                            "search's pareto.csv); repeatable. A column named as an objective is known, "
+                            "any other is evidence the model reads; --compare's samplers get the earlier "
+                            "front enqueued first")
+        p.add_argument("--warm-start-study", action="append", default=[], metavar="NAME",
+                       help="read only these studies of the --warm-start storages (repeatable)")
         p.add_argument("--sampler", choices=list(SAMPLERS), default="rlm",
                        help="default rlm; tpe-mv: multivariate TPE; gp: Optuna's Gaussian-process sampler")
         p.add_argument("--compare", metavar="NAMES", help="also run these samplers, e.g. random,nsga2,tpe")
@@ -128,6 +136,7 @@ class Search(Command):
         if args.device != "cpu" and args.sampler == "rlm":
             options["device"] = _device(args.device)
         _check_sampler(args.sampler, space, args.seed, options)
+        warm_start = _warm_start(args.warm_start, args.warm_start_study, space, names)
         training = _training(args, names)
         out = Path(args.out or f"runs/{space.name}-{args.sampler}-seed{args.seed}")
         _check_output_dir(out, "--out")
@@ -146,12 +155,29 @@ class Search(Command):
                              seed=args.seed, storage=storage, study_name=args.study_name, data_dir=data_dir,
                              db=args.db, compare=compare, sampler_options=options, workers=args.workers,
                              threads=args.threads, progress=not args.quiet,
-                             command=_shown_command(sys.argv[1:]), training=training, constraints=constraints)
+                             command=_shown_command(sys.argv[1:]), training=training, constraints=constraints,
+                             warm_start=warm_start)
         except KeyboardInterrupt:
             raise Interrupted(_what_was_kept(kept, study_name)) from None
         for line in summary(job):
             print(line)
         return 0
+
+
+def _warm_start(sources: Sequence[str], studies: Sequence[str], space: Any, names: Sequence[str]
+                ) -> list[Any]:
+    """``--warm-start``'s studies and tables, each read once here: a missing file, an unknown study, unnamed
+    objectives or another space's table is a one-line error before the search starts."""
+    from nasrlm.search import WarmStartError, read_warm_start, warm_start_sources
+
+    if studies and not sources:
+        raise CliError("--warm-start-study needs --warm-start naming the storage that holds it")
+    warm = warm_start_sources(sources, studies)
+    try:
+        read_warm_start(warm, space, names)
+    except WarmStartError as error:
+        raise CliError(f"--warm-start: {error}") from None
+    return warm
 
 
 def _constraints(given: Sequence[str]) -> list[Any]:

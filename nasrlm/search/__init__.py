@@ -18,6 +18,7 @@ from nasrlm.search._job import (
     restricted_to_table,
     search_job,
     summary,
+    warm_enqueued,
     worker_seed,
 )
 from nasrlm.search._report import (
@@ -39,7 +40,7 @@ from nasrlm.search._run import (
     open_study,
     run_search,
 )
-from nasrlm.search._sources import EVALUATION_COLUMN, SourceError, read_sources
+from nasrlm.search._sources import EVALUATION_COLUMN, SourceError, read_sources, warm_start_sources
 from nasrlm.search._training import TRAINED, NetworkTrainer, Training
 from nasrlm.search.sampler import (
     DEFAULT_MODEL,
@@ -58,6 +59,7 @@ from nasrlm.search.sampler import (
     draw_params,
     earlier_front,
     greedy_ehvi,
+    read_warm_start,
     sampler_keywords,
 )
 from nasrlm.search.workers import STALE_ATTR, WorkerSettings, place_of
@@ -80,6 +82,7 @@ __all__ = [
     "make_sampler",
     "restricted_to_table",
     "search_job",
+    "warm_enqueued",
     "summary",
     "worker_seed",
     "place_of",
@@ -88,6 +91,8 @@ __all__ = [
     "EVALUATION_COLUMN",
     "SourceError",
     "read_sources",
+    "read_warm_start",
+    "warm_start_sources",
     "Constraint",
     "UnmeetableConstraintError",
     "CandidateSettings",

@@ -24,7 +24,8 @@ from nasrlm.search._evaluate import ArchEvaluator
 from nasrlm.search._report import PredictedFront, Truth, predicted_front, reference_point, score, write_report
 from nasrlm.search._run import SearchResult, SearchStopped, run_search
 from nasrlm.search._training import TRAINED, NetworkTrainer, Training
-from nasrlm.search.sampler import RLMSampler, sampler_keywords
+from nasrlm.search.sampler import RLMSampler, earlier_front, read_warm_start, sampler_keywords
+from nasrlm.search.sampler._warm_start import Source
 from search_spaces import SearchSpace, SubsetSpace
 
 SamplerFactory = Callable[[SearchSpace, int, bool], optuna.samplers.BaseSampler]
@@ -52,16 +53,26 @@ def worker_seed(sampler: str, seed: int, worker: int) -> int:
 
 
 def make_sampler(name: str, space: SearchSpace, seed: int, *, progress: bool = False,
-                 options: dict[str, Any] | None = None) -> optuna.samplers.BaseSampler:
+                 options: dict[str, Any] | None = None, warm_start: Sequence[Source] = ()
+                 ) -> optuna.samplers.BaseSampler:
     """The sampler ``name``; ``options`` are :class:`RLMSampler`'s flat options by name (``rlm`` only; see
-    :func:`~nasrlm.search.sampler_keywords`)."""
+    :func:`~nasrlm.search.sampler_keywords`), and so is ``warm_start`` (Optuna's samplers read no earlier
+    study: :func:`warm_enqueued` gives them its front the way Optuna users do)."""
     if name not in SAMPLERS:
         raise ValueError(f"unknown sampler {name!r}; choose from {', '.join(SAMPLERS)}")
-    if not options:
+    if not options and not warm_start:
         return SAMPLERS[name](space, seed, progress)
     if name != "rlm":
-        raise ValueError(f"sampler options apply to the rlm sampler, not {name!r}")
-    return RLMSampler(space, seed=seed, progress=progress, **sampler_keywords(options))
+        raise ValueError(f"sampler options and warm starts apply to the rlm sampler, not {name!r}")
+    return RLMSampler(space, seed=seed, progress=progress, warm_start=warm_start,
+                      **sampler_keywords(options or {}))
+
+
+def warm_enqueued(name: str, space: SearchSpace, warm_start: Sequence[Source]) -> list[dict[str, Any]]:
+    """What a study searched with sampler ``name`` evaluates first, warm-started from ``warm_start``: nothing
+    for ``rlm``, which reads the sources itself; for Optuna's samplers, the sources' fronts
+    (:func:`~nasrlm.search.earlier_front`), as an Optuna user enqueues them."""
+    return [] if name == "rlm" or not warm_start else earlier_front(warm_start, space)
 
 
 @dataclass
@@ -79,6 +90,7 @@ def search_job(space: SearchSpace, objectives: Sequence[str], *, budget: int, ou
                compare: Sequence[str] = (), sampler_options: dict[str, Any] | None = None,
                workers: int = 1, threads: int | None = None, progress: bool = True, command: str = "",
                training: Training | None = None, constraints: Sequence[Constraint] = (),
+               warm_start: Sequence[Source] = (),
                log: Callable[[str], None] = lambda line: tqdm.write(line, file=sys.stderr)) -> JobOutput:
     """Search ``space`` for ``objectives`` with ``budget`` evaluations and write the report to ``out_dir``.
 
@@ -100,12 +112,17 @@ def search_job(space: SearchSpace, objectives: Sequence[str], *, budget: int, ou
     (``trial.set_constraint``), so the baselines of ``compare`` search under them too; the report is of
     the evaluations that meet them. Where a table covers the space and none of its architectures meets
     them, :class:`~nasrlm.search.UnmeetableConstraintError`.
+
+    ``warm_start``: earlier studies and tables (:class:`RLMSampler`'s ``warm_start``) that the ``rlm`` sampler
+    reads, and whose fronts Optuna's samplers (the main one, those of ``compare``) evaluate first
+    (:func:`warm_enqueued`); the report says what was read and how the first evaluations used it.
     """
     if workers < 1:
         raise ValueError(f"workers must be 1 or more, got {workers}")
     if workers > 1 and storage is not None and ":memory:" in storage:
         raise ValueError(f"--storage {storage}: several workers need a storage they share (a file, a server)")
-    make_sampler(sampler, space, seed, options=sampler_options)  # a bad name or option fails before any file
+    make_sampler(sampler, space, seed, options=sampler_options,  # a bad name, option or source fails
+                 warm_start=warm_start if sampler == "rlm" else ())  # before any file
     out = Path(out_dir)
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
@@ -132,7 +149,11 @@ def search_job(space: SearchSpace, objectives: Sequence[str], *, budget: int, ou
         for c in evaluator.constraints:
             log(f"  {c.name:<16} constraint (each trial's trial.set_constraint)")
         space, evaluator = restricted_to_table(space, evaluator, log)
-        main = make_sampler(sampler, space, seed, progress=False, options=sampler_options)
+        warm = read_warm_start(warm_start, space, evaluator.names) if warm_start else None
+        for line in warm.describe() if warm is not None else ():
+            log(f"  {line}")
+        main = make_sampler(sampler, space, seed, progress=False, options=sampler_options,
+                            warm_start=warm_start if sampler == "rlm" else ())
         if isinstance(main, RLMSampler) and progress:
             main.on_fit = lambda n, seconds: log(f"  model trained on {n} evaluations in {seconds:.1f} s")
             main.log = lambda line: log(f"  {line}")
@@ -147,11 +168,12 @@ def search_job(space: SearchSpace, objectives: Sequence[str], *, budget: int, ou
             torch.set_num_threads(threads)
         helpers = [_Helper(space, list(objectives), budget, sampler, worker_seed(sampler, seed, k), storage,
                            study_name, data_dir, db or (out / "latency.db"), out, sampler_options, threads,
-                           training, list(constraints)).start(k)
+                           training, list(constraints), list(warm_start)).start(k)
                    for k in range(1, workers)]
         try:
             result = run_search(space, evaluator, main, budget=budget, label=sampler, storage=storage,
-                                study_name=study_name, progress=progress, log=log)
+                                study_name=study_name, progress=progress, log=log,
+                                enqueue=warm_enqueued(sampler, space, warm_start))
         except SearchStopped as stopped:  # a report of what was done, then the one-line stop
             if stopped.result is not None and len(stopped.result.arch_ids):
                 write_report(stopped.result, out, space=space.name, command=command)
@@ -168,9 +190,13 @@ def search_job(space: SearchSpace, objectives: Sequence[str], *, budget: int, ou
         for name in compare:
             if name == sampler:
                 continue
-            baselines.append(run_search(space, evaluator, make_sampler(name, space, seed), budget=budget,
-                                        label=name, study_name=f"{space.name}-{name}-seed{seed}",
-                                        progress=progress))
+            other = make_sampler(name, space, seed, warm_start=warm_start if name == "rlm" else ())
+            baselines.append(run_search(space, evaluator, other, budget=budget, label=name,
+                                        study_name=f"{space.name}-{name}-seed{seed}", progress=progress,
+                                        enqueue=warm_enqueued(name, space, warm_start)))
+        if warm is not None:
+            for r in (result, *baselines):
+                r.extra["warm_start"] = [*warm.describe(), warm.used(r.arch_ids)]
         truth = None
         known = evaluator.truth()
         if known is not None:
@@ -204,6 +230,7 @@ class _Helper:
     threads: int | None
     training: Training | None = None
     constraints: list[Constraint] = field(default_factory=list)
+    warm_start: list[Source] = field(default_factory=list)
     process: Any = None
 
     def start(self, k: int) -> _Helper:
@@ -228,9 +255,11 @@ class _Helper:
                                                 store=store, constraints=self.constraints,
                                                 trainer=_trainer(self.space, measured, self.training))
             space, evaluator = restricted_to_table(self.space, evaluator)
-            sampler = make_sampler(self.sampler, space, self.seed, options=self.sampler_options)
+            sampler = make_sampler(self.sampler, space, self.seed, options=self.sampler_options,
+                                   warm_start=self.warm_start if self.sampler == "rlm" else ())
             run_search(space, evaluator, sampler, budget=self.budget, label=self.sampler,
-                       storage=self.storage, study_name=self.study_name, progress=False)
+                       storage=self.storage, study_name=self.study_name, progress=False,
+                       enqueue=warm_enqueued(self.sampler, space, self.warm_start))
         except KeyboardInterrupt:  # ctrl-C reaches every worker: the main process says what was kept
             pass
         except Exception as error:  # one line, as the main process reports its own errors

@@ -259,6 +259,9 @@ def _markdown(result: SearchResult, front: np.ndarray, scores: dict[str, Scores]
                      f"{r:.4g} | {o.description} ({o.source}) |")
     where = "the whole space" if truth is not None else "everything evaluated (no table covers the space)"
     lines += ["", f"Reference point: median of each objective over {where}."]
+    warm = result.extra.get("warm_start")
+    if warm:  # what earlier studies and tables told the search, and how its first evaluations used it
+        lines += ["", "## Warm start", "", *(f"- {line.removeprefix('warm start: ')}" for line in warm)]
     constrained, single = bool(result.constraints), len(objectives) == 1
     if constrained:
         named = ", ".join(f"`{c}`" for c in result.constraints)

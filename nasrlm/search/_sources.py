@@ -52,17 +52,50 @@ def read_sources(sources: Sequence[str], studies: Sequence[str] = ()) -> list[Se
     return results
 
 
-def read_studies(url: str, names: Sequence[str] = ()) -> list[SearchResult]:
-    """The studies of the storage ``url`` (those of ``names`` it holds, or all); each must name its
-    objectives."""
+def warm_start_sources(sources: Sequence[str], studies: Sequence[str] = ()) -> list[optuna.Study | str]:
+    """What ``nasrlm search --warm-start`` names, as ``RLMSampler(warm_start=)`` takes it: every study of each
+    storage URL (those of ``studies`` it holds, when given; a name no storage holds is an error), and each
+    CSV's path (a missing one is an error here, before any search)."""
+    out: list[optuna.Study | str] = []
+    found: set[str] = set()
+    for source in sources:
+        if not is_storage(source):
+            if not Path(source).is_file():
+                raise SourceError(f"--warm-start {source}: no such file")
+            out.append(source)
+            continue
+        names = _study_names(source)
+        chosen = [n for n in names if n in studies] if studies else names
+        found |= set(chosen)
+        verbosity = optuna.logging.get_verbosity()
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        try:
+            out += [optuna.load_study(study_name=name, storage=source) for name in chosen]
+        finally:
+            optuna.logging.set_verbosity(verbosity)
+    missing = [name for name in studies if name not in found]
+    if missing:
+        raise SourceError(f"--warm-start-study {missing[0]}: no storage given holds it")
+    return out
+
+
+def _study_names(url: str) -> list[str]:
+    """The studies in the storage ``url``; one that cannot be opened, or holds none, is an error."""
     try:
         held = optuna.get_all_study_names(storage=url)
     except Exception as error:  # a URL SQLAlchemy cannot open, a file that is no database, ...
         raise SourceError(f"{url}: cannot be read as an Optuna storage ({type(error).__name__}: {error})"
                           ) from None
-    chosen = [n for n in held if n in names] if names else held
     if not held:
         raise SourceError(f"{url} holds no study")
+    return held
+
+
+def read_studies(url: str, names: Sequence[str] = ()) -> list[SearchResult]:
+    """The studies of the storage ``url`` (those of ``names`` it holds, or all); each must name its
+    objectives."""
+    held = _study_names(url)
+    chosen = [n for n in held if n in names] if names else held
     verbosity = optuna.logging.get_verbosity()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:

@@ -114,6 +114,13 @@ def check_constraint_benchmark(out: str) -> None:
     assert "architectures meet it; the best of them" in out
 
 
+def check_warm_start_benchmark(out: str) -> None:
+    rows = table(out, "| sampler | HV ratio @6 | HV ratio @12 | seconds per run |")
+    assert [r[0] for r in rows] == ["rlm-warm", "tpe-warm"]
+    assert all(fraction(number(cell)) for r in rows for cell in r[1:3]), rows
+    assert "(20 TPE evaluations) to acc,eyeriss" in out
+
+
 def check_export_benchmark(out: str) -> None:
     rows = dict(table(out, "| quantity | value |"))
     assert number(rows["architectures exported"]) == 20
@@ -256,6 +263,7 @@ SMOKES: dict[str, Smoke] = {
     "sampler_overhead.py": Smoke(check_sampler_overhead, DATA),
     "sampler_probe.py": Smoke(check_sampler_probe, [*DATA, "--threads", "1"]),
     "tokenizer_stats.py": Smoke(check_tokenizer_stats),
+    "warm_start_benchmark.py": Smoke(check_warm_start_benchmark, DATA),
     "train_defaults.py": Smoke(check_train_defaults, [*DATA, "--threads", "1"]),
     "train_ranking.py": Smoke(check_train_ranking, [*DATA, "--threads", "1"]),
 }

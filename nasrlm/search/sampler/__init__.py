@@ -25,7 +25,7 @@ from nasrlm.search.sampler._surrogate import (
     PriorSurrogate,
     RLMSurrogate,
 )
-from nasrlm.search.sampler._warm_start import WarmStartError, earlier_front
+from nasrlm.search.sampler._warm_start import WarmStart, WarmStartError, earlier_front, read_warm_start
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -41,11 +41,13 @@ __all__ = [
     "RLMSampler",
     "RLMSurrogate",
     "SpaceMismatchError",
+    "WarmStart",
     "WarmStartError",
     "candidate_params",
     "draw_params",
     "earlier_front",
     "greedy_ehvi",
     "option_hints",
+    "read_warm_start",
     "sampler_keywords",
 ]

@@ -75,6 +75,8 @@ class ProposalRounds:
     _warm_sources: tuple[WarmSource, ...]
     _warm: WarmStart | None
     _evidence: EvidenceInputs | None
+    _warm_params: dict[str, dict[str, Any]]
+    _params_of: Callable[[str], dict[str, Any]]
 
     # --- one round ---------------------------------------------------------------------------------
     def _fit(self, study: Study, complete: Sequence[FrozenTrial],
@@ -133,6 +135,7 @@ class ProposalRounds:
             self._warm = warm.only(self._buildable(list(warm.arch_ids)))
             for line in self._warm.describe():
                 self.log(line)
+            self._warm_params = self._warm.params(self._params_of)
             self._evidence = EvidenceInputs(self._warm, self.cache.labels_of, self._seed)
         return self._warm
 
@@ -153,6 +156,9 @@ class ProposalRounds:
         candidates = self._candidates(search_space, front, evaluated | set(pending), refine=refine)
         if refine and not candidates:  # every mutant of the front is taken: look further
             candidates = self._candidates(search_space, front, evaluated | set(pending))
+        warm = self._warm
+        if warm is not None:  # what the sources measured is a candidate too, its known values as measured
+            candidates.update(self._warm_candidates(search_space, evaluated | set(pending)))
         if not candidates:
             return []
         ids = list(candidates)
@@ -165,8 +171,11 @@ class ProposalRounds:
         # the median of *all* trials tightens as the search improves until little can beat it
         reference = median_reference(observed[: self.n_startup_trials])
         drawn, meets = self._feasible_draws(samples, m)
-        if self._warm_sources:  # its start-up trials are an earlier front, no typical architecture: the
-            reference = median_reference(np.median(drawn, axis=1))  # candidates' predicted medians are
+        if warm is not None:
+            known = warm.known_values(ids, objective_names(study))[:, None, :]
+            drawn = np.where(np.isnan(known), drawn, known)  # no doubt where a source measured it
+            # its start-up trials are an earlier front, no typical architecture: the candidates' medians are
+            reference = median_reference(np.median(drawn, axis=1))
         observed = np.array([t.values for t in met], dtype=np.float64).reshape(len(met), m)
         if self._constraints and len(observed):  # from the worst feasible trial: under a limit few networks
             # meet, those that do mostly lie below a typical network, which nothing feasible would improve on
@@ -182,6 +191,22 @@ class ProposalRounds:
             return [(params, None) for params in chosen]
         raw = np.median(self.predict_samples([ids[k] for k in picked], seed=seed), axis=1)  # unweighted
         return [(params, [float(v) for v in row[:m]]) for params, row in zip(chosen, raw, strict=True)]
+
+    def _warm_candidates(self, search_space: dict[str, BaseDistribution], taken: set[str]
+                         ) -> dict[str, dict[str, Any]]:
+        """The architectures the warm start's sources measured, by arch id, as the search space's parameters
+        (none of ``taken``, none the space cannot propose)."""
+        out = {}
+        for arch_id, params in self._warm_params.items():
+            params = {k: v for k, v in params.items() if k in search_space}
+            if arch_id in taken:
+                continue
+            try:
+                if self.arch_id_of(params) == arch_id:  # else it needs a parameter the search space lacks
+                    out[arch_id] = params
+            except SpaceMismatchError:
+                continue
+        return out
 
     def _feasible_draws(self, samples: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray | None]:
         """The model's ``samples`` (candidates, samples, ``m`` objectives then the constraints) as the

@@ -174,6 +174,7 @@ class RLMSampler(ProposalRounds, BaseSampler):
         self._warm_sources = tuple(read_source(s, space, self.arch_id_of) for s in warm_start)
         self._warm: WarmStart | None = None  # the sources read against the study's objectives (first fit)
         self._evidence: EvidenceInputs | None = None  # what the prior reads of the sources' other columns
+        self._warm_params: dict[str, dict[str, Any]] = {}  # the sources' architectures as parameters
         #: the residual weights the latest proposals were scored with (``None``: unweighted)
         self.last_residual_weights: dict[str, float] | None = None
         #: called after each refit with (completed trials used, seconds); the CLI's progress hook

@@ -209,6 +209,35 @@ class WarmStart:
                          + (f"; evidence {', '.join(evidence)}" if evidence else ""))
         return lines
 
+    def known_values(self, arch_ids: Sequence[str], objectives: Sequence[str]) -> np.ndarray:
+        """(len(arch_ids), len(objectives)): what the sources measured of each objective of each architecture
+        (NaN where none did)."""
+        rows = {arch_id: k for k, arch_id in enumerate(self.arch_ids)}
+        out = np.full((len(arch_ids), len(objectives)), np.nan)
+        found = [(i, rows[a]) for i, a in enumerate(arch_ids) if a in rows]
+        if found:
+            mine, theirs = (np.array(k) for k in zip(*found, strict=True))
+            for j, name in enumerate(self.known):
+                out[mine, list(objectives).index(name)] = self.values[theirs, j]
+        return out
+
+    def params(self, params_of: Callable[[str], dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """Every architecture's parameters, by arch id: a study's trial's, else ``params_of``'s."""
+        given = {a: p for s in self.sources if s.params is not None for a, p in zip(s.arch_ids, s.params,
+                                                                                     strict=True)}
+        return {a: given[a] if a in given else params_of(a) for a in self.arch_ids}
+
+    def used(self, evaluated: Sequence[str], first: int = 10) -> str:
+        """How a study's ``evaluated`` architectures (in evaluation order) met what the sources knew: of its
+        ``first`` evaluations, how many were on a source's front, and of them all, how many a source had
+        measured (the study evaluated them again; they count)."""
+        fronts = {s.arch_ids[k] for s in self.sources for k in s.front()}
+        measured = set(self.arch_ids)
+        head = list(evaluated[:first])
+        return (f"of the first {len(head)} evaluations, {sum(a in fronts for a in head)} were on an earlier "
+                f"front; of all {len(evaluated)}, {sum(a in measured for a in evaluated)} were architectures "
+                "a source had measured")
+
     def only(self, arch_ids: Sequence[str]) -> WarmStart:
         """The same, of ``arch_ids`` alone (those the space builds)."""
         keep = set(arch_ids)
@@ -268,16 +297,23 @@ class EvidenceInputs:
         return {name: out[:, j] for j, name in enumerate(self.names)}
 
 
-def earlier_front(sources: Sequence[Source], space: SearchSpace) -> list[dict[str, Any]]:
-    """The parameters of every architecture on the sources' fronts (:meth:`WarmSource.front`), each once: what
-    an Optuna user enqueues first (``study.enqueue_trial``) to warm-start a sampler that reads no earlier
-    study, and what ``nasrlm search --warm-start`` gives its ``--compare`` samplers."""
+def read_warm_start(sources: Sequence[Source], space: SearchSpace, objectives: Sequence[str] = ()
+                    ) -> WarmStart:
+    """The ``sources`` read against a study of ``objectives`` in ``space`` (what ``RLMSampler(warm_start=)``
+    reads at its first fit), for a report or for samplers that read no earlier study."""
     def arch_id_of(params: dict[str, Any]) -> str:
         try:
             return space.arch_id(space.suggest(optuna.trial.FixedTrial(params)))
         except ValueError as error:
             raise SpaceMismatchError(str(error)) from error
 
-    warm = WarmStart.of([read_source(s, space, arch_id_of) for s in sources], ())
+    return WarmStart.of([read_source(s, space, arch_id_of) for s in sources], objectives)
+
+
+def earlier_front(sources: Sequence[Source], space: SearchSpace) -> list[dict[str, Any]]:
+    """The parameters of every architecture on the sources' fronts (:meth:`WarmSource.front`), each once: what
+    an Optuna user enqueues first (``study.enqueue_trial``) to warm-start a sampler that reads no earlier
+    study, and what ``nasrlm search --warm-start`` gives its ``--compare`` samplers."""
+    warm = read_warm_start(sources, space)
     count = sum(len(s.front()) for s in warm.sources)
     return warm.front_params(count, lambda arch_id: space.params_of(space.parse(arch_id)))
