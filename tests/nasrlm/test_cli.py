@@ -588,3 +588,27 @@ def test_plot_refuses_sources_it_cannot_read_in_one_line(capsys, tmp_path, sourc
     given = [s.format(tmp=tmp_path) for s in sources]
     code, out, err = run(capsys, "plot", *given, "--out", str(tmp_path / "p"))
     assert code == 2 and out == "" and err.count("\n") == 1 and says in err, err
+
+
+def test_search_warm_started_from_an_earlier_study_reads_it_and_its_baseline_gets_the_front(
+        capsys, tmp_path, data_dir) -> None:
+    import optuna
+
+    storage = f"sqlite:///{tmp_path / 'earlier.db'}"
+    code, _, err = run(capsys, "search", "nb201", "--objectives", "acc,pixel3", "--budget", "12", "--sampler",
+                       "tpe", "--data-dir", str(data_dir), "--storage", storage, "--out", str(tmp_path / "e"),
+                       "-q")
+    assert code == 0, err
+    earlier = optuna.load_study(study_name="nb201-tpe-seed0", storage=storage)
+    tiny = ["n_startup_trials=4", "num_candidates=60", "num_samples=4", "pretrain_archs=0", "fit_steps=3",
+            'model={"d_model": 16, "num_heads": 2, "d_ff": 32, "encoder_layers": 1, "decoder_layers": 1}']
+    out = tmp_path / "warm"
+    code, stdout, err = run(capsys, "search", "nb201", "--objectives", "acc,eyeriss", "--budget", "8",
+                            "--data-dir", str(data_dir), "--warm-start", storage, "--compare", "tpe",
+                            "--out", str(out), "-q", *[a for t in tiny for a in ("--rlm-option", t)])
+    assert code == 0, err
+    report = (out / "report.md").read_text()
+    assert "## Warm start" in report
+    assert "- study nb201-tpe-seed0, 12 architectures; acc known; evidence pixel3" in report
+    assert "were on an earlier front" in report
+    assert len(earlier.best_trials) >= 1 and "   tpe: 8 evaluations" in stdout

@@ -92,6 +92,29 @@ def _table(name: str, *rows: str) -> Callable[[Path], None]:
 OTHER = "|skip_connect~0|+|none~0|none~1|+|skip_connect~0|none~1|none~2|"
 
 
+def _study(named: bool) -> Callable[[Path], None]:
+    """Writes ``{tmp}/s.db`` beside the model copy: an Optuna storage of one two-trial study, ``earlier``,
+    whose objectives are named or not."""
+    def write(model: Path) -> None:
+        import warnings
+
+        import optuna
+
+        level = optuna.logging.get_verbosity()
+        optuna.logging.set_verbosity(optuna.logging.ERROR)  # no lines on the test's captured stderr
+        try:
+            study = optuna.create_study(storage=f"sqlite:///{model.parent / 's.db'}", study_name="earlier",
+                                        directions=["maximize"])
+            if named:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                    study.set_metric_names(["acc"])
+            study.optimize(lambda t: 1.0, n_trials=1)
+        finally:
+            optuna.logging.set_verbosity(level)
+    return write
+
+
 def _mysql_installed() -> bool:
     return any(importlib.util.find_spec(m) is not None for m in ("MySQLdb", "pymysql", "mysql"))
 
@@ -176,6 +199,17 @@ CASES = [
          "divisible"),
     case("--budget over the space", [*SEARCH, "--budget", "20000"], "15,625"),
     case("--base not a model", [*RLM_SEARCH, "--base", "{tmp}"], "not a usable base model"),
+    # warm starts: what the search reads before it starts
+    case("--warm-start missing file", [*RLM_SEARCH, "--warm-start", "{tmp}/missing.csv"],
+         "missing.csv: no such file"),
+    case("--warm-start unknown study", [*RLM_SEARCH, "--warm-start", "sqlite:///{tmp}/s.db",
+                                        "--warm-start-study", "nope"], "--warm-start-study nope: no storage",
+         _study(named=True)),
+    case("--warm-start unnamed objectives", [*RLM_SEARCH, "--warm-start", "sqlite:///{tmp}/s.db"],
+         "study earlier does not name its objectives", _study(named=False)),
+    case("--warm-start another space", [*RLM_SEARCH, "--warm-start", "{tmp}/t.csv"],
+         "is no architecture of space 'nb201'", _table("t.csv", "not-a-cell,70,1.5")),
+    case("--warm-start-study alone", [*RLM_SEARCH, "--warm-start-study", "earlier"], "needs --warm-start"),
 ]
 
 

@@ -143,7 +143,8 @@ def test_the_prior_reads_evidence_measured_where_a_source_has_it_and_estimated_e
 
     evidence = EvidenceInputs(warm, labels_of, seed=0)
     assert evidence.names == (EVIDENCE_PREFIX + "lat_a",)
-    seen, unseen = source.arch_ids[0], next(i for i in SPACE.sample_ids(50, seed=3) if i not in source.arch_ids)
+    seen = source.arch_ids[0]
+    unseen = next(i for i in SPACE.sample_ids(50, seed=3) if i not in source.arch_ids)
     got = evidence.of([seen, unseen], labels_of([seen, unseen]))[EVIDENCE_PREFIX + "lat_a"]
     assert got[0] == toy(seen)["lat_a"]
     assert abs(got[1] - toy(unseen)["lat_a"]) < 2.0  # a forest's estimate on two informative labels
@@ -168,3 +169,17 @@ def test_a_warm_sampler_starts_along_the_earlier_front_and_trains_on_what_it_kno
     assert "on 4 evaluations and" in fit and "known from the warm start" in fit
     assert sampler.predictor.prior_part.inputs[-1] == EVIDENCE_PREFIX + "lat_a"
     assert len(ids) == len(set(ids))
+
+
+def test_optunas_samplers_evaluate_the_earlier_front_first_and_ours_reads_the_study_instead() -> None:
+    from nasrlm.search import ArchEvaluator, run_search, warm_enqueued
+
+    earlier = earlier_study(trials=30)
+    front = [t.user_attrs["arch_id"] for t in earlier.best_trials]
+    assert warm_enqueued("rlm", SPACE, [earlier]) == []
+    enqueue = warm_enqueued("tpe", SPACE, [earlier])
+    assert sorted(arch_id_of(p) for p in enqueue) == sorted(front)
+    evaluator = ArchEvaluator.for_names(SPACE, ["params_m", "macs_m"])
+    result = run_search(SPACE, evaluator, optuna.samplers.TPESampler(seed=0), budget=len(front) + 2,
+                        progress=False, enqueue=enqueue)
+    assert sorted(result.arch_ids[: len(front)]) == sorted(front)
