@@ -609,6 +609,7 @@ def test_search_warm_started_from_an_earlier_study_reads_it_and_its_baseline_get
     assert code == 0, err
     report = (out / "report.md").read_text()
     assert "## Warm start" in report
-    assert "- study nb201-tpe-seed0, 12 architectures; acc known; evidence pixel3" in report
+    # nasrlm search evaluates each architecture once: twelve trials, twelve architectures
+    assert "- study nb201-tpe-seed0, 12 trials of 12 architectures; acc known; evidence pixel3" in report
     assert "were on an earlier front" in report
     assert len(earlier.best_trials) >= 1 and "   tpe: 8 evaluations" in stdout

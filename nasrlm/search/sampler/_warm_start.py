@@ -65,6 +65,8 @@ class WarmSource:
     maximize: tuple[bool | None, ...]
     #: the parameters of each architecture, where the source has them (a study's trials)
     params: tuple[dict[str, Any], ...] | None = None
+    #: the rows or completed trials read (an architecture evaluated twice is one row of ``values``)
+    read: int = 0
 
     def front(self) -> list[int]:
         """Rows of the source's Pareto front over the columns whose direction it says (a study's objectives),
@@ -108,7 +110,7 @@ def _read_study(study: optuna.Study, arch_id_of: Callable[[dict[str, Any]], str]
     values = np.array([trials[k].values for k in kept], dtype=np.float64).reshape(len(kept), -1)
     return WarmSource(label, tuple(by_arch), tuple(study.metric_names), values,
                       tuple(d == StudyDirection.MAXIMIZE for d in study.directions),
-                      tuple(trials[k].params for k in kept))
+                      tuple(trials[k].params for k in kept), read=len(trials))
 
 
 def _read_csv(path: Path) -> Any:
@@ -150,7 +152,7 @@ def _read_frame(frame: Any, label: str, space: SearchSpace) -> WarmSource:
     for k, arch_id in enumerate(ids):
         rows.setdefault(arch_id, k)
     table = np.column_stack(values)[list(rows.values())]
-    return WarmSource(label, tuple(rows), tuple(columns), table, tuple(maximize))
+    return WarmSource(label, tuple(rows), tuple(columns), table, tuple(maximize), read=len(ids))
 
 
 def _header(header: str) -> tuple[str, str | None]:
@@ -205,7 +207,8 @@ class WarmStart:
             evidence = [c for c in s.columns if c in self.evidence]
             use = (f"{', '.join(known)} known" if known else
                    "shares no objective with this study: evidence only")
-            lines.append(f"warm start: {s.label}, {len(s.arch_ids)} architectures; {use}"
+            what = "trials" if s.params is not None else "rows"
+            lines.append(f"warm start: {s.label}, {s.read} {what} of {len(s.arch_ids)} architectures; {use}"
                          + (f"; evidence {', '.join(evidence)}" if evidence else ""))
         return lines
 
