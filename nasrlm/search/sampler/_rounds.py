@@ -184,7 +184,10 @@ class ProposalRounds:
             running = self.predict_samples(pending, seed=seed, residual_weight=weights)
             trusted, medians = believed(*self._feasible_draws(running, m))
             observed = np.vstack([observed, medians[trusted]])
-        picked = greedy_ehvi(drawn, observed, reference, maximize, count, self._rng, feasible=meets)
+        violation = (np.median(np.maximum(samples[..., m:], 0).sum(axis=-1), axis=1) if self._constraints
+                     else None)  # how far each misses the constraints, as its median draw sees it
+        picked = greedy_ehvi(drawn, observed, reference, maximize, count, self._rng, feasible=meets,
+                             violation=violation)
         chosen = [candidates[ids[k]] for k in picked]
         predictor = self._surrogate.predictor
         if not (p.weigh_residual and predictor is not None and predictor.prior_part is not None):

@@ -57,16 +57,37 @@ def test_with_no_feasible_draw_to_improve_the_likeliest_feasible_candidates_come
 
 
 def test_a_pick_likely_infeasible_is_not_believed_on_the_front() -> None:
-    # the first pick lies beyond the front in the one draw of four that is feasible: believed there, it would
-    # leave its twin nothing to improve and the sure one would follow; unbelieved, its twin follows
-    samples = certain((95.0, 4.0), (94.9, 4.0), (72.0, 4.5))
-    feasible = np.array([[True, False, False, False], [True, False, False, False], [True] * 4])
+    # no candidate is likely feasible, so all compete: the first pick lies beyond the front in the one draw of
+    # four that is feasible; believed there, it would leave its twin nothing to improve and the third would
+    # follow; unbelieved, its twin follows
+    samples = certain((95.0, 4.0), (94.9, 4.0), (72.0, 3.5))
+    feasible = np.array([[True, False, False, False], [True, False, False, False], [True, False, False, False]])
     picked = greedy_ehvi(samples, OBSERVED, REFERENCE, MAXIMIZE, 2, np.random.default_rng(0),
                          feasible=feasible)
     assert picked == [0, 1]
-    feasible[0] = True  # a sure pick is believed: its twin improves nothing, the likeliest feasible follows
+    feasible[0] = True  # a sure pick is believed: its twin improves nothing, the third improves more
     assert greedy_ehvi(samples, OBSERVED, REFERENCE, MAXIMIZE, 2, np.random.default_rng(0),
                        feasible=feasible) == [0, 2]
+
+
+def test_likely_feasible_candidates_compete_first_and_long_shots_only_when_none_is_left() -> None:
+    long_shot = certain((95.0, 4.0))  # feasible in one draw of four: a quarter of a large improvement
+    likely = certain((82.0, 7.5))  # feasible in three of four: a small one
+    samples = np.concatenate([long_shot, likely])
+    feasible = np.array([[True, False, False, False], [True, True, True, False]])
+    assert greedy_ehvi(samples, OBSERVED, REFERENCE, MAXIMIZE, 2, np.random.default_rng(0),
+                       feasible=feasible) == [1, 0]
+
+
+def test_equally_unlikely_candidates_go_nearest_the_limit_first() -> None:
+    samples = certain((61.0, 9.9), (62.0, 9.9), (63.0, 9.9))
+    never = np.zeros((3, 4), dtype=bool)  # no draw below the limit: the trials are all far above it
+    picked = greedy_ehvi(samples, np.zeros((0, 2)), REFERENCE, MAXIMIZE, 3, np.random.default_rng(0),
+                         feasible=never, violation=np.array([3.0, 1.0, 2.0]))
+    assert picked == [1, 2, 0]
+    picked = greedy_ehvi(samples, OBSERVED, REFERENCE, MAXIMIZE, 1, np.random.default_rng(0),
+                         feasible=never, violation=np.array([3.0, 1.0, 2.0]))
+    assert picked == [1]
 
 
 def test_while_no_trial_is_feasible_the_likeliest_feasible_come_first_whatever_they_would_improve() -> None:
