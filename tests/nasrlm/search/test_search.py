@@ -55,6 +55,7 @@ from nasrlm.search.workers._lease import FitLease
 from search_spaces import NasBench201, SearchSpace, SubsetSpace, get_space
 from search_spaces.nasbench201 import EDGES, OPS, NB201Arch
 
+pytestmark = pytest.mark.usefixtures("quiet_optuna")
 SPACE = NasBench201()
 ACCURACY = Objective("acc", "", "trial value", "optuna study", True)
 TINY = {"d_model": 16, "num_heads": 2, "d_ff": 32, "encoder_layers": 1, "decoder_layers": 1, "dropout": 0.0}
@@ -97,14 +98,6 @@ def make_study(sampler: optuna.samplers.BaseSampler, storage: str | None = None)
     study = optuna.create_study(directions=["maximize", "minimize"], sampler=sampler, storage=storage)
     study.set_metric_names(["acc", "lat"])
     return study
-
-
-@pytest.fixture(autouse=True)
-def _quiet_optuna():
-    level = optuna.logging.get_verbosity()
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
-    yield
-    optuna.logging.set_verbosity(level)
 
 
 # --- the sampler --------------------------------------------------------------------------------------

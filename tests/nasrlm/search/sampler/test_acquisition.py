@@ -61,7 +61,7 @@ def test_a_pick_likely_infeasible_is_not_believed_on_the_front() -> None:
     # four that is feasible; believed there, it would leave its twin nothing to improve and the third would
     # follow; unbelieved, its twin follows
     samples = certain((95.0, 4.0), (94.9, 4.0), (72.0, 3.5))
-    feasible = np.array([[True, False, False, False], [True, False, False, False], [True, False, False, False]])
+    feasible = np.array([[True, False, False, False]] * 3)
     picked = greedy_ehvi(samples, OBSERVED, REFERENCE, MAXIMIZE, 2, np.random.default_rng(0),
                          feasible=feasible)
     assert picked == [0, 1]

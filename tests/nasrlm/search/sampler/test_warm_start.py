@@ -13,7 +13,8 @@ from nasrlm.search.sampler._warm_start import EVIDENCE_PREFIX, EvidenceInputs, W
 from search_spaces import get_space
 from search_spaces.nasbench201 import NasBench201
 
-pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
+pytestmark = [pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning"),
+              pytest.mark.usefixtures("quiet_optuna")]
 SPACE = NasBench201()
 TINY = {"n_startup_trials": 4, "proposals_per_fit": 3, "num_candidates": 40, "fresh_candidates": 10,
         "num_samples": 4, "pretrain_archs": 0, "fit_steps": 3,
@@ -44,14 +45,6 @@ def earlier_study(names: tuple[str, str] = ("acc", "lat_a"), trials: int = 30, n
         study.set_metric_names(list(names))
     study.optimize(lambda t: tuple(toy(arch_of(t))[n] for n in names), n_trials=trials)
     return study
-
-
-@pytest.fixture(autouse=True)
-def _quiet_optuna():
-    level = optuna.logging.get_verbosity()
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
-    yield
-    optuna.logging.set_verbosity(level)
 
 
 def arch_id_of(params: dict) -> str:
