@@ -28,6 +28,7 @@ import optuna
 from optuna.study import StudyDirection
 from optuna.trial import TrialState
 
+from nasrlm.data import BenchmarkTable, DataFileError, DataFileNotFoundError
 from nasrlm.free_labels import ALL_FREE_OBJECTIVES
 from nasrlm.metrics import pareto_mask
 from nasrlm.priors.feature_prior import FeaturePrior
@@ -35,7 +36,7 @@ from nasrlm.search.sampler._arch_cache import SpaceMismatchError
 from search_spaces import SearchSpace
 
 #: What ``RLMSampler(warm_start=[...])`` takes: an ``optuna.Study``, a ``pandas.DataFrame`` or a CSV's path
-#: (``Any``: pandas is imported only where a table is read).
+#: (``Any``: nasrlm never imports pandas; a DataFrame is read by its columns).
 Source = Any
 #: A table's column that orders its rows as they were evaluated (``pareto.csv`` has it): not a quantity.
 EVALUATION_COLUMN = "evaluation"
@@ -87,7 +88,7 @@ def read_source(source: Source, space: SearchSpace, arch_id_of: Callable[[dict[s
     if isinstance(source, optuna.Study):
         return _read_study(source, arch_id_of)
     if isinstance(source, (str, os.PathLike)):
-        return _read_frame(_read_csv(Path(source)), Path(source).name, space)
+        return _read_csv(Path(source), space)
     if type(source).__name__ == "DataFrame":
         return _read_frame(source, "a DataFrame", space)
     raise WarmStartError(f"warm_start: {type(source).__name__} is no source: give an optuna.Study, a pandas "
@@ -113,15 +114,27 @@ def _read_study(study: optuna.Study, arch_id_of: Callable[[dict[str, Any]], str]
                       tuple(trials[k].params for k in kept), read=len(trials))
 
 
-def _read_csv(path: Path) -> Any:
-    import pandas as pd
-
-    if not path.is_file():
-        raise WarmStartError(f"{path}: no such file")
+def _read_csv(path: Path, space: SearchSpace) -> WarmSource:
+    """A CSV as ``nasrlm data`` writes it (``BenchmarkTable.read_csv``: ``name[unit]`` headers, a cost unit
+    saying lower is better, its sidecar where there is one), read without pandas."""
     try:
-        return pd.read_csv(path)
-    except (ValueError, UnicodeDecodeError) as error:  # pandas' parser errors are ValueErrors
-        raise WarmStartError(f"{path}: not a CSV table ({error})") from None
+        table = BenchmarkTable.read_csv(path)
+    except (DataFileNotFoundError, DataFileError) as error:
+        raise WarmStartError(str(error)) from None
+    _check_ids(table.ids, path.name, space)
+    keep = [k for k, o in enumerate(table.objectives) if o.name != EVALUATION_COLUMN]
+    if not keep:
+        raise WarmStartError(f"{path.name}: no column of values beside arch_id")
+    return WarmSource(path.name, tuple(table.ids), tuple(table.objectives[k].name for k in keep),
+                      np.asarray(table.values, dtype=np.float64)[:, keep],
+                      tuple(table.objectives[k].higher_is_better for k in keep), read=len(table.ids))
+
+
+def _check_ids(ids: Sequence[str], label: str, space: SearchSpace) -> None:
+    bad = next((i for i in ids if not _parses(space, i)), None)
+    if bad is not None:
+        raise WarmStartError(f"{label}: {bad!r} is no architecture of space {space.name!r}: a table of "
+                             "another space?")
 
 
 def _read_frame(frame: Any, label: str, space: SearchSpace) -> WarmSource:
@@ -131,10 +144,7 @@ def _read_frame(frame: Any, label: str, space: SearchSpace) -> WarmSource:
     if "arch_id" not in frame.columns:
         raise WarmStartError(f"{label}: no arch_id column (a table as 'nasrlm data' writes it)")
     ids = [str(i) for i in frame["arch_id"]]
-    bad = next((i for i in ids if not _parses(space, i)), None)
-    if bad is not None:
-        raise WarmStartError(f"{label}: {bad!r} is no architecture of space {space.name!r}: a table of "
-                             "another space?")
+    _check_ids(ids, label, space)
     columns, maximize, values = [], [], []
     for header in frame.columns:
         name, unit = _header(str(header))
