@@ -64,23 +64,18 @@ def warm_start_sources(sources: Sequence[str], studies: Sequence[str] = ()) -> l
                 raise SourceError(f"--warm-start {source}: no such file")
             out.append(source)
             continue
-        names = _study_names(source)
-        chosen = [n for n in names if n in studies] if studies else names
-        found |= set(chosen)
-        verbosity = optuna.logging.get_verbosity()
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
-        try:
-            out += [optuna.load_study(study_name=name, storage=source) for name in chosen]
-        finally:
-            optuna.logging.set_verbosity(verbosity)
+        loaded = _load_studies(source, studies)
+        found |= {study.study_name for study in loaded}
+        out += loaded
     missing = [name for name in studies if name not in found]
     if missing:
         raise SourceError(f"--warm-start-study {missing[0]}: no storage given holds it")
     return out
 
 
-def _study_names(url: str) -> list[str]:
-    """The studies in the storage ``url``; one that cannot be opened, or holds none, is an error."""
+def _load_studies(url: str, names: Sequence[str] = ()) -> list[optuna.Study]:
+    """The studies of the storage ``url`` (those of ``names`` it holds, or all), loaded quietly; a storage
+    that cannot be opened, or holds no study, is an error."""
     try:
         held = optuna.get_all_study_names(storage=url)
     except Exception as error:  # a URL SQLAlchemy cannot open, a file that is no database, ...
@@ -88,20 +83,19 @@ def _study_names(url: str) -> list[str]:
                           ) from None
     if not held:
         raise SourceError(f"{url} holds no study")
-    return held
+    chosen = [n for n in held if n in names] if names else held
+    verbosity = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        return [optuna.load_study(study_name=name, storage=url) for name in chosen]
+    finally:
+        optuna.logging.set_verbosity(verbosity)
 
 
 def read_studies(url: str, names: Sequence[str] = ()) -> list[SearchResult]:
     """The studies of the storage ``url`` (those of ``names`` it holds, or all); each must name its
     objectives."""
-    held = _study_names(url)
-    chosen = [n for n in held if n in names] if names else held
-    verbosity = optuna.logging.get_verbosity()
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    try:
-        return [_result(optuna.load_study(study_name=name, storage=url), url) for name in chosen]
-    finally:
-        optuna.logging.set_verbosity(verbosity)
+    return [_result(study, url) for study in _load_studies(url, names)]
 
 
 def _result(study: optuna.Study, url: str) -> SearchResult:
