@@ -166,18 +166,17 @@ class Search(Command):
 
 def _warm_start(sources: Sequence[str], studies: Sequence[str], space: Any, names: Sequence[str]
                 ) -> list[Any]:
-    """``--warm-start``'s studies and tables, each read once here: a missing file, an unknown study, unnamed
-    objectives or another space's table is a one-line error before the search starts."""
+    """``--warm-start``'s studies and tables, each read once here (the search takes them as read): a missing
+    file, an unknown study, unnamed objectives or another space's table is a one-line error before the search
+    starts."""
     from nasrlm.search import WarmStartError, read_warm_start, warm_start_sources
 
     if studies and not sources:
         raise CliError("--warm-start-study needs --warm-start naming the storage that holds it")
-    warm = warm_start_sources(sources, studies)
     try:
-        read_warm_start(warm, space, names)
+        return list(read_warm_start(warm_start_sources(sources, studies), space, names).sources)
     except WarmStartError as error:
         raise CliError(f"--warm-start: {error}") from None
-    return warm
 
 
 def _constraints(given: Sequence[str]) -> list[Any]:

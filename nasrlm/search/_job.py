@@ -113,16 +113,20 @@ def search_job(space: SearchSpace, objectives: Sequence[str], *, budget: int, ou
     the evaluations that meet them. Where a table covers the space and none of its architectures meets
     them, :class:`~nasrlm.search.UnmeetableConstraintError`.
 
-    ``warm_start``: earlier studies and tables (:class:`RLMSampler`'s ``warm_start``) that the ``rlm`` sampler
-    reads, and whose fronts Optuna's samplers (the main one, those of ``compare``) evaluate first
-    (:func:`warm_enqueued`); the report says what was read and how the first evaluations used it.
+    ``warm_start``: earlier studies and tables (:class:`RLMSampler`'s ``warm_start``), read once here, that
+    the ``rlm`` sampler reads, and whose fronts Optuna's samplers (the main one, those of ``compare``)
+    evaluate first (:func:`warm_enqueued`); the report says what was read and how the first evaluations used
+    it.
     """
     if workers < 1:
         raise ValueError(f"workers must be 1 or more, got {workers}")
     if workers > 1 and storage is not None and ":memory:" in storage:
         raise ValueError(f"--storage {storage}: several workers need a storage they share (a file, a server)")
-    make_sampler(sampler, space, seed, options=sampler_options,  # a bad name, option or source fails
-                 warm_start=warm_start if sampler == "rlm" else ())  # before any file
+    # a bad source, sampler name or option fails before any file
+    warm = read_warm_start(warm_start, space, objectives) if warm_start else None
+    warm_start = warm.sources if warm is not None else ()  # read: every sampler and worker takes them so
+    make_sampler(sampler, space, seed, options=sampler_options,
+                 warm_start=warm_start if sampler == "rlm" else ())
     out = Path(out_dir)
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
@@ -149,7 +153,6 @@ def search_job(space: SearchSpace, objectives: Sequence[str], *, budget: int, ou
         for c in evaluator.constraints:
             log(f"  {c.name:<16} constraint (each trial's trial.set_constraint)")
         space, evaluator = restricted_to_table(space, evaluator, log)
-        warm = read_warm_start(warm_start, space, evaluator.names) if warm_start else None
         for line in warm.describe() if warm is not None else ():
             log(f"  {line}")
         main = make_sampler(sampler, space, seed, progress=False, options=sampler_options,

@@ -307,8 +307,8 @@ class RLMSampler(ProposalRounds, BaseSampler):
         warm = self._warm_start(study)
         taken = {self.arch_id_of(t.params) for t in study.get_trials(deepcopy=False) if t.params}
         picks = []
-        for params in warm.front_params(count, self._params_of):
-            params = {k: v for k, v in params.items() if k in search_space}
+        for arch_id in warm.front_ids(count):
+            params = {k: v for k, v in self._warm_params[arch_id].items() if k in search_space}
             if self.arch_id_of(params) not in taken and len(picks) < count:
                 picks.append((params, None))
         self.log(f"start-up: {len(picks)} of the warm start's front first")

@@ -10,7 +10,7 @@ Against the new study's objectives, a column of the same name is *known*: the mo
 new study had measured it (the accuracy of every network an earlier study trained). Every other column is
 *evidence* (another device's latency, another dataset's accuracy): an input the prior reads for every
 architecture, measured where a source measured it and estimated elsewhere (:class:`EvidenceInputs`). The
-earlier front is where the start-up trials begin (:meth:`WarmStart.front_params`). What the sampler reads
+earlier front is where the start-up trials begin (:meth:`WarmStart.front_ids`). What the sampler reads
 is free: only the new study's own evaluations count toward its budget and its front.
 """
 
@@ -35,8 +35,9 @@ from nasrlm.priors.feature_prior import FeaturePrior
 from nasrlm.search.sampler._arch_cache import SpaceMismatchError
 from search_spaces import SearchSpace
 
-#: What ``RLMSampler(warm_start=[...])`` takes: an ``optuna.Study``, a ``pandas.DataFrame`` or a CSV's path
-#: (``Any``: nasrlm never imports pandas; a DataFrame is read by its columns).
+#: What ``RLMSampler(warm_start=[...])`` takes: an ``optuna.Study``, a ``pandas.DataFrame``, a CSV's path, or
+#: a :class:`WarmSource` read already (``Any``: nasrlm never imports pandas; a DataFrame is read by its
+#: columns).
 Source = Any
 #: A table's column that orders its rows as they were evaluated (``pareto.csv`` has it): not a quantity.
 EVALUATION_COLUMN = "evaluation"
@@ -82,9 +83,11 @@ class WarmSource:
 
 def read_source(source: Source, space: SearchSpace, arch_id_of: Callable[[dict[str, Any]], str]
                 ) -> WarmSource:
-    """``source`` read against ``space`` (``arch_id_of`` names a trial's architecture from its parameters).
-    A study without metric names, a missing or foreign file, a table of another space: :class:`WarmStartError`
-    naming it."""
+    """``source`` read against ``space`` (``arch_id_of`` names a trial's architecture from its parameters);
+    one read already (a :class:`WarmSource`) as it is. A study without metric names, a missing or foreign
+    file, a table of another space: :class:`WarmStartError` naming it."""
+    if isinstance(source, WarmSource):
+        return source
     if isinstance(source, optuna.Study):
         return _read_study(source, arch_id_of)
     if isinstance(source, (str, os.PathLike)):
@@ -266,21 +269,19 @@ class WarmStart:
         return {arch_id: list(row) for arch_id, row in zip(self.arch_ids, out, strict=True)
                 if np.isfinite(row).any()}
 
-    def front_params(self, count: int, params_of: Callable[[str], dict[str, Any]]) -> list[dict[str, Any]]:
-        """At most ``count`` architectures of the sources' fronts (:meth:`WarmSource.front`), as parameters
-        (``params_of`` builds them from an arch id where a source has none): evenly spread along the fronts,
-        each ordered by its first column, so that the first trials span the earlier front as Optuna users
-        enqueue it."""
-        ids: dict[str, dict[str, Any] | None] = {}
+    def front_ids(self, count: int | None = None) -> list[str]:
+        """At most ``count`` (``None``: all) architectures of the sources' fronts (:meth:`WarmSource.front`),
+        each once, among those this warm start holds: evenly spread along the fronts, each ordered by its
+        first column, so that the first trials span the earlier front as Optuna users enqueue it."""
+        held = set(self.arch_ids)
+        ids: list[str] = []
         for s in self.sources:
-            rows = s.front()
-            rows = sorted(rows, key=lambda k: s.values[k, 0] if np.isfinite(s.values[k, 0]) else np.inf)
-            for k in rows:
-                ids.setdefault(s.arch_ids[k], s.params[k] if s.params is not None else None)
-        if count < len(ids):
-            keep = np.unique(np.linspace(0, len(ids) - 1, max(count, 0)).round().astype(int))
-            ids = {arch_id: p for k, (arch_id, p) in enumerate(ids.items()) if k in set(keep.tolist())}
-        return [p if p is not None else params_of(arch_id) for arch_id, p in ids.items()]
+            rows = sorted(s.front(), key=lambda k: s.values[k, 0] if np.isfinite(s.values[k, 0]) else np.inf)
+            ids += [s.arch_ids[k] for k in rows if s.arch_ids[k] in held]
+        ids = list(dict.fromkeys(ids))
+        if count is not None and count < len(ids):
+            ids = [ids[k] for k in np.unique(np.linspace(0, len(ids) - 1, max(count, 0)).round().astype(int))]
+        return ids
 
 
 class EvidenceInputs:
@@ -328,5 +329,5 @@ def earlier_front(sources: Sequence[Source], space: SearchSpace) -> list[dict[st
     an Optuna user enqueues first (``study.enqueue_trial``) to warm-start a sampler that reads no earlier
     study, and what ``nasrlm search --warm-start`` gives its ``--compare`` samplers."""
     warm = read_warm_start(sources, space)
-    count = sum(len(s.front()) for s in warm.sources)
-    return warm.front_params(count, lambda arch_id: space.params_of(space.parse(arch_id)))
+    params = warm.params(lambda arch_id: space.params_of(space.parse(arch_id)))
+    return [params[arch_id] for arch_id in warm.front_ids()]

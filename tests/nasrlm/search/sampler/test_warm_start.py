@@ -122,7 +122,8 @@ def test_the_start_up_spreads_along_the_earlier_front_and_earlier_front_gives_it
     source = read_source(study, SPACE, arch_id_of)
     front = {source.arch_ids[k] for k in source.front()}
     warm = WarmStart.of([source], ["acc", "lat_b"])
-    picks = warm.front_params(3, lambda a: SPACE.params_of(SPACE.parse(a)))
+    params = warm.params(lambda a: SPACE.params_of(SPACE.parse(a)))
+    picks = [params[a] for a in warm.front_ids(3)]
     assert len(picks) == min(3, len(front)) and {arch_id_of(p) for p in picks} <= front
     assert {arch_id_of(p) for p in earlier_front([study], SPACE)} == front
 
