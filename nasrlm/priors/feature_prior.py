@@ -24,6 +24,7 @@ grows the trees. The Gaussian process is numpy throughout.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -284,16 +285,19 @@ class FeaturePrior(ScoresPrior):
 
     @classmethod
     def fit(cls, inputs: np.ndarray, values: np.ndarray, *, kind: str, seed: int = 0,
-            line_inputs: np.ndarray | None = None) -> tuple[FeaturePrior, np.ndarray]:
+            line_inputs: np.ndarray | None = None, signed: Sequence[bool] | None = None
+            ) -> tuple[FeaturePrior, np.ndarray]:
         """From ``inputs`` (n, f; all known) and ``values`` (n, m; NaN = unknown): the prior and its
         out-of-sample mean scores for the training rows, (n, m) (NaN where the value is unknown).
         ``line_inputs``: the inputs (a mask) a ``"trend-forest"``'s line may follow; the forest reads
-        them all. Default: any."""
+        them all. Default: any. ``signed`` (m,): the objectives that may take either sign (a constraint's
+        value), never read in logs (:meth:`~nasrlm.priors.prior.NormalScores.fit`)."""
         if kind not in KINDS:
             raise ValueError(f"prior kind {kind!r}: expected one of {', '.join(KINDS)}")
         inputs, values = np.asarray(inputs, dtype=np.float64), np.asarray(values, dtype=np.float64)
         if not np.isfinite(inputs).all():
             raise ValueError("the prior's inputs must be known (finite) for every row")
+        signed = [False] * values.shape[1] if signed is None else list(signed)
         log = (inputs > 0).all(axis=0)
         x = _logged(inputs, log)
         objectives, models = [], []
@@ -302,12 +306,12 @@ class FeaturePrior(ScoresPrior):
             known = ~np.isnan(values[:, k])
             if known.sum() < 2:
                 raise ValueError(f"the prior needs at least two known values of objective {k}")
-            scores = NormalScores.fit(values[known, k])
+            scores = NormalScores.fit(values[known, k], signed=signed[k])
             z = scores.forward(values[known, k])
             candidates = []
             forests = known.sum() >= MIN_FOREST_ROWS  # else a forest kind falls back to a ridge
             if kind in ("auto", "ridge") or (kind in ("forest", "trend-forest") and not forests):
-                log_target = bool((values[known, k] > 0).all())
+                log_target = not signed[k] and bool((values[known, k] > 0).all())
                 target = np.log(values[known, k]) if log_target else values[known, k]
                 ridge, held = Ridge.fit(x[known], target, log_target=log_target)
                 candidates.append((ridge, scores.forward(np.exp(held) if log_target else held)))

@@ -50,15 +50,18 @@ class NormalScores:
     log: bool = False  # the headroom is a share of the log range
 
     @classmethod
-    def fit(cls, values: np.ndarray) -> NormalScores:
-        """From the known (non-NaN) ``values``."""
+    def fit(cls, values: np.ndarray, *, signed: bool = False) -> NormalScores:
+        """From the known (non-NaN) ``values``. ``signed``: a quantity that may take either sign (a
+        constraint's value, feasible at 0 or less), whose room is never taken in logs, however its values so
+        far happen to spread: in log space no value could reach zero."""
         values = np.asarray(values, dtype=np.float64).ravel()
         values = np.sort(values[~np.isnan(values)])
         if len(values) == 0:
             raise ValueError("normal scores need at least one known value")
         distinct, group = np.unique(values, return_inverse=True)
         scores = norm.ppf((np.arange(len(values)) + 0.5) / len(values))
-        return cls(distinct, np.bincount(group, scores) / np.bincount(group), spans_decades(values))
+        return cls(distinct, np.bincount(group, scores) / np.bincount(group),
+                   not signed and spans_decades(values))
 
     def to_dict(self) -> dict:
         return {"knots": self.knots.tolist(), "scores": self.scores.tolist(), "log": self.log}
@@ -137,17 +140,20 @@ class FreeLabelPrior(ScoresPrior):
     slope: np.ndarray
 
     @classmethod
-    def fit(cls, free: np.ndarray, values: np.ndarray, reference_free: np.ndarray) -> FreeLabelPrior:
+    def fit(cls, free: np.ndarray, values: np.ndarray, reference_free: np.ndarray,
+            signed: Sequence[bool] | None = None) -> FreeLabelPrior:
         """From the trials' ``free`` labels (n, f) and ``values`` (n, m; NaN = unknown).
 
         ``reference_free`` (many architectures' free labels) fixes each free label's normal scores.
+        ``signed`` (m,): the objectives that may take either sign (:meth:`NormalScores.fit`).
         """
+        signed = [False] * values.shape[1] if signed is None else list(signed)
         free_scores = [NormalScores.fit(reference_free[:, j]) for j in range(reference_free.shape[1])]
         z_free = np.stack([s.forward(free[:, j]) for j, s in enumerate(free_scores)], axis=1)
         objectives, labels, intercepts, slopes = [], [], [], []
         for k in range(values.shape[1]):
             known = ~np.isnan(values[:, k])
-            scores = NormalScores.fit(values[:, k])
+            scores = NormalScores.fit(values[:, k], signed=signed[k])
             z = scores.forward(values[known, k])
             best = (0, 0.0, 0.0, 0.0)  # (label, |correlation|, intercept, slope)
             for j in range(z_free.shape[1]):

@@ -13,7 +13,7 @@ What it samples, it samples through a function it is given (:data:`Sample`, ``RL
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -54,14 +54,15 @@ class PriorPart:
     @classmethod
     def fit(cls, values: np.ndarray, objectives: tuple[str, ...], prior_from: tuple[str, ...],
             prior_inputs: Mapping[str, np.ndarray], *, kind: str, reference: np.ndarray | None, mode: str,
-            original: np.ndarray) -> tuple[PriorPart, np.ndarray, np.ndarray]:
+            original: np.ndarray, signed: Collection[str] = ()) -> tuple[PriorPart, np.ndarray, np.ndarray]:
         """The prior of ``RLMPredictor.fit`` fitted on the ``original`` rows, what the model learns beside it
         (``values`` with the prior's objectives as residuals, or as they are blended) and the prior's inputs
         of every row (:func:`prior_matrix`)."""
         inputs = (*prior_from, *prior_inputs)
         x = prior_matrix(values, objectives, prior_from, dict(prior_inputs))
         prior, predicted, residuals = fit_prior(x, values, objectives, prior_from, kind, reference, original,
-                                                line_inputs=[f != TRANSFER_LABEL for f in inputs])
+                                                line_inputs=[f != TRANSFER_LABEL for f in inputs],
+                                                signed=signed)
         rows = residuals[original][:, [objectives.index(name) for name in predicted]]
         errors = {name: float(np.sqrt(np.nanmean(rows[:, j] ** 2))) for j, name in enumerate(predicted)}
         return cls(prior, inputs, predicted, mode, {}, errors), residuals, x
@@ -126,11 +127,15 @@ def prior_matrix(values: np.ndarray, objectives: tuple[str, ...], prior_from: tu
 
 def fit_prior(x: np.ndarray, values: np.ndarray, objectives: tuple[str, ...],
                prior_from: tuple[str, ...], kind: str, reference: np.ndarray | None, original: np.ndarray,
-               line_inputs: Sequence[bool]) -> tuple[ScoresPrior, tuple[str, ...], np.ndarray]:
+               line_inputs: Sequence[bool], signed: Collection[str] = ()
+               ) -> tuple[ScoresPrior, tuple[str, ...], np.ndarray]:
     """The prior (fitted on the ``original`` rows), the objectives it predicts, and ``values`` with
     those as residuals: for a feature prior, the training rows' out-of-sample residuals.
-    ``line_inputs``: the inputs a trend forest's line may follow (not the transfer forest's guess)."""
+    ``line_inputs``: the inputs a trend forest's line may follow (not the transfer forest's guess);
+    ``signed``: objectives that may take either sign, never read in logs (a constraint's value:
+    :meth:`~nasrlm.priors.prior.NormalScores.fit`)."""
     rest = [k for k in range(len(objectives)) if objectives[k] not in prior_from]
+    either_sign = [objectives[k] in signed for k in rest]
     if not rest:
         raise ValueError("prior_from names every objective: nothing is left to predict from them")
     values = values.copy()
@@ -139,13 +144,14 @@ def fit_prior(x: np.ndarray, values: np.ndarray, objectives: tuple[str, ...],
         if reference.ndim != 2 or reference.shape[1] != x.shape[1] or not len(reference):
             raise ValueError(f"prior_reference must be rows of the prior's {x.shape[1]} inputs, "
                              f"got shape {reference.shape}")
-        prior = FreeLabelPrior.fit(x[original], values[original][:, rest], reference)
+        prior = FreeLabelPrior.fit(x[original], values[original][:, rest], reference, signed=either_sign)
         values[:, rest] = prior.residuals(x, values[:, rest])
     else:
         if reference is not None:
             raise ValueError("prior_reference applies to the line prior (prior='line') only")
         prior, held_out = FeaturePrior.fit(x[original], values[original][:, rest], kind=kind,
-                                           line_inputs=np.asarray(line_inputs, dtype=bool))
+                                           line_inputs=np.asarray(line_inputs, dtype=bool),
+                                           signed=either_sign)
         residuals = prior.residuals(x, values[:, rest])
         residuals[original] += prior.mean(x[original]) - held_out
         values[:, rest] = residuals

@@ -99,19 +99,21 @@ class LanguageModel:
 
     def fit(self, texts: Sequence[str], values: np.ndarray, objectives: tuple[str, ...], config: TrainConfig,
             *, refit_normalizers: bool | Collection[str] = True, headroom: float = 0.0,
-            derived_from: Sequence[int] | None = None, reads: tuple[str, ...] = ()
-            ) -> tuple[TrainReport, np.ndarray]:
+            derived_from: Sequence[int] | None = None, reads: tuple[str, ...] = (),
+            signed: Collection[str] = ()) -> tuple[TrainReport, np.ndarray]:
         """Train on ``values`` (n, len(objectives); NaN = unknown), decoding ``reads`` then ``objectives``:
         the report and every row some member held out. The normalisers of ``refit_normalizers`` (all, none or
         those named; an objective without one always gets one) are fitted on the original rows first; the
-        ``reads`` are the model's own greedy reading of them before the fit, their normalisers kept."""
+        ``reads`` are the model's own greedy reading of them before the fit, their normalisers kept. Those of
+        ``signed`` objectives (either sign: a constraint's value) are never taken in logs."""
         self.check(objectives, reads)
         original = derived_sources(derived_from, len(texts)) < 0
         reading = self.read(texts, reads) if reads else None
         for k, name in enumerate(objectives):
             refit = refit_normalizers if isinstance(refit_normalizers, bool) else name in refit_normalizers
             if refit or name not in self.normalizers:
-                self.normalizers[name] = Normalizer.fit(values[original, k], headroom=headroom)
+                self.normalizers[name] = Normalizer.fit(values[original, k], headroom=headroom,
+                                                        log=False if name in signed else None)
         targets = self.targets(values, objectives)
         if reading is not None:
             targets = np.concatenate([self.targets(reading, reads), targets], axis=1)

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from nasrlm.priors.prior import spans_decades
+
 LOW, HIGH = 1.0, 9.999  # the decoder's range: d.ddd × 10^0
 
 
@@ -39,7 +41,7 @@ class Normalizer:
         if v.size == 0:
             raise ValueError("cannot fit a normalizer without any known value")
         if log is None:
-            log = bool(v.min() > 0 and v.max() / v.min() > 10)
+            log = spans_decades(v)
         if log and v.min() <= 0:
             raise ValueError("log normalisation needs positive values")
         x = np.log(v) if log else v

@@ -126,7 +126,7 @@ class RLMPredictor:
             prior_inputs: Mapping[str, np.ndarray] | None = None,
             prior_reference: np.ndarray | None = None, prior_mode: str = "residual",
             derived_from: Sequence[int] | None = None, calibration_folds: int = 0,
-            reads: Sequence[str] = (), **renamed: str) -> TrainReport:
+            reads: Sequence[str] = (), signed: Collection[str] = (), **renamed: str) -> TrainReport:
         """Train on ``values`` (n, len(objectives); NaN = unknown), decoding ``objectives`` in this order.
 
         The language model (``LanguageModel.fit``: ``refit_normalizers``, ``headroom``, ``reads``,
@@ -141,6 +141,10 @@ class RLMPredictor:
         kind. The share of the model's part that held-out
         rows support (``PriorPart.weights``) is measured on the validation rows where there are
         :data:`MIN_VALIDATION_ROWS`, else on the cross-fits below, else none is kept.
+
+        ``signed`` names objectives that may take either sign (a constraint's value, feasible at 0 or less):
+        their scale, room and spread are never taken in logs, however their values so far happen to spread
+        (all positive over a decade, a latency's would be; in logs no draw could reach zero).
 
         The fit ends by calibrating the spread of every objective it decodes (:attr:`spreads`) on rows it did
         not train on: the validation rows where there are enough, else ``calibration_folds`` cross-fits, each
@@ -162,25 +166,28 @@ class RLMPredictor:
         source = derived_sources(derived_from, len(texts))
         original = source < 0
         held_out = HeldOut(tuple(prior_from), dict(prior_inputs or {}),
-                           {name: spans_decades(values[original, k]) for k, name in enumerate(objectives)})
+                           {name: name not in signed and spans_decades(values[original, k])
+                            for k, name in enumerate(objectives)})
         part, residuals, x = None, values, None
         if inputs:  # validated before anything changes: a refused call leaves the predictor as it was
             part, residuals, x = PriorPart.fit(values, objectives, tuple(prior_from),
                                                dict(prior_inputs or {}), kind=prior,
-                                               reference=prior_reference, mode=prior_mode, original=original)
+                                               reference=prior_reference, mode=prior_mode, original=original,
+                                               signed=signed)
         folds = min(calibration_folds, int(original.sum()) // 2)
         cross = None  # the cross-fits' spreads, in-sample widths and (blended) weights
         validated = validation_size(int(original.sum()), config.validation_fraction) >= MIN_VALIDATION_ROWS
         if folds >= 2 and not validated:
             options = {"refit_normalizers": refit_normalizers, "headroom": headroom, "reads": reads,
-                       "prior": prior, "prior_reference": prior_reference, "prior_mode": prior_mode}
+                       "prior": prior, "prior_reference": prior_reference, "prior_mode": prior_mode,
+                       "signed": signed}
             cross = cross_fitted_spreads(self.clone, texts, values, objectives, config, source, folds,
                                          held_out, options)
         self.prior_part, self.spreads = part, {}  # the samples calibrated on are as decoded
         learned = part.learned(values, residuals) if part is not None else values
         report, members_held_out = self.lm.fit(texts, learned, objectives, config, headroom=headroom,
                                                refit_normalizers=refit_normalizers, derived_from=derived_from,
-                                               reads=reads)
+                                               reads=reads, signed=signed)
         report.cross_fits = folds if cross is not None else 0
         rows = np.asarray(report.validation_rows)
         rows = rows if len(rows) >= MIN_VALIDATION_ROWS else None

@@ -103,7 +103,9 @@ class ProposalRounds:
             if self._surrogate is not None:  # its columns are fixed: a new one is made
                 self.log(f"the trials now set the constraints {', '.join(names) or 'none'}: a new model")
             self._surrogate, self._constraints = None, names
-        learned = [*objectives(study), *constraint_objectives(names)]
+        values_of_constraints = constraint_objectives(names)  # either sign: never read in logs
+        learned = [*objectives(study), *values_of_constraints]
+        signed = [o.name for o in values_of_constraints]
         # decided before a model is made: a study resumed past prior_alone_after trains none
         p = self.proposal_settings
         prior_alone = p.surrogate == "prior" or (
@@ -113,12 +115,12 @@ class ProposalRounds:
             if self._surrogate is not None:
                 self.log(f"from {trials} evaluations on, the prior alone predicts (prior_alone_after)")
             self._surrogate = PriorSurrogate(self.cache, learned, prior=p.prior, seed=self._seed,
-                                             evidence=self._evidence)
+                                             evidence=self._evidence, signed=signed)
         elif self._surrogate is None:
             self._surrogate = RLMSurrogate(
                 self.cache, learned, prior=p.prior, settings=self.fit_settings, base=self.base,
                 device=self.device, seed=self._seed, progress=self.progress, log=self.log,
-                evidence=self._evidence)
+                evidence=self._evidence, signed=signed)
             self._surrogate.start(self.candidate_pool)
         self._surrogate.fit(list(rows), np.array(list(rows.values()), dtype=np.float64))
         self._fits += 1

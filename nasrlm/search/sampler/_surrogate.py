@@ -127,15 +127,19 @@ class RLMSurrogate:
         log: called with a line before each long step.
         evidence: what earlier studies measured of other quantities, which the prior reads beside the graph
             labels (a warm start's :class:`~nasrlm.search.sampler._warm_start.EvidenceInputs`).
+        signed: names of ``objectives`` that may take either sign (the constraints' values), never read in
+            logs: before any trial is feasible, they are all positive and may well span a decade, and in logs
+            no draw would ever meet the constraint.
     """
 
     def __init__(self, cache: ArchCache, objectives: Sequence[Objective], *, prior: str | None,
                  settings: FitSettings, base: str | None = None,
                  device: str = "cpu", seed: int = 0, progress: bool = False,
                  log: Callable[[str], None] = lambda line: None,
-                 evidence: EvidenceInputs | None = None) -> None:
+                 evidence: EvidenceInputs | None = None, signed: Sequence[str] = ()) -> None:
         self.cache = cache
         self.evidence = evidence
+        self.signed = tuple(signed)
         # an objective named like a free label (NB101's published params_m) is the study's own column,
         # decoded under its own tag after the free labels; the prior can still read the free label
         self.objectives = tuple(replace(o, name=o.name + OWN_TAG_SUFFIX) if o.name in FREE_NAMES else o
@@ -235,7 +239,7 @@ class RLMSurrogate:
             prior = {"prior_from": FREE_NAMES, "prior_inputs": graph, "prior": self.prior}
         order = (*FREE_NAMES, *self.objective_names)
         self._predictor.fit(self.cache.texts_of(arch_ids), values, order, config,
-                            refit_normalizers=refit, headroom=s.headroom, **prior)
+                            refit_normalizers=refit, headroom=s.headroom, signed=self.signed, **prior)
         self.rounds += 1
 
     def sample(self, arch_ids: Sequence[str], *, num_samples: int, temperature: float, seed: int,
@@ -315,10 +319,11 @@ class PriorSurrogate:
         prior: a feature prior's kind (:data:`~nasrlm.priors.feature_prior.KINDS`).
         seed: seeds the forests (with the round number) and the samples.
         evidence: a warm start's evidence, read beside the labels (as :class:`RLMSurrogate` reads it).
+        signed: names of ``objectives`` that may take either sign (as :class:`RLMSurrogate` reads them).
     """
 
     def __init__(self, cache: ArchCache, objectives: Sequence[Objective], *, prior: str,
-                 seed: int = 0, evidence: EvidenceInputs | None = None) -> None:
+                 seed: int = 0, evidence: EvidenceInputs | None = None, signed: Sequence[str] = ()) -> None:
         if prior not in KINDS:
             raise ValueError(f"the prior surrogate needs a feature prior ({', '.join(KINDS)}), got {prior!r}")
         self.cache = cache
@@ -326,6 +331,7 @@ class PriorSurrogate:
         self.prior = prior
         self.seed = seed
         self.evidence = evidence
+        self.signed = tuple(signed)
         #: refits so far
         self.rounds = 0
         self._prior: FeaturePrior | None = None
@@ -342,7 +348,8 @@ class PriorSurrogate:
     def fit(self, arch_ids: Sequence[str], targets: np.ndarray) -> None:
         """Refit the prior on the trials (``targets`` in the study's order) and note its out-of-bag error."""
         x = self._inputs(arch_ids)
-        self._prior, held_out = FeaturePrior.fit(x, targets, kind=self.prior, seed=self.seed + self.rounds)
+        self._prior, held_out = FeaturePrior.fit(x, targets, kind=self.prior, seed=self.seed + self.rounds,
+                                                 signed=[o.name in self.signed for o in self.objectives])
         # a constraint a trial did not set is NaN there: its column's error is that of the others
         self._errors = np.sqrt(np.nanmean((self._prior.scores(targets) - held_out) ** 2, axis=0))
         self.rounds += 1

@@ -41,6 +41,15 @@ def test_positive_values_over_decades_keep_their_room_in_log_space() -> None:
     assert not spans_decades(np.array([np.nan]))
 
 
+def test_a_signed_quantity_keeps_its_room_in_values_and_can_reach_zero() -> None:
+    """A constraint's value (feasible at 0 or less) while no trial meets it: positive over decades, but
+    not a latency; in logs its room would stop above zero."""
+    missed = np.array([0.05, 2.25, 4.25, 8.35])
+    assert NormalScores.fit(missed).inverse(np.array([-50.0]))[0] > 0
+    signed = NormalScores.fit(missed, signed=True)
+    assert not signed.log and signed.inverse(np.array([-50.0]))[0] == pytest.approx(0.05 - 0.1 * 8.3)
+
+
 def test_one_distinct_value_maps_to_itself() -> None:
     scores = NormalScores.fit(np.array([4.0, 4.0]))
     assert scores.inverse(np.array([-1.0, 2.0])).tolist() == [4.0, 4.0]

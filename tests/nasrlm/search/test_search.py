@@ -1359,6 +1359,24 @@ def test_with_a_constraint_the_model_learns_its_value_and_proposes_feasible_netw
     assert all(set(t.user_attrs[PREDICTED_USER_ATTR]) == {"objective_0"} for t in proposed)  # objectives only
 
 
+@pytest.mark.parametrize("options", [{"surrogate": "prior", "prior": "forest"}, {}])
+def test_before_any_trial_is_feasible_the_model_can_still_draw_feasible_values(options) -> None:
+    """Under a limit only conv-free cells meet, no start-up trial meets it: their constraint values are all
+    positive over more than a decade, which a latency's log scale would keep above zero for ever."""
+    def objective(trial: optuna.Trial) -> float:
+        acc, latency = toy_values(SPACE.arch_id(SPACE.suggest(trial)))
+        trial.set_constraint("latency", latency - 1.05)
+        return acc
+
+    sampler = tiny_sampler(**options, n_startup_trials=6)
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    study.optimize(objective, n_trials=7)
+    missed = np.array([t.constraints["latency"] for t in study.trials[:6]])
+    assert (missed > 0).all() and missed.max() / missed.min() > 10
+    draws = sampler.predict_samples(sampler.candidate_pool)[..., 1]
+    assert (draws <= 0).any(axis=1).mean() >= 0.1  # before, none: the limit could only be found by chance
+
+
 # --- constraints: the best network under a limit ------------------------------------------------------
 def test_a_constraint_parses_says_how_far_it_is_missed_and_refuses_nonsense() -> None:
     at_most, at_least = Constraint.parse(" pixel3 <= 10 "), Constraint.parse("acc>=70.5")
