@@ -14,11 +14,11 @@ from search_spaces._registry import (
 )
 from search_spaces._subset import SubsetSpace
 from search_spaces._torch_space import TorchSearchSpace
-from search_spaces.anynet import AnyNetArch, AnyNetSpace, NDSResNet, NDSResNeXtA, NDSResNeXtB, NDSVanilla
+from search_spaces.anynet import ANYNET_SPACES, AnyNetArch, AnyNetSpace
 from search_spaces.fbnet import FBNet, FBNetArch
 from search_spaces.nasbench101 import NasBench101, NB101Cell
 from search_spaces.nasbench201 import NasBench201, NB201Arch
-from search_spaces.nds import NB301, NDSDARTS, NDSENAS, NDSPNAS, CellArch, NDSAmoeba, NDSCellSpace, NDSNASNet
+from search_spaces.nds import NB301, NDS_CELL_SPACES, CellArch, NDSCellSpace
 from search_spaces.ofa import (
     OFAMBv3Arch,
     OFAMobileNetV3,
@@ -35,15 +35,8 @@ register_space("ofa_mbv3", OFAMobileNetV3)
 register_space("ofa_proxyless", OFAProxylessNAS)
 register_space("ofa_resnet50", OFAResNet50)
 register_space("nb301", NB301)
-register_space("nds_amoeba", NDSAmoeba)
-register_space("nds_darts", NDSDARTS)
-register_space("nds_enas", NDSENAS)
-register_space("nds_nasnet", NDSNASNet)
-register_space("nds_pnas", NDSPNAS)
-register_space("nds_resnet", NDSResNet)
-register_space("nds_resnext-a", NDSResNeXtA)
-register_space("nds_resnext-b", NDSResNeXtB)
-register_space("nds_vanilla", NDSVanilla)
+for _name, _cls in {**NDS_CELL_SPACES, **ANYNET_SPACES}.items():  # CIFAR-10 and ImageNet (``_in``) each
+    register_space(_name, _cls)
 
 __all__ = [
     "ENTRY_POINT_GROUP",

@@ -37,22 +37,26 @@ stage. :meth:`AnyNetSpace.from_nds_net` reads a record's ``net`` config (``ds``,
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import onnx
 
 from exporters import ModelBuilder
 from search_spaces._base import SearchSpace
+from search_spaces._dataset import CIFAR10, IMAGENET, Dataset
 
 if TYPE_CHECKING:
     import optuna
 
-NUM_CLASSES = 10
-STEM_WIDTH = 16
+STEM_WIDTH = 16  # CIFAR-10
+IMAGENET_STEM_WIDTH = 64
 STRIDES = (1, 2, 2)
 NUM_STAGES = len(STRIDES)
+#: The first entry of every ImageNet record's ``ds``, ``ws``, ``ss``, ``bot_muls``, ``num_gs``: the stem
+#: (one "block" of width 64 that subsamples by 8), not a stage.
+IMAGENET_STEM_ENTRY = (1, IMAGENET_STEM_WIDTH, 8, 1.0, 1)
 
 #: the 9 depths and 12 widths "about evenly spaced in log space" of NDS' (1, 24, 9) and (16, 256, 12).
 _DEPTHS_24 = (1, 2, 3, 4, 6, 8, 12, 16, 24)
@@ -85,6 +89,14 @@ ANYNET_SPECS: dict[str, AnyNetSpec] = {
     "nds_resnext-b": AnyNetSpec("ResNeXt-B", "res_bottleneck", ("res_bottleneck",), _POW2[:5], _POW2[6:],
                                 _POW2[:3], _POW2[:7]),
 }
+#: The ImageNet spaces (``<name>_in``): ResNeXt-A/B on the values their NDS ImageNet records take
+#: (A: w 16-256, B: g 1-16); Vanilla and ResNet, which have no ImageNet records here, on their CIFAR grids.
+ANYNET_SPECS.update({
+    "nds_vanilla_in": ANYNET_SPECS["nds_vanilla"],
+    "nds_resnet_in": ANYNET_SPECS["nds_resnet"],
+    "nds_resnext-a_in": replace(ANYNET_SPECS["nds_resnext-a"], widths=_POW2[4:9]),
+    "nds_resnext-b_in": replace(ANYNET_SPECS["nds_resnext-b"], groups=_POW2[:5]),
+})
 
 
 @dataclass(frozen=True)
@@ -105,9 +117,15 @@ class AnyNetArch:
 
 
 class AnyNetSpace(SearchSpace[AnyNetArch]):
-    """Base of the NDS AnyNet spaces; subclasses set :attr:`name` (a key of :data:`ANYNET_SPECS`)."""
+    """Base of the NDS AnyNet spaces; subclasses set :attr:`name` (a key of :data:`ANYNET_SPECS`) and, for
+    ImageNet, :attr:`dataset`."""
 
-    input_shape = (1, 3, 32, 32)
+    #: the dataset the network is built for: its input, classes and stem.
+    dataset: ClassVar[Dataset] = CIFAR10
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:  # type: ignore[override]
+        return self.dataset.input_shape
 
     @property
     def spec(self) -> AnyNetSpec:
@@ -173,22 +191,27 @@ class AnyNetSpace(SearchSpace[AnyNetArch]):
     def from_nds_net(self, net: Mapping[str, Any]) -> AnyNetArch:
         """The architecture of one NDS json record's ``net`` config.
 
-        Strides, stem width and stem type, where the record states them, must be the CIFAR setting this
-        space builds (``ss`` [1, 2, 2], ``stem_w`` 16, a CIFAR stem); otherwise the record describes another
-        network and is refused rather than silently rebuilt differently.
+        Strides, stem width and stem type, where the record states them, must be the setting this space
+        builds (CIFAR-10: ``ss`` [1, 2, 2], ``stem_w`` 16, a CIFAR stem; ImageNet: the stem as the lists'
+        first entry, :data:`IMAGENET_STEM_ENTRY`, then ``ss`` [1, 2, 2]); otherwise the record describes
+        another network and is refused rather than silently rebuilt differently.
         """
         label = self.spec.label
         block = str(net.get("block_type", ""))
         if not block.startswith(self.spec.block_types):
             raise ValueError(f"NDS {label} records have block_type starting with "
                              f"{' or '.join(self.spec.block_types)}, got {block!r}")
-        for key, expected in (("ss", list(STRIDES)), ("stem_w", STEM_WIDTH)):
+        imagenet = self.dataset == IMAGENET
+        if imagenet:
+            net = _without_stem_entry(net, label)
+        stem_w = _STEMS[self.dataset.name][1]
+        for key, expected in (("ss", list(STRIDES)), ("stem_w", stem_w)):
             if net.get(key) is not None and net[key] != expected:
                 raise ValueError(f"NDS {label} net config has {key} {net[key]!r}; this space builds the "
-                                 f"CIFAR network with {key} {expected!r}")
-        if net.get("stem_type") is not None and "cifar" not in str(net["stem_type"]):
+                                 f"{self.dataset.name} network with {key} {expected!r}")
+        if net.get("stem_type") is not None and ("cifar" in str(net["stem_type"])) == imagenet:
             raise ValueError(f"NDS {label} net config has stem_type {net['stem_type']!r}; this space builds "
-                             "the CIFAR stem (res_stem_cifar)")
+                             f"the {self.dataset.name} stem")
         try:
             depths, widths = list(net["ds"]), list(net["ws"])
         except (KeyError, TypeError) as err:
@@ -245,16 +268,31 @@ class AnyNetSpace(SearchSpace[AnyNetArch]):
         self.validate(arch)
         b = ModelBuilder(self.name, domain=self.name.replace("_", ".").replace("-", "_"))
         main = b.main
-        x = main.call(_stem(b), "x")
-        w_in = STEM_WIDTH
+        stem, w_in = _STEMS[self.dataset.name]
+        x = main.call(stem(b), "x")
         for stage, (d, w, stride) in enumerate(zip(arch.depths, arch.widths, STRIDES, strict=True)):
             for i in range(d):
                 block = _BLOCKS[self.spec.block]
                 extra = (arch.bottleneck_width(stage), arch.groups[stage]) if self.spec.bottleneck else ()
                 x = main.call(block(b, w_in if i == 0 else w, w, stride if i == 0 else 1, *extra), x)
             w_in = w
-        y = main.call(_head(b, w_in), x)
-        return b.build(self.input_shape, y, (self.input_shape[0], NUM_CLASSES))
+        y = main.call(_head(b, w_in, self.dataset.num_classes), x)
+        return b.build(self.input_shape, y, (self.input_shape[0], self.dataset.num_classes))
+
+
+def _without_stem_entry(net: Mapping[str, Any], label: str) -> dict[str, Any]:
+    """An ImageNet record's ``net`` with the stem's entry (the first of each per-stage list) checked and
+    removed, so that what remains describes the three stages as a CIFAR record does."""
+    out = dict(net)
+    for key, expected in zip(("ds", "ws", "ss", "bot_muls", "num_gs"), IMAGENET_STEM_ENTRY, strict=True):
+        values = net.get(key)
+        if not values:  # bot_muls and num_gs may be empty for blocks without a bottleneck
+            continue
+        if not isinstance(values, list) or values[0] != expected:
+            raise ValueError(f"NDS {label} ImageNet net config has {key} {values!r}; its first entry "
+                             f"describes the stem, which this space builds with {key}[0] = {expected!r}")
+        out[key] = values[1:]
+    return out
 
 
 # --- blocks, each an ONNX local function defined once per distinct shape ------------------------------
@@ -267,9 +305,32 @@ def _suffix(w_in: int, w_out: int, stride: int) -> str:
 
 
 def _stem(b: ModelBuilder) -> str:
+    """CIFAR-10: 3×3 conv 3→16, BN, ReLU (pycls' ``res_stem_cifar``)."""
     def body(f, x):
         return f.op("Relu", _conv_bn(f, x, 3, STEM_WIDTH, 3))
     return b.function("stem", 1, body)
+
+
+def _imagenet_stem(b: ModelBuilder) -> str:
+    """ImageNet: three 3×3 stride-2 convs 3→32→64→64, each with BN and ReLU (224 → 28 pixels).
+
+    Not in any public pycls: read off the records, whose parameters exceed the three stages' and the
+    head's by 56,480 in all 294 ImageNet records (= these convs and BNs exactly), and whose FLOPs equal
+    the stages', the head's and these convs' at 112, 56 and 28 pixels, each multiply-accumulate one FLOP
+    plus 5 per BatchNorm output. The channels follow DARTS' ImageNet stem (C/2, C, C); where ReLUs sit
+    neither count can tell: here after every BN, as in pycls' stems.
+    """
+    half = IMAGENET_STEM_WIDTH // 2
+
+    def body(f, x):
+        y = f.op("Relu", _conv_bn(f, x, 3, half, 3, 2))
+        y = f.op("Relu", _conv_bn(f, y, half, IMAGENET_STEM_WIDTH, 3, 2))
+        return f.op("Relu", _conv_bn(f, y, IMAGENET_STEM_WIDTH, IMAGENET_STEM_WIDTH, 3, 2))
+    return b.function("stem_in", 1, body)
+
+
+#: dataset name -> (stem, its output width).
+_STEMS = {CIFAR10.name: (_stem, STEM_WIDTH), IMAGENET.name: (_imagenet_stem, IMAGENET_STEM_WIDTH)}
 
 
 def _shortcut(f, x: str, w_in: int, w_out: int, stride: int) -> str:
@@ -304,10 +365,10 @@ def _res_bottleneck(b: ModelBuilder, w_in: int, w_out: int, stride: int, w_b: in
 _BLOCKS = {"vanilla": _vanilla, "res_basic": _res_basic, "res_bottleneck": _res_bottleneck}
 
 
-def _head(b: ModelBuilder, w: int) -> str:
+def _head(b: ModelBuilder, w: int, num_classes: int) -> str:
     def body(f, x):
         y = f.op("Flatten", f.op("GlobalAveragePool", x), axis=1)
-        return f.op("Gemm", y, f.param(NUM_CLASSES, w), f.param(NUM_CLASSES), transB=1)
+        return f.op("Gemm", y, f.param(num_classes, w), f.param(num_classes), transB=1)
     return b.function(f"head_{w}", 1, body)
 
 
@@ -336,7 +397,37 @@ class NDSResNeXtB(AnyNetSpace):
     name = "nds_resnext-b"
 
 
+# --- the same spaces for ImageNet: the ImageNet stem, 224×224 input, 1000 classes -------------------------
+class NDSVanillaImageNet(NDSVanilla):
+    """NDS Vanilla space for ImageNet (224×224, 1000 classes, the stride-8 ImageNet stem)."""
+
+    name = "nds_vanilla_in"
+    dataset = IMAGENET
+
+
+class NDSResNetImageNet(NDSResNet):
+    """NDS ResNet space for ImageNet (224×224, 1000 classes, the stride-8 ImageNet stem)."""
+
+    name = "nds_resnet_in"
+    dataset = IMAGENET
+
+
+class NDSResNeXtAImageNet(NDSResNeXtA):
+    """NDS ResNeXt-A space for ImageNet: w 16-256, g ≤ 4 (224×224, 1000 classes, stride-8 ImageNet stem)."""
+
+    name = "nds_resnext-a_in"
+    dataset = IMAGENET
+
+
+class NDSResNeXtBImageNet(NDSResNeXtB):
+    """NDS ResNeXt-B space for ImageNet: w 64-1024, g ≤ 16 (224×224, 1000 classes, stride-8 ImageNet stem)."""
+
+    name = "nds_resnext-b_in"
+    dataset = IMAGENET
+
+
 ANYNET_SPACES: dict[str, type[AnyNetSpace]] = {
-    cls.name: cls for cls in (NDSResNet, NDSResNeXtA, NDSResNeXtB, NDSVanilla)
+    cls.name: cls for cls in (NDSResNet, NDSResNeXtA, NDSResNeXtB, NDSVanilla, NDSResNetImageNet,
+                              NDSResNeXtAImageNet, NDSResNeXtBImageNet, NDSVanillaImageNet)
 }
 

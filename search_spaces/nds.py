@@ -64,8 +64,8 @@ from __future__ import annotations
 
 import ast
 import math
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -73,46 +73,22 @@ import onnx
 
 from exporters import ModelBuilder
 from search_spaces._base import SearchSpace
+from search_spaces._cell_ops import (
+    apply_op,
+    cifar_stem,
+    factorized_reduce,
+    head,
+    imagenet_stems,
+    relu_conv_bn,
+)
+from search_spaces._dataset import CIFAR10, IMAGENET, Dataset
 
 if TYPE_CHECKING:
     import optuna
 
-NUM_CLASSES = 10
-STEM_MULTIPLIER = 3
-_BIG = 2**31 - 1  # "to the end" for Slice
+STEM_MULTIPLIER = 3  # the CIFAR stem's width, in multiples of C
 
 Pair = tuple[str, int]  # (operation, input state)
-
-
-# --- operations: one spec per name, built by the function registered for its kind -------------------
-@dataclass(frozen=True)
-class OpSpec:
-    """How a named cell operation is built: its ``kind`` and kernel / dilation."""
-
-    kind: str  # none | pool | skip | conv | conv_fact | sep | dil
-    k: int = 0
-    dilation: int = 1
-    pool: str = ""  # ONNX pooling op for kind "pool"
-
-
-OPS: dict[str, OpSpec] = {
-    "none": OpSpec("none"),
-    "avg_pool_3x3": OpSpec("pool", 3, pool="AveragePool"),
-    "max_pool_3x3": OpSpec("pool", 3, pool="MaxPool"),
-    "max_pool_5x5": OpSpec("pool", 5, pool="MaxPool"),
-    "max_pool_7x7": OpSpec("pool", 7, pool="MaxPool"),
-    "skip_connect": OpSpec("skip"),
-    "conv_1x1": OpSpec("conv", 1),
-    "conv_3x3": OpSpec("conv", 3),
-    "conv_3x1_1x3": OpSpec("conv_fact", 3),
-    "conv_7x1_1x7": OpSpec("conv_fact", 7),
-    "sep_conv_3x3": OpSpec("sep", 3),
-    "sep_conv_5x5": OpSpec("sep", 5),
-    "sep_conv_7x7": OpSpec("sep", 7),
-    "dil_conv_3x3": OpSpec("dil", 3, 2),
-    "dil_conv_5x5": OpSpec("dil", 5, 2),
-    "dil_sep_conv_3x3": OpSpec("sep", 3, 2),
-}
 
 
 @dataclass(frozen=True)
@@ -147,9 +123,21 @@ CELL_SPECS: dict[str, CellSpec] = {
         "max_pool_3x3", "avg_pool_3x3", "skip_connect", "sep_conv_3x3", "sep_conv_5x5", "dil_conv_3x3",
         "dil_conv_5x5"), 4, False, True),
 }
-#: NDS' sampling grid for cell spaces.
+#: The ImageNet spaces (``<name>_in``): the same cells, except that NDS' ImageNet DARTS records draw a
+#: node's two inputs independently (119 of the 121 records of ``DARTS_in.json`` have a node reading one
+#: state twice), where ``nds_darts`` reads DARTS' rule of two distinct inputs.
+CELL_SPECS.update({
+    name + IMAGENET.suffix: replace(spec, distinct_inputs=False) if name == "nds_darts" else spec
+    for name, spec in list(CELL_SPECS.items()) if name != "nb301"
+})
+#: NDS' sampling grid for cell spaces on CIFAR-10 (NNI's NDS port).
 NDS_WIDTHS = (16, 24, 32)
 NDS_DEPTHS = (4, 8, 12, 16, 20)
+#: (widths, depths) drawn per dataset; ImageNet's are the values NDS' ImageNet records take.
+NDS_GRIDS: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {
+    CIFAR10.name: (NDS_WIDTHS, NDS_DEPTHS),
+    IMAGENET.name: ((32, 48, 64, 80, 96), (6, 10, 14, 18, 22)),
+}
 NB301_WIDTH, NB301_DEPTH = 32, 8
 
 
@@ -191,11 +179,17 @@ def concat_nodes(cell: Sequence[Pair], loose_ends: bool) -> tuple[int, ...]:
 
 
 class NDSCellSpace(SearchSpace[CellArch]):
-    """Base of the NASNet-style cell spaces; subclasses set :attr:`name` (a key of :data:`CELL_SPECS`)."""
+    """Base of the NASNet-style cell spaces; subclasses set :attr:`name` (a key of :data:`CELL_SPECS`)
+    and, for ImageNet, :attr:`dataset`."""
 
-    input_shape = (1, 3, 32, 32)
+    #: the dataset the network is built for: its input, classes, stem and head.
+    dataset: ClassVar[Dataset] = CIFAR10
     #: (width, depth) when the space fixes them (NB301); then ids leave them out.
     fixed: ClassVar[tuple[int, int] | None] = None
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:  # type: ignore[override]
+        return self.dataset.input_shape
 
     @property
     def spec(self) -> CellSpec:
@@ -317,7 +311,8 @@ class NDSCellSpace(SearchSpace[CellArch]):
 
     # --- drawing ------------------------------------------------------------------------
     def sample(self, rng: np.random.Generator) -> CellArch:
-        width, depth = self.fixed or (int(rng.choice(NDS_WIDTHS)), int(rng.choice(NDS_DEPTHS)))
+        widths, depths = NDS_GRIDS[self.dataset.name]
+        width, depth = self.fixed or (int(rng.choice(widths)), int(rng.choice(depths)))
         cells = []
         for _ in range(2):
             pairs: list[Pair] = []
@@ -332,8 +327,9 @@ class NDSCellSpace(SearchSpace[CellArch]):
         if self.fixed:
             width, depth = self.fixed
         else:
-            width = trial.suggest_categorical("width", NDS_WIDTHS)
-            depth = trial.suggest_categorical("depth", NDS_DEPTHS)
+            widths, depths = NDS_GRIDS[self.dataset.name]
+            width = trial.suggest_categorical("width", widths)
+            depth = trial.suggest_categorical("depth", depths)
         cells = []
         for kind in ("normal", "reduce"):
             pairs: list[Pair] = []
@@ -355,10 +351,8 @@ class NDSCellSpace(SearchSpace[CellArch]):
         b = ModelBuilder(self.name, domain=self.name.replace("_", "."))
         main = b.main
         c = arch.width
-        c_stem = STEM_MULTIPLIER * c
-        s1 = main.call(_stem(b, c_stem), "x")
-        s0 = s1
-        c_pp, c_p, reduction_prev = c_stem, c_stem, False
+        s0, s1, c_stem, reduction_prev = self._stem(b, c)
+        c_pp, c_p = c_stem, c_stem
         reductions = {arch.depth // 3, 2 * arch.depth // 3}
         for i in range(arch.depth):
             reduction = i in reductions
@@ -368,124 +362,38 @@ class NDSCellSpace(SearchSpace[CellArch]):
             s0, s1 = s1, main.call(self._cell(b, cell, c_pp, c_p, c, reduction, reduction_prev), s0, s1)
             c_pp, c_p = c_p, c * len(concat_nodes(cell, self.spec.loose_ends))
             reduction_prev = reduction
-        y = main.call(_head(b, c_p), s1)
-        return b.build(self.input_shape, y, (self.input_shape[0], NUM_CLASSES))
+        y = main.call(head(b, c_p, self.dataset.num_classes), s1)
+        return b.build(self.input_shape, y, (self.input_shape[0], self.dataset.num_classes))
+
+    def _stem(self, b: ModelBuilder, c: int) -> tuple[str, str, int, bool]:
+        """The first cell's two inputs, their width, and whether the older one has twice the resolution.
+
+        CIFAR-10: one stem of 3·C channels feeds both. ImageNet: ``stem0`` (224 → 56 pixels) and
+        ``stem1`` on it (→ 28), C channels each, so the first cell reduces its older input as after a
+        reduction cell (DARTS' ``NetworkImageNet``: ``reduction_prev = True``).
+        """
+        if self.dataset == IMAGENET:
+            stem0, stem1 = imagenet_stems(b, c)
+            s0 = b.main.call(stem0, "x")
+            return s0, b.main.call(stem1, s0), c, True
+        s = b.main.call(cifar_stem(b, STEM_MULTIPLIER * c), "x")
+        return s, s, STEM_MULTIPLIER * c, False
 
     def _cell(self, b: ModelBuilder, cell: tuple[Pair, ...], c_pp: int, c_p: int, c: int, reduction: bool,
               reduction_prev: bool) -> str:
         concat = concat_nodes(cell, self.spec.loose_ends)
 
         def body(f, x0, x1):
-            pre0 = _factorized_reduce(b, c_pp, c) if reduction_prev else _relu_conv_bn(b, c_pp, c)
-            states = [f.call(pre0, x0), f.call(_relu_conv_bn(b, c_p, c), x1)]
+            pre0 = factorized_reduce(b, c_pp, c) if reduction_prev else relu_conv_bn(b, c_pp, c)
+            states = [f.call(pre0, x0), f.call(relu_conv_bn(b, c_p, c), x1)]
             for j in range(0, len(cell), 2):
-                terms = [_OP_BUILDERS[OPS[op].kind](b, f, states[i], OPS[op], c,
-                                                    2 if reduction and i < 2 else 1)
+                terms = [apply_op(b, f, states[i], op, c, 2 if reduction and i < 2 else 1)
                          for op, i in cell[j:j + 2]]
                 states.append(f.op("Add", *terms))
             return f.op("Concat", *(states[n] for n in concat), axis=1)
 
         kind = "reduce" if reduction else "normal"
         return b.function(f"{kind}_{c_pp}_{c_p}_{c}" + ("_fr" if reduction_prev else ""), 2, body)
-
-
-# --- blocks: ONNX local functions, one per distinct shape, and inline ops -------------------------------
-def _bn(f, x: str, c: int) -> str:
-    return f.op("BatchNormalization", x, *f.param(c, n=4))
-
-
-def _suffix(c_in: int, c_out: int, stride: int) -> str:
-    return (f"{c_in}" if c_in == c_out else f"{c_in}_{c_out}") + (f"_s{stride}" if stride != 1 else "")
-
-
-def _stem(b: ModelBuilder, c: int) -> str:
-    def body(f, x):
-        return _bn(f, f.conv(x, 3, c, 3), c)
-    return b.function(f"stem_{c}", 1, body)
-
-
-def _relu_conv_bn(b: ModelBuilder, c_in: int, c_out: int, k: int = 1, stride: int = 1) -> str:
-    def body(f, x):
-        return _bn(f, f.conv(f.op("Relu", x), c_in, c_out, k, stride), c_out)
-    return b.function(f"conv_{k}x{k}_{_suffix(c_in, c_out, stride)}", 1, body)
-
-
-def _factorized_reduce(b: ModelBuilder, c_in: int, c_out: int) -> str:
-    """ReLU, then 1×1 stride-2 convs of the input and of the input shifted by one pixel (padded with one
-    zero row and column at the end, as pycls does), each to ``c_out / 2`` channels; concat; BN."""
-    def body(f, x):
-        y = f.op("Relu", x)
-        half = c_out // 2
-        a = f.op("Conv", y, f.param(half, c_in, 1, 1), kernel_shape=[1, 1], strides=[2, 2])
-        shifted = f.op("Slice", y, f.op("Constant", value_ints=[1, 1]),
-                       f.op("Constant", value_ints=[_BIG, _BIG]), f.op("Constant", value_ints=[2, 3]))
-        z = f.op("Conv", shifted, f.param(half, c_in, 1, 1), kernel_shape=[1, 1], strides=[2, 2],
-                 pads=[0, 0, 1, 1])
-        return _bn(f, f.op("Concat", a, z, axis=1), c_out)
-    return b.function(f"factorized_reduce_{_suffix(c_in, c_out, 1)}", 1, body)
-
-
-def _head(b: ModelBuilder, c: int) -> str:
-    def body(f, x):
-        y = f.op("Flatten", f.op("GlobalAveragePool", x), axis=1)
-        return f.op("Gemm", y, f.param(NUM_CLASSES, c), f.param(NUM_CLASSES), transB=1)
-    return b.function(f"head_{c}", 1, body)
-
-
-def _op_none(b: ModelBuilder, f, x: str, spec: OpSpec, c: int, stride: int) -> str:
-    if stride != 1:
-        x = f.op("Slice", x, f.op("Constant", value_ints=[0, 0]), f.op("Constant", value_ints=[_BIG, _BIG]),
-                 f.op("Constant", value_ints=[2, 3]), f.op("Constant", value_ints=[stride, stride]))
-    return f.op("Mul", x, f.op("Constant", value_float=0.0))
-
-
-def _op_pool(b: ModelBuilder, f, x: str, spec: OpSpec, c: int, stride: int) -> str:
-    p = spec.k // 2
-    attrs: dict[str, Any] = {"kernel_shape": [spec.k, spec.k], "pads": [p, p, p, p]}
-    if stride != 1:
-        attrs["strides"] = [stride, stride]
-    return f.op(spec.pool, x, **attrs)  # AveragePool's count_include_pad defaults to 0, as in pycls
-
-
-def _op_skip(b: ModelBuilder, f, x: str, spec: OpSpec, c: int, stride: int) -> str:
-    return x if stride == 1 else f.call(_factorized_reduce(b, c, c), x)
-
-
-def _op_conv(b: ModelBuilder, f, x: str, spec: OpSpec, c: int, stride: int) -> str:
-    return f.call(_relu_conv_bn(b, c, c, spec.k, stride), x)
-
-
-def _op_conv_fact(b: ModelBuilder, f, x: str, spec: OpSpec, c: int, stride: int) -> str:
-    def body(g, y):
-        y = g.conv(g.op("Relu", y), c, c, (1, spec.k), (1, stride))
-        return _bn(g, g.conv(y, c, c, (spec.k, 1), (stride, 1)), c)
-    name = f"conv_{spec.k}x1_1x{spec.k}_{_suffix(c, c, stride)}"
-    return f.call(b.function(name, 1, body), x)
-
-
-def _op_sep(b: ModelBuilder, f, x: str, spec: OpSpec, c: int, stride: int) -> str:
-    def half(g, y, s):
-        y = g.conv(g.op("Relu", y), c, c, spec.k, s, dilation=spec.dilation, groups=c)
-        return _bn(g, g.conv(y, c, c), c)
-
-    def body(g, y):
-        return half(g, half(g, y, stride), 1)
-    dil = "dil_" if spec.dilation != 1 else ""
-    name = f"{dil}sep_conv_{spec.k}x{spec.k}_{_suffix(c, c, stride)}"
-    return f.call(b.function(name, 1, body), x)
-
-
-def _op_dil(b: ModelBuilder, f, x: str, spec: OpSpec, c: int, stride: int) -> str:
-    def body(g, y):
-        y = g.conv(g.op("Relu", y), c, c, spec.k, stride, dilation=spec.dilation, groups=c)
-        return _bn(g, g.conv(y, c, c), c)
-    return f.call(b.function(f"dil_conv_{spec.k}x{spec.k}_{_suffix(c, c, stride)}", 1, body), x)
-
-
-_OP_BUILDERS: dict[str, Callable[..., str]] = {
-    "none": _op_none, "pool": _op_pool, "skip": _op_skip, "conv": _op_conv, "conv_fact": _op_conv_fact,
-    "sep": _op_sep, "dil": _op_dil,
-}
 
 
 def _positive(text: str, what: str, arch_id: str, label: str) -> int:
@@ -563,6 +471,43 @@ class NB301(NDSCellSpace):
         return tuple(tuple((i, self.spec.ops.index(op)) for op, i in arch.cell(r)) for r in (False, True))
 
 
+# --- the same spaces for ImageNet: DARTS' ImageNet stems, 224×224 input, 1000 classes ---------------------
+class NDSNASNetImageNet(NDSNASNet):
+    """NDS NASNet cell space for ImageNet (224×224, 1000 classes, DARTS' two ImageNet stems)."""
+
+    name = "nds_nasnet_in"
+    dataset = IMAGENET
+
+
+class NDSAmoebaImageNet(NDSAmoeba):
+    """NDS Amoeba cell space for ImageNet (224×224, 1000 classes, DARTS' two ImageNet stems)."""
+
+    name = "nds_amoeba_in"
+    dataset = IMAGENET
+
+
+class NDSPNASImageNet(NDSPNAS):
+    """NDS PNAS cell space for ImageNet (224×224, 1000 classes, DARTS' two ImageNet stems)."""
+
+    name = "nds_pnas_in"
+    dataset = IMAGENET
+
+
+class NDSENASImageNet(NDSENAS):
+    """NDS ENAS cell space for ImageNet (224×224, 1000 classes, DARTS' two ImageNet stems)."""
+
+    name = "nds_enas_in"
+    dataset = IMAGENET
+
+
+class NDSDARTSImageNet(NDSDARTS):
+    """NDS DARTS cell space for ImageNet (224×224, 1000 classes, DARTS' two ImageNet stems)."""
+
+    name = "nds_darts_in"
+    dataset = IMAGENET
+
+
 NDS_CELL_SPACES: dict[str, type[NDSCellSpace]] = {
-    cls.name: cls for cls in (NDSAmoeba, NDSDARTS, NDSENAS, NDSNASNet, NDSPNAS)
+    cls.name: cls for cls in (NDSAmoeba, NDSDARTS, NDSENAS, NDSNASNet, NDSPNAS, NDSAmoebaImageNet,
+                              NDSDARTSImageNet, NDSENASImageNet, NDSNASNetImageNet, NDSPNASImageNet)
 }
