@@ -14,11 +14,14 @@ record is one training run::
 ``{"block_type", "ds", "ws", "ss", "bot_muls", "num_gs"}``; the space's ``from_nds_net`` turns it into an
 id and refuses configs it would not build exactly (wrong concat, strides, stem, block type).
 
-File names say the space: ``<Space>.json`` plus the CIFAR variants ``_fix-w-d`` (NDS fixed width and
-depth), ``_reruns`` and ``_rng1..3`` (repeated runs). ``_in`` files (ImageNet networks, another stem) and
-``_lr-wd`` files (learning rate and weight decay swept, so accuracy is not a function of the architecture)
-are refused. Several records of one architecture (reruns, seeds) become one row: the mean of each
-column, with ``n_runs`` saying how many records it averages.
+File names say the space: ``<Space>.json`` plus the variants ``_fix-w-d`` (NDS fixed width and depth),
+``_reruns`` and ``_rng1..3`` (repeated runs), each read into the space itself; a final ``_in`` says
+ImageNet networks, read into the ``_in`` space (``DARTS_in.json`` and ``DARTS_fix-w-d_in.json`` ->
+``nds_darts_in``). ``_lr-wd`` files (learning rate and weight decay swept, so accuracy is not a function
+of the architecture) are refused. ``nasrlm data`` reads ``<Space>.json`` / ``<Space>_in.json``; the
+variants are read by naming the file (:func:`load_nds_json`). Several records of one architecture
+(reruns, seeds) become one row: the mean of each column, with ``n_runs`` saying how many records it
+averages.
 """
 
 from __future__ import annotations
@@ -38,14 +41,19 @@ from nasrlm.data._catalogue import Catalogue, Column, Query, Rows
 from nasrlm.data._datadir import DataFileError, data_file, file_version
 from nasrlm.data._loader_utils import check_names
 from nasrlm.data._table import BenchmarkTable, Objective
+from search_spaces._dataset import CIFAR10, IMAGENET
 from search_spaces.anynet import ANYNET_SPACES
 from search_spaces.nds import NDS_CELL_SPACES
 
-#: nasrlm space -> NDS file stem (``nds_data/<stem>.json``).
-NDS_FILES: Mapping[str, str] = MappingProxyType({
+_CIFAR_FILES = {
     "nds_amoeba": "Amoeba", "nds_darts": "DARTS", "nds_enas": "ENAS", "nds_nasnet": "NASNet",
     "nds_pnas": "PNAS", "nds_resnet": "ResNet", "nds_resnext-a": "ResNeXt-A", "nds_resnext-b": "ResNeXt-B",
     "nds_vanilla": "Vanilla",
+}
+#: nasrlm space -> NDS file stem (``nds_data/<stem>.json``); ImageNet spaces and files end in ``_in``.
+NDS_FILES: Mapping[str, str] = MappingProxyType({
+    **_CIFAR_FILES,
+    **{space + IMAGENET.suffix: stem + IMAGENET.suffix for space, stem in _CIFAR_FILES.items()},
 })
 NDS_DIR = "nds_data"
 _SPACES: dict[str, Callable[[], Any]] = {**NDS_CELL_SPACES, **ANYNET_SPACES}
@@ -64,15 +72,15 @@ def _millions(key: str) -> Callable[[Mapping[str, Any]], float]:
     return lambda r: float(r[key]) / 1e6 if r.get(key) is not None else math.nan
 
 
-def _objectives() -> dict[str, tuple[Objective, Callable[[Mapping[str, Any]], float]]]:
-    """Objective name -> (objective, record -> value)."""
+def _objectives(dataset: str) -> dict[str, tuple[Objective, Callable[[Mapping[str, Any]], float]]]:
+    """Objective name -> (objective, record -> value), for the networks of ``dataset`` (its name)."""
     src = "NDS json field {} (data dir nds_data/<Space>.json; facebookresearch/nds)"
     out = [
-        (Objective("acc", "%", "CIFAR-10 top-1 test accuracy after the last epoch, NDS training",
+        (Objective("acc", "%", f"{dataset} top-1 test accuracy after the last epoch, NDS training",
                    src.format("100 - test_ep_top1[-1]"), True), _last_acc("test_ep_top1")),
-        (Objective("best_acc", "%", "CIFAR-10 top-1 test accuracy of the best epoch, NDS training",
+        (Objective("best_acc", "%", f"{dataset} top-1 test accuracy of the best epoch, NDS training",
                    src.format("100 - min(test_ep_top1)"), True), _best_acc("test_ep_top1")),
-        (Objective("train_acc", "%", "CIFAR-10 top-1 training accuracy after the last epoch",
+        (Objective("train_acc", "%", f"{dataset} top-1 training accuracy after the last epoch",
                    src.format("100 - train_ep_top1[-1]"), True), _last_acc("train_ep_top1")),
         (Objective("params_m", "M", "parameters, millions, as NDS (pycls) counted them; may include an "
                    "auxiliary head where the record's net has aux on", src.format("params"), False),
@@ -85,22 +93,31 @@ def _objectives() -> dict[str, tuple[Objective, Callable[[Mapping[str, Any]], fl
     return {obj.name: (obj, value) for obj, value in out}
 
 
-_RECORD_VALUES = _objectives()
-#: every NDS objective, keyed by name.
-NDS_OBJECTIVES: Mapping[str, Objective] = MappingProxyType({n: o for n, (o, _) in _RECORD_VALUES.items()})
+#: dataset name -> objective name -> (objective, record -> value).
+_RECORD_VALUES = {d.name: _objectives(d.name) for d in (CIFAR10, IMAGENET)}
+#: every NDS objective of a CIFAR-10 space, keyed by name.
+NDS_OBJECTIVES: Mapping[str, Objective] = MappingProxyType(
+    {n: o for n, (o, _) in _RECORD_VALUES[CIFAR10.name].items()})
+#: the same columns for an ImageNet (``_in``) space, described as ImageNet's.
+NDS_IMAGENET_OBJECTIVES: Mapping[str, Objective] = MappingProxyType(
+    {n: o for n, (o, _) in _RECORD_VALUES[IMAGENET.name].items()})
+
+
+def _objectives_of(space: str) -> Mapping[str, Objective]:
+    return NDS_IMAGENET_OBJECTIVES if _SPACES[space].dataset == IMAGENET else NDS_OBJECTIVES
 
 
 def nds_space_of(path: str | os.PathLike[str]) -> str:
-    """The nasrlm space a published NDS file holds, from its name (``DARTS_fix-w-d.json`` -> nds_darts)."""
+    """The nasrlm space a published NDS file holds, from its name (``DARTS_fix-w-d.json`` -> nds_darts,
+    ``DARTS_fix-w-d_in.json`` -> nds_darts_in)."""
     stem = Path(path).name.removesuffix(".json")
-    base, _, variant = stem.partition("_")
-    if variant == "in" or variant.endswith("_in"):
-        raise ValueError(f"NDS file {stem!r} holds ImageNet networks (another stem and input size); only the "
-                         "CIFAR-10 files are supported")
+    imagenet = stem.endswith(IMAGENET.suffix)
+    base, _, variant = stem.removesuffix(IMAGENET.suffix).partition("_")
     if variant and variant not in _SAME_NETWORK_VARIANTS:
         raise ValueError(f"NDS file {stem!r}: variant {variant!r} is not supported (supported: none, "
                          f"{', '.join(_SAME_NETWORK_VARIANTS)}; lr-wd sweeps vary the training, not only the "
                          "network)")
+    base += IMAGENET.suffix if imagenet else ""
     spaces = [name for name, file in NDS_FILES.items() if file == base]
     if not spaces:
         raise ValueError(f"no nasrlm space for NDS file {stem!r}; known: {', '.join(NDS_FILES.values())}")
@@ -138,7 +155,7 @@ def _read(version: tuple[str, int, int], space_name: str) -> Rows:
     rows = np.fromiter((row_of[i] for i in ids), np.intp, count=len(ids))
     counts = np.bincount(rows, minlength=len(order)).astype(np.float64)
     columns = {}
-    for name, (_, value) in _RECORD_VALUES.items():
+    for name, (_, value) in _RECORD_VALUES[space.dataset.name].items():
         values = np.array([value(r) for r in records], dtype=np.float64)
         sums = np.bincount(rows, weights=np.nan_to_num(values), minlength=len(order))
         present = np.bincount(rows, weights=~np.isnan(values), minlength=len(order))
@@ -159,11 +176,12 @@ def load_nds_json(path: str | os.PathLike[str], space: str | None = None,
     space = space or nds_space_of(path)
     if space not in _SPACES:
         raise ValueError(f"{space!r} is not an NDS space; expected one of {', '.join(NDS_FILES)}")
-    names = list(objectives) if objectives is not None else list(NDS_OBJECTIVES)
-    check_names(names, NDS_OBJECTIVES, {}, "NDS")
+    known = _objectives_of(space)
+    names = list(objectives) if objectives is not None else list(known)
+    check_names(names, known, {}, "NDS")
     table = _read(file_version(path), space)
     values = np.column_stack([table.columns[n] for n in names]) if names else None
-    return BenchmarkTable(space, list(table.keys), [NDS_OBJECTIVES[n] for n in names],
+    return BenchmarkTable(space, list(table.keys), [known[n] for n in names],
                           values if values is not None else np.empty((len(table.keys), 0)), str(path.parent))
 
 
@@ -191,7 +209,7 @@ def _read_source(space: str, root: Path | None, relpath: str) -> Rows:
 
 def _catalogue(space: str) -> Catalogue:
     relpath = _relpath(space)
-    columns = {name: Column(obj, relpath, name) for name, obj in NDS_OBJECTIVES.items()}
+    columns = {name: Column(obj, relpath, name) for name, obj in _objectives_of(space).items()}
     return Catalogue(space, "NDS", columns, functools.partial(_read_source, space), _rows)
 
 

@@ -1,4 +1,5 @@
-"""NDS json loader, on fixture files written here in the published format (the real files are not here)."""
+"""NDS json loader, on fixture files written here in the published format, and on the six published
+ImageNet files where the data directory has them."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 from nasrlm.data import DataFileNotFoundError, Objective, UnknownObjectiveError
 from nasrlm.data._nds import (
     NDS_FILES,
+    NDS_IMAGENET_OBJECTIVES,
     NDS_OBJECTIVES,
     load_nds,
     load_nds_json,
@@ -93,14 +95,18 @@ def test_top_mid_files_and_anynet_spaces(nds_dir: Path) -> None:
 
 @pytest.mark.parametrize(("stem", "space"), [("DARTS", "nds_darts"), ("ENAS_fix-w-d", "nds_enas"),
                                              ("ResNet_reruns", "nds_resnet"), ("ResNeXt-B", "nds_resnext-b"),
-                                             ("Vanilla_rng3", "nds_vanilla")])
+                                             ("Vanilla_rng3", "nds_vanilla"), ("DARTS_in", "nds_darts_in"),
+                                             ("DARTS_fix-w-d_in", "nds_darts_in"), ("PNAS_in", "nds_pnas_in"),
+                                             ("ResNeXt-A_in", "nds_resnext-a_in")])
 def test_file_names_name_the_space(stem: str, space: str) -> None:
     assert nds_space_of(f"/x/{stem}.json") == space
 
 
 @pytest.mark.parametrize(("stem", "names"), [
-    ("DARTS_in", "ImageNet"), ("Vanilla_lr-wd_in", "ImageNet"), ("Vanilla_lr-wd", "variant 'lr-wd'"),
-    ("ResNet-B", "no nasrlm space")])
+    ("Vanilla_lr-wd_in", "variant 'lr-wd'.*lr-wd sweeps vary the training"),
+    ("DARTS_lr-wd", "variant 'lr-wd'.*lr-wd sweeps vary the training"),
+    ("DARTS_in_rng1", "variant 'in_rng1'"),
+    ("ResNet-B", "no nasrlm space"), ("ResNet-B_in", "no nasrlm space for NDS file 'ResNet-B_in'")])
 def test_unsupported_files_are_refused(stem: str, names: str) -> None:
     with pytest.raises(ValueError, match=names):
         nds_space_of(f"{stem}.json")
@@ -142,3 +148,44 @@ def test_registered_table_loaders(nds_dir: Path, monkeypatch: pytest.MonkeyPatch
     monkeypatch.delenv("NASRLM_DATA", raising=False)
     with pytest.raises(DataFileNotFoundError, match="nds_data/PNAS.json"):
         load_table("nds_pnas", ["acc"], nds_dir)
+
+
+def test_imagenet_files_read_into_the_imagenet_spaces(nds_dir: Path) -> None:
+    """An ``_in`` file: its records become ids of the ``_in`` space, stem entry removed (AnyNet), with the
+    columns of a CIFAR file, described as ImageNet's."""
+    net = {"block_type": "res_bottleneck_block", "ds": [1, 2, 2, 2], "ws": [64, 16, 128, 128],
+           "ss": [8, 1, 2, 2], "bot_muls": [1.0, 0.25, 0.5, 0.25], "num_gs": [1, 2, 4, 2]}
+    path = nds_dir / "nds_data" / "ResNeXt-A_in.json"
+    path.write_text(json.dumps([_record(net, [60.0, 50.0, 55.0]), _record(net, [70.0, 45.0], seed=2)]))
+    table = load_nds_json(path)
+    assert table.space == "nds_resnext-a_in" and table.ids == ["d=2,2,2;w=16,128,128;b=4,2,4;g=2,4,2"]
+    assert table.column("acc").tolist() == [50.0]  # the mean of 100 - 55 and 100 - 45 (last epochs)
+    assert table.column("best_acc").tolist() == [52.5]  # the mean of 100 - 50 and 100 - 45
+    assert [o.description for o in table.objectives][:2] == [
+        "ImageNet top-1 test accuracy after the last epoch, NDS training",
+        "ImageNet top-1 test accuracy of the best epoch, NDS training"]
+    assert list(NDS_IMAGENET_OBJECTIVES) == list(NDS_OBJECTIVES)
+    assert load_table("nds_resnext-a_in", ["acc", "n_runs"], nds_dir).column("n_runs").tolist() == [2.0]
+    assert available_objectives("nds_darts_in", nds_dir) == []  # DARTS.json holds CIFAR-10 networks
+    with pytest.raises(ValueError, match=r"record 0: .*ws \[32, 16, 128, 128\]; its first entry"):
+        path.write_text(json.dumps([_record(dict(net, ws=[32, 16, 128, 128]), [60.0])]))
+        load_nds_json(path)
+
+
+@pytest.mark.parametrize(("stem", "space", "rows"), [
+    ("DARTS_in", "nds_darts_in", 121), ("DARTS_fix-w-d_in", "nds_darts_in", 499),
+    ("ENAS_in", "nds_enas_in", 117),
+    ("NASNet_in", "nds_nasnet_in", 122), ("ResNeXt-A_in", "nds_resnext-a_in", 130),
+    ("ResNeXt-B_in", "nds_resnext-b_in", 164)])
+def test_published_imagenet_files(data_dir: Path, stem: str, space: str, rows: int) -> None:
+    path = data_dir / "nds_data" / f"{stem}.json"
+    if not path.is_file():
+        pytest.skip(f"NDS ImageNet file not found: {path}")
+    records = read_nds_records(path)
+    table = load_nds_json(path, objectives=["acc", "best_acc", "params_m", "n_runs"])
+    assert table.space == space and len(table.ids) == rows == len(records)  # one record per architecture
+    first = records[0]
+    assert table.values[0].tolist() == [100 - first["test_ep_top1"][-1], 100 - first["min_test_top1"],
+                                        first["params"] / 1e6, 1.0]
+    if "fix-w-d" not in stem:  # what nasrlm data reads for the space
+        assert load_table(space, ["acc"], data_dir).ids == table.ids
