@@ -17,6 +17,7 @@ from scipy import stats
 from tqdm.auto import tqdm
 
 from nasrlm.data import Objective
+from nasrlm.errors import NasrlmError
 from nasrlm.rlm._members import Weights, pooled, train_members, wearing
 from nasrlm.rlm.inference import sample_scaled
 from nasrlm.rlm.model import RegressionLM
@@ -24,6 +25,11 @@ from nasrlm.rlm.normalize import Normalizer
 from nasrlm.rlm.recipes import TrainConfig
 from nasrlm.rlm.tokenizers import OnnxTokenizer
 from nasrlm.rlm.training import TrainReport, derived_sources, pad_batch
+
+
+class TextTooLongError(NasrlmError, ValueError):
+    """An architecture's text has more tokens than the model reads (``max_input_tokens``): refused, never
+    truncated. One line on the command line (large ImageNet cells under the shipped base's tokenizer)."""
 
 
 class LanguageModel:
@@ -73,8 +79,8 @@ class LanguageModel:
         limit = self.model.config.max_input_tokens
         too_long = [len(s) for s in ids if len(s) > limit]
         if too_long:
-            raise ValueError(f"{len(too_long)} text(s) exceed max_input_tokens={limit} "
-                             f"(longest {max(too_long)} tokens); raise it in the model config")
+            raise TextTooLongError(f"{len(too_long)} text(s) exceed max_input_tokens={limit} "
+                                   f"(longest {max(too_long)} tokens); raise it in the model config")
         return ids
 
     def targets(self, values: np.ndarray, objectives: tuple[str, ...]) -> np.ndarray:

@@ -1,11 +1,14 @@
-"""The language model as an estimator of its own: a clone trains apart from it; its first member shares it."""
+"""The language model as an estimator of its own: a clone trains apart from it; its first member shares it;
+texts longer than it reads are refused."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 from nasrlm.data import Objective
+from nasrlm.errors import NasrlmError
 from nasrlm.rlm.predictor import RLMPredictor
 from nasrlm.rlm.recipes import TrainConfig
 
@@ -34,3 +37,12 @@ def test_the_first_member_shares_the_weights_and_samples_what_the_model_alone_do
     assert first.model is lm.model and first.members == [] and first.decode_order == ("acc",)
     np.testing.assert_array_equal(first.sample(texts[:4], ("acc",), num_samples=6, seed=2),
                                   lm.sample(texts[:4], ("acc",), num_samples=6, seed=2))
+
+
+def test_a_text_longer_than_the_model_reads_is_a_one_line_error(corpus) -> None:
+    tokenizer, texts, _ = corpus
+    lm = RLMPredictor.from_scratch((ACC,), size=None, tokenizer=tokenizer, max_input_tokens=8, **TINY).lm
+    with pytest.raises(NasrlmError, match=r"48 text\(s\) exceed max_input_tokens=8 \(longest \d+ tokens\)"):
+        lm.encode_texts(texts)
+    with pytest.raises(ValueError):  # what callers caught before
+        lm.encode_texts(texts[:1])
