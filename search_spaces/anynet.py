@@ -1,4 +1,4 @@
-"""The NDS AnyNet-style spaces for CIFAR-10 (Vanilla, ResNet, ResNeXt-A, ResNeXt-B), built in ONNX.
+"""The NDS AnyNet-style spaces (Vanilla, ResNet, ResNeXt-A, ResNeXt-B) for CIFAR-10 and ImageNet, in ONNX.
 
 Network: pycls' ``AnyNet`` as NDS trained it on CIFAR-10 (pycls ``models/anynet.py`` of 2019 and its
 ``configs/archive/cifar/anynet/*_nds_1gpu.yaml``: ``STEM_TYPE: res_stem_cifar``, ``STEM_W: 16``,
@@ -28,6 +28,19 @@ but g_i ∈ (1, 64, 7). The integer grids used are below (:data:`ANYNET_SPECS`);
 where this was written, so the exact grid points of the 9- and 12-value ranges are our choice. A
 bottleneck stage whose g does not divide w_b is redrawn. Ids accept any positive values, so every
 record of a published NDS file can be named.
+
+ImageNet (``nds_vanilla_in``, ``nds_resnet_in``, ``nds_resnext-a_in``, ``nds_resnext-b_in``): input
+1×3×224×224, 1000 classes, the same three stages (strides 1, 2, 2) and head after a stem that subsamples
+by 8: three 3×3 stride-2 convs 3→32→64→64, each with BN and ReLU. NDS' ImageNet records write that stem
+as the first entry of every per-stage list (``ds`` [1, …], ``ws`` [64, …], ``ss`` [8, 1, 2, 2],
+``bot_muls`` [1.0, …], ``num_gs`` [1, …]), and no public pycls builds it: it is read off the 294
+records of ``ResNeXt-A_in`` and ``ResNeXt-B_in``, whose ``params`` all exceed the three stages' and the
+head's by exactly its 56,480 and whose ``flops`` all equal, exactly, the multiply-accumulates of the
+stages, the head and these convs at 112, 56 and 28 pixels plus 5 per BatchNorm output and the head's
+biases (``tests/search_spaces/test_nds_imagenet.py``). Where its ReLUs sit the counts cannot tell. The
+ImageNet ResNeXt grids are the values those records take: ResNeXt-A w_i ∈ {16, …, 256}, ResNeXt-B
+g_i ∈ {1, …, 16} (else as for CIFAR-10); Vanilla and ResNet, without ImageNet records here, keep the
+CIFAR-10 grids.
 
 Ids: ``d=2,5,3;w=16,48,128`` (Vanilla, ResNet) and ``d=…;w=…;b=1,2,4;g=1,4,2`` (ResNeXt), one value per
 stage. :meth:`AnyNetSpace.from_nds_net` reads a record's ``net`` config (``ds``, ``ws``, ``ss``,

@@ -1,7 +1,7 @@
-"""NASNet-style cell spaces of NDS (Amoeba, DARTS, ENAS, NASNet, PNAS) and NAS-Bench-301, built in ONNX.
+"""NDS' NASNet-style cell spaces (Amoeba, DARTS, ENAS, NASNet, PNAS; CIFAR-10, ImageNet) and NB301, in ONNX.
 
-All six share one network, pycls' ``NetworkCIFAR`` (ported from DARTS; Radosavovic et al., "On Network
-Design Spaces for Visual Recognition", 2019), read from pycls ``models/nas/nas.py`` and
+On CIFAR-10 all six share one network, pycls' ``NetworkCIFAR`` (ported from DARTS; Radosavovic et al., "On
+Network Design Spaces for Visual Recognition", 2019), read from pycls ``models/nas/nas.py`` and
 ``models/nas/operations.py`` and cross-checked against NNI's NDS port
 (``nni/retiarii/hub/pytorch/nasnet.py``):
 
@@ -45,6 +45,19 @@ NNI's NDS port gives these spaces (the NDS paper itself could not be read where 
 operations and inputs uniformly; two inputs of a node may coincide except in DARTS and NB301, whose
 nodes keep two distinct predecessors (NDS did not publish its sampler: this is our reading). Ids accept
 any even width and any depth ≥ 1, so that every record of a published NDS file can be named.
+
+ImageNet (``nds_amoeba_in``, ``nds_darts_in``, ``nds_enas_in``, ``nds_nasnet_in``, ``nds_pnas_in``): the same
+cells, networks as DARTS' ``NetworkImageNet`` (quark0/darts ``model.py``; NNI's port with
+``dataset='imagenet'``) — input 1×3×224×224, 1000 classes; ``stem0`` = 3×3 conv 3→C/2 (stride 2), BN,
+ReLU, 3×3 conv C/2→C (stride 2), BN, and ``stem1`` = ReLU, 3×3 conv C→C (stride 2), BN on it; the first
+cell reads stem0 (56×56) as its older and stem1 (28×28) as its newer input, C channels each, and so
+reduces the older one by FactorizedReduce; the head pools the last 7×7 map. Every record of NDS'
+ImageNet files (``DARTS_in``, ``DARTS_fix-w-d_in``, ``ENAS_in``, ``NASNet_in``: 859 records, widths
+32-96, depths 6-22, ``aux`` off) exports with exactly its recorded ``params``; see
+``tests/search_spaces/test_nds_imagenet.py``. Those records draw a DARTS node's two inputs
+independently (119 of 121 records of ``DARTS_in`` read one state twice somewhere), so ``nds_darts_in``
+allows it; ``nds_darts`` keeps the rule above. :meth:`sample` draws the widths {32, 48, 64, 80, 96} and
+depths {6, 10, 14, 18, 22} those records take. The blocks are in :mod:`search_spaces._cell_ops`.
 
 NAS-Bench-301 (``nb301``) is the DARTS space without ``none`` at NB301's fixed size, C = 32 and 8 cells
 (NB301 trained with DARTS' evaluation pipeline at that size). Its parameter counts were checked against

@@ -252,8 +252,8 @@ class OnnxTokenizer:
         if not names:
             raise ValueError("no search spaces to train on")
         # the same spaces (by class), sizes and seed give the same model: learn it once per process, and
-        # keep it in the cache folder for the next (all 16 built-in spaces take ~40 s on two cores, mostly
-        # exporting their samples)
+        # keep it in the cache folder for the next (all 25 built-in spaces took 33 s on two shared cores,
+        # mostly exporting their samples)
         built = {name: search_spaces.get_space(name) for name in names}
         spaces_by_class = tuple((name, type(space).__qualname__) for name, space in built.items())
         key = (spaces_by_class, samples_per_space, vocab_size, seed, repr(sorted(options.items())))
