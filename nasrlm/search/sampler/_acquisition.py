@@ -16,7 +16,8 @@ MIN_FEASIBLE_SHARE = 0.5
 
 def greedy_ehvi(samples: np.ndarray, observed: np.ndarray, reference: np.ndarray, maximize: Sequence[bool],
                 count: int, rng: np.random.Generator, feasible: np.ndarray | None = None,
-                violation: np.ndarray | None = None) -> list[int]:
+                violation: np.ndarray | None = None, min_feasible_share: float = MIN_FEASIBLE_SHARE
+                ) -> list[int]:
     """Indices of ``count`` candidates picked one by one for their expected hypervolume improvement.
 
     ``samples`` (candidates, samples, objectives) are draws of each candidate's objectives. After each
@@ -28,8 +29,8 @@ def greedy_ehvi(samples: np.ndarray, observed: np.ndarray, reference: np.ndarray
     ``feasible`` (candidates, samples), with constraints: whether each draw meets them all, drawn jointly
     with its objectives. A draw that does not improves nothing: averaged over every draw, the improvement
     becomes that of the front of feasible trials (``observed``) times the chance of feasibility, as one
-    model of both sees it. Only candidates whose draws meet the constraints at least
-    :data:`MIN_FEASIBLE_SHARE` of the time compete on improvement, while any is left. A pick is believed as
+    model of both sees it. Only candidates whose draws meet the constraints at least ``min_feasible_share``
+    of the time compete on improvement, while any is left. A pick is believed as
     :func:`believed` says; where nothing is expected to improve, the likeliest to be feasible is picked. While
     no trial is feasible (``observed`` empty), every pick is the likeliest to be feasible: a limit that few
     networks meet is found first, then improved on (as Optuna's GP sampler does, which maximises the
@@ -46,7 +47,7 @@ def greedy_ehvi(samples: np.ndarray, observed: np.ndarray, reference: np.ndarray
         samples = np.where(feasible[..., None], samples, np.nan)
     trusted, medians = believed(samples, feasible)
     alive = np.ones(len(samples), dtype=bool)
-    likely = chance >= MIN_FEASIBLE_SHARE
+    likely = chance >= min_feasible_share
     picked: list[int] = []
     for _ in range(min(count, len(samples))):
         competing = alive & likely if (alive & likely).any() else alive

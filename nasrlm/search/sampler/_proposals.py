@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from nasrlm.priors.feature_prior import PRIOR_KINDS
+from nasrlm.search.sampler._acquisition import MIN_FEASIBLE_SHARE
 
 #: ``ProposalSettings.spread`` choices.
 SPREADS = ("auto", "prior", "trees", "model")
@@ -73,12 +74,18 @@ class ProposalSettings:
     #: with the prior, scale the model's predicted residual (its median; the spread stays) by how well
     #: the model predicted its own evaluated proposals, in [0, 1] (``RLMSampler.residual_weights``)
     weigh_residual: bool = True
+    #: under constraints, the share of a candidate's draws that must meet them for it to compete on its
+    #: expected improvement while any candidate reaches it (:func:`~nasrlm.search.sampler._acquisition.
+    #: greedy_ehvi`), in (0, 1]
+    min_feasible_share: float = MIN_FEASIBLE_SHARE
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "refine", refine_ranges(self.refine))
         for name in ("proposals_per_fit", "num_samples"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if not 0 < self.min_feasible_share <= 1:
+            raise ValueError(f"min_feasible_share must be in (0, 1], got {self.min_feasible_share}")
         if self.temperature <= 0:
             raise ValueError(f"temperature must be positive, got {self.temperature}")
         if self.prior is not None and self.prior not in PRIOR_KINDS:

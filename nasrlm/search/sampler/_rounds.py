@@ -189,7 +189,7 @@ class ProposalRounds:
         violation = (np.median(np.maximum(samples[..., m:], 0).sum(axis=-1), axis=1) if self._constraints
                      else None)  # how far each misses the constraints, as its median draw sees it
         picked = greedy_ehvi(drawn, observed, reference, maximize, count, self._rng, feasible=meets,
-                             violation=violation)
+                             violation=violation, min_feasible_share=p.min_feasible_share)
         chosen = [candidates[ids[k]] for k in picked]
         predictor = self._surrogate.predictor
         if not (p.weigh_residual and predictor is not None and predictor.prior_part is not None):

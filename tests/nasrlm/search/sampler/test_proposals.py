@@ -10,6 +10,7 @@ from nasrlm.search import ProposalSettings
 @pytest.mark.parametrize(("fields", "says"), [
     ({"proposals_per_fit": 0}, "proposals_per_fit must be positive"),
     ({"num_samples": 0}, "num_samples must be positive"),
+    ({"min_feasible_share": 0.0}, "min_feasible_share must be in"),
     ({"temperature": 0.0}, "temperature must be positive"),
     ({"prior": "knn"}, "prior 'knn': expected None or one of"),
     ({"spread": "wide"}, "spread 'wide': expected one of"),
