@@ -7,13 +7,13 @@ It samples and fits through whatever it is given that has the predictor's method
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import numpy as np
 
-from nasrlm.priors.prior import ranked_share
+from nasrlm.priors.prior import ranked_share, spans_decades
 from nasrlm.rlm._residuals import PriorPart, blended, departures, on_departure_scale, prior_matrix
 from nasrlm.rlm.calibration import Spread, fit_spread, spread_scale
 from nasrlm.rlm.recipes import TrainConfig
@@ -49,6 +49,14 @@ class HeldOut:
     prior_from: tuple[str, ...]
     prior_inputs: dict[str, np.ndarray]
     logs: Mapping[str, bool]
+
+    @classmethod
+    def of(cls, prior_from: tuple[str, ...], prior_inputs: dict[str, np.ndarray], values: np.ndarray,
+           objectives: tuple[str, ...], signed: Collection[str] = ()) -> HeldOut:
+        """From the training ``values`` (rows, ``objectives``): logs where they span decades, never for the
+        ``signed`` objectives (either sign: a constraint's value)."""
+        return cls(prior_from, prior_inputs, {name: name not in signed and spans_decades(values[:, k])
+                                              for k, name in enumerate(objectives)})
 
     @property
     def inputs(self) -> tuple[str, ...]:

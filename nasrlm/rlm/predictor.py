@@ -20,7 +20,6 @@ import torch
 
 from nasrlm.data import Objective
 from nasrlm.free_labels import ALL_FREE_OBJECTIVES, FREE_OBJECTIVES
-from nasrlm.priors.prior import spans_decades
 from nasrlm.priors.transfer import ACCURACY_RANK, TAG_SEPARATOR, AccuracyTransfer
 from nasrlm.rlm._base import for_space
 from nasrlm.rlm._held_out import HeldOut, cross_fitted_spreads, first_member_spreads
@@ -138,13 +137,10 @@ class RLMPredictor:
         ``prior_kind=``, its old name, for one release): ``"line"``
         (:class:`~nasrlm.priors.prior.FreeLabelPrior`; ``prior_reference``, rows of its inputs, is the
         population its normal scores are taken over) or a :class:`~nasrlm.priors.feature_prior.FeaturePrior`
-        kind. The share of the model's part that held-out
-        rows support (``PriorPart.weights``) is measured on the validation rows where there are
-        :data:`MIN_VALIDATION_ROWS`, else on the cross-fits below, else none is kept.
-
-        ``signed`` names objectives that may take either sign (a constraint's value, feasible at 0 or less):
-        their scale, room and spread are never taken in logs, however their values so far happen to spread
-        (all positive over a decade, a latency's would be; in logs no draw could reach zero).
+        kind. The share of the model's part that held-out rows support (``PriorPart.weights``) is measured on
+        the validation rows where there are :data:`MIN_VALIDATION_ROWS`, else on the cross-fits below, else
+        none is kept. ``signed`` objectives may take either sign (a constraint's value): never taken in logs,
+        however their values so far spread (all positive over a decade, no draw in logs could reach zero).
 
         The fit ends by calibrating the spread of every objective it decodes (:attr:`spreads`) on rows it did
         not train on: the validation rows where there are enough, else ``calibration_folds`` cross-fits, each
@@ -160,20 +156,17 @@ class RLMPredictor:
                              "so a reading would follow them at inference but not in training; give one")
         if config.members > 1 and (prior_from or prior_inputs):
             raise ValueError("members > 1 pool the language model alone: with a prior, give members=1")
-        prior = _renamed(renamed, "prior_kind", "prior", prior)
-        inputs = (*prior_from, *(prior_inputs or {}))
+        prior, prior_inputs = _renamed(renamed, "prior_kind", "prior", prior), dict(prior_inputs or {})
+        inputs = (*prior_from, *prior_inputs)
         check_prior(prior, prior_mode, prior_from, inputs)
         source = derived_sources(derived_from, len(texts))
         original = source < 0
-        held_out = HeldOut(tuple(prior_from), dict(prior_inputs or {}),
-                           {name: name not in signed and spans_decades(values[original, k])
-                            for k, name in enumerate(objectives)})
+        held_out = HeldOut.of(tuple(prior_from), prior_inputs, values[original], objectives, signed)
         part, residuals, x = None, values, None
         if inputs:  # validated before anything changes: a refused call leaves the predictor as it was
-            part, residuals, x = PriorPart.fit(values, objectives, tuple(prior_from),
-                                               dict(prior_inputs or {}), kind=prior,
-                                               reference=prior_reference, mode=prior_mode, original=original,
-                                               signed=signed)
+            part, residuals, x = PriorPart.fit(values, objectives, tuple(prior_from), prior_inputs,
+                                               kind=prior, reference=prior_reference, mode=prior_mode,
+                                               original=original, signed=signed)
         folds = min(calibration_folds, int(original.sum()) // 2)
         cross = None  # the cross-fits' spreads, in-sample widths and (blended) weights
         validated = validation_size(int(original.sum()), config.validation_fraction) >= MIN_VALIDATION_ROWS

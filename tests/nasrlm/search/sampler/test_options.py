@@ -28,7 +28,8 @@ def test_each_name_lands_where_it_should() -> None:
         value = {"base": "BASE", "device": "cuda", "label_cache": "labels.db", "refine": ((3, 9),),
                  "model": {"d_model": 32}, "spread": "model", "prior": "line", "surrogate": "rlm",
                  "weigh_residual": False, "prior_alone_after": 7, "temperature": 0.5, "headroom": 0.2,
-                 "warmup_fraction": 0.3, "learning_rate": 0.01, "pretrain_learning_rate": 0.01}.get(name, 7)
+                 "warmup_fraction": 0.3, "learning_rate": 0.01, "pretrain_learning_rate": 0.01,
+                 "min_feasible_share": 0.8}.get(name, 7)
         got = sampler_keywords({name: value})
         assert list(got) == [keyword], name
         if keyword == name:
