@@ -8,9 +8,9 @@ import numpy as np
 
 from nasrlm.metrics import expected_hypervolume_improvement
 
-#: Share of a candidate's draws that must meet the constraints for it to be picked for its improvement, while
-#: any candidate reaches it: below, a candidate predicted far more accurate than anything feasible wins on
-#: its few feasible draws, each as accurate as the others, which a network that fast is not.
+#: Share of a candidate's draws that must meet the constraints for it to compete on its improvement first:
+#: below, a candidate predicted far more accurate than anything feasible wins on its few feasible draws, each
+#: as accurate as the others, which a network that fast is not.
 MIN_FEASIBLE_SHARE = 0.5
 
 
@@ -28,21 +28,17 @@ def greedy_ehvi(samples: np.ndarray, observed: np.ndarray, reference: np.ndarray
 
     ``feasible`` (candidates, samples), with constraints: whether each draw meets them all, drawn jointly
     with its objectives. A draw that does not improves nothing: averaged over every draw, the improvement
-    becomes that of the front of feasible trials (``observed``) times the chance of feasibility, as one
-    model of both sees it. Only candidates whose draws meet the constraints at least ``min_feasible_share``
-    of the time compete on improvement, while any is left. A pick is believed as
-    :func:`believed` says; where nothing is expected to improve, the likeliest to be feasible is picked. While
-    no trial is feasible (``observed`` empty), every pick is the likeliest to be feasible: a limit that few
-    networks meet is found first, then improved on (as Optuna's GP sampler does, which maximises the
-    probability of feasibility alone until then). ``violation`` (candidates,): how far each is predicted to
-    miss the constraints (its median draw's excess); among equally likely candidates, the nearest come
-    first, so that a limit below every draw (no trial near it yet) is still approached.
+    becomes that of the front of feasible trials (``observed``; the caller's ``reference`` says what a
+    first feasible trial must beat) times the chance of feasibility, as one model of both sees it.
+    Candidates whose draws meet the constraints at least ``min_feasible_share`` of the time compete
+    first; the others, long shots, only when none of those is expected to improve anything; where no
+    candidate is, the likeliest to be feasible is picked (a network that meets a limit few do, however
+    poor, rather than none), the nearest the limit among equally likely ones (``violation``,
+    (candidates,): its median draw's excess), so that a limit below every draw is still approached. A pick
+    is believed as :func:`believed` says.
     """
     chance = feasible.mean(axis=1) if feasible is not None else np.ones(len(samples))
     violation = np.zeros(len(samples)) if violation is None else violation
-    if feasible is not None and not len(observed):
-        order = rng.permutation(len(samples))  # ties in a random order
-        return [int(k) for k in order[np.lexsort((violation[order], -chance[order]))][:count]]
     if feasible is not None:
         samples = np.where(feasible[..., None], samples, np.nan)
     trusted, medians = believed(samples, feasible)
@@ -50,11 +46,13 @@ def greedy_ehvi(samples: np.ndarray, observed: np.ndarray, reference: np.ndarray
     likely = chance >= min_feasible_share
     picked: list[int] = []
     for _ in range(min(count, len(samples))):
-        competing = alive & likely if (alive & likely).any() else alive
-        ehvi = expected_hypervolume_improvement(samples[competing], observed, reference, maximize)
-        if np.any(ehvi > 0):
-            pick = int(np.flatnonzero(competing)[int(np.argmax(ehvi))])
-        else:
+        pick = None
+        for competing in (alive & likely, alive & ~likely):  # the long shots when no likely one improves
+            ehvi = expected_hypervolume_improvement(samples[competing], observed, reference, maximize)
+            if np.any(ehvi > 0):
+                pick = int(np.flatnonzero(competing)[int(np.argmax(ehvi))])
+                break
+        if pick is None:
             likeliest = np.flatnonzero(alive & (chance == chance[alive].max()))
             likeliest = likeliest[violation[likeliest] == violation[likeliest].min()]
             pick = int(rng.choice(likeliest))

@@ -24,7 +24,7 @@ from optuna.study import Study
 from optuna.trial import FrozenTrial, TrialState
 
 from nasrlm.search.sampler._arch_cache import SpaceMismatchError
-from nasrlm.search.sampler._study import PREDICTED_USER_ATTR, by_name, completed
+from nasrlm.search.sampler._study import PREDICTED_USER_ATTR, completed
 from nasrlm.search.workers import FitLease, beating
 
 #: Seconds a fit lease outlives its holder: the holder pushes its deadline back while it fits, so
@@ -39,8 +39,9 @@ CLAIM_SECONDS = 5.0
 WORKER_COUNT_WINDOW = 20
 
 _ACTIVE = (TrialState.RUNNING, TrialState.WAITING)
-#: A proposal's parameters and the model's unweighted median prediction for it (``None``: not needed).
-Proposal = tuple[dict[str, Any], list[float] | None]
+#: A proposal's parameters and the model's unweighted median prediction for it, by the name of each quantity
+#: it learns (``None``: not needed).
+Proposal = tuple[dict[str, Any], dict[str, float] | None]
 
 
 class Workers:
@@ -112,7 +113,7 @@ class Workers:
         self.note_handed_out(study, trial, params)
         if predicted is not None:
             try:
-                _set_user_attr(study, trial, PREDICTED_USER_ATTR, by_name(study, predicted))
+                _set_user_attr(study, trial, PREDICTED_USER_ATTR, predicted)
             except UpdateFinishedTrialError:  # taken for dead (by another worker): all wait in the study
                 del self._handed_out[study.study_name][self._arch_id_of(params)]
                 kept.appendleft((params, predicted))
@@ -191,7 +192,7 @@ class Workers:
             self._kept[study.study_name] = deque(rest)
         if predicted is not None:  # kept with the trial: a resumed search still weighs by it
             try:
-                _set_user_attr(study, trial, PREDICTED_USER_ATTR, by_name(study, predicted))
+                _set_user_attr(study, trial, PREDICTED_USER_ATTR, predicted)
             except UpdateFinishedTrialError:  # taken for dead meanwhile (by another worker, so there is one):
                 del self._handed_out[study.study_name][self._arch_id_of(params)]  # the proposals wait for it
                 self.share_kept(study)
@@ -203,7 +204,7 @@ class Workers:
     def _enqueue(study: Study, proposals: Sequence[Proposal]) -> None:
         """Leave ``proposals`` waiting in the study, each with the model's prediction."""
         for params, predicted in proposals:
-            attrs = None if predicted is None else {PREDICTED_USER_ATTR: by_name(study, predicted)}
+            attrs = None if predicted is None else {PREDICTED_USER_ATTR: predicted}
             study.enqueue_trial(params, user_attrs=attrs)
 
 

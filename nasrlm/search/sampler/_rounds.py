@@ -178,10 +178,13 @@ class ProposalRounds:
             drawn = np.where(np.isnan(known), drawn, known)  # no doubt where a source measured it
             # its start-up trials are an earlier front, no typical architecture: the candidates' medians are
             reference = median_reference(np.median(drawn, axis=1))
+        if self._constraints:  # from the worst feasible trial (none yet: the worst trial): under a limit few
+            # networks meet, those that do mostly lie below a typical network, which nothing feasible would
+            # improve on; a network that meets it but is worse than any trial so far improves nothing
+            numbers = {t.number for t in met}
+            worst = observed[[t.number in numbers for t in complete]] if met else observed
+            reference = np.where(maximize, worst.min(axis=0), worst.max(axis=0))
         observed = np.array([t.values for t in met], dtype=np.float64).reshape(len(met), m)
-        if self._constraints and len(observed):  # from the worst feasible trial: under a limit few networks
-            # meet, those that do mostly lie below a typical network, which nothing feasible would improve on
-            reference = np.where(maximize, observed.min(axis=0), observed.max(axis=0))
         if pending:  # believed at the model's median, as the proposals are (see believed)
             running = self.predict_samples(pending, seed=seed, residual_weight=weights)
             trusted, medians = believed(*self._feasible_draws(running, m))
@@ -195,7 +198,9 @@ class ProposalRounds:
         if not (p.weigh_residual and predictor is not None and predictor.prior_part is not None):
             return [(params, None) for params in chosen]
         raw = np.median(self.predict_samples([ids[k] for k in picked], seed=seed), axis=1)  # unweighted
-        return [(params, [float(v) for v in row[:m]]) for params, row in zip(chosen, raw, strict=True)]
+        names = self._learned_names
+        return [(params, {n: float(v) for n, v in zip(names, row, strict=True)})
+                for params, row in zip(chosen, raw, strict=True)]
 
     def _warm_candidates(self, search_space: dict[str, BaseDistribution], taken: set[str]
                          ) -> dict[str, dict[str, Any]]:
@@ -280,7 +285,8 @@ class ProposalRounds:
         return self.cache.free_labels_of(arch_ids)
 
     def residual_weights(self, complete: Sequence[FrozenTrial]) -> dict[str, float] | None:
-        """Per objective, how much of the model's predicted residual to keep (``None``: all of it).
+        """Per objective and constraint value, how much of the model's predicted residual to keep (``None``:
+        all of it).
 
         Over the evaluated trials the model proposed (their prediction is the trial's user
         attribute :data:`PREDICTED_USER_ATTR`, so it survives a resumed study), the least-squares slope
@@ -291,20 +297,23 @@ class ProposalRounds:
         """
         if not self.proposal_settings.weigh_residual or self.predictor is None:
             return None  # nothing fitted yet, or no model (the prior alone): no residual to weigh
-        # the study's objectives (a proposal's prediction keeps those), not its constraints
-        names = [o.name for o in self._surrogate.objectives][: len(self._surrogate.objectives)
-                                                              - len(self._constraints)]
+        names = self._learned_names  # the objectives, then each constraint's value, as proposals keep them
         rows: dict[str, tuple[Sequence[float], Sequence[float]]] = {}
-        for t in complete:
+        for t, limits in zip(complete, constraint_values(complete, self._constraints), strict=True):
             predicted = t.user_attrs.get(PREDICTED_USER_ATTR)
             if isinstance(predicted, dict) and set(predicted) == set(names):
-                rows.setdefault(self.arch_id_of(t.params), (t.values, [predicted[n] for n in names]))
+                rows.setdefault(self.arch_id_of(t.params),
+                                ([*t.values, *limits], [predicted[n] for n in names]))
         if len(rows) < MIN_CHECKED_PROPOSALS:
             return None
-        unset = np.full((len(rows), len(self._constraints)), np.nan)  # weighed on nothing: kept whole
-        actual, predicted = (np.hstack([np.array([r[k] for r in rows.values()], dtype=np.float64), unset])
-                             for k in (0, 1))
+        actual, predicted = (np.array([r[k] for r in rows.values()], dtype=np.float64) for k in (0, 1))
         return self._surrogate.residual_weights(list(rows), actual, predicted)
+
+    @property
+    def _learned_names(self) -> list[str]:
+        """What the surrogate learns and predicts, by the names it gives them: the study's objectives, then
+        each constraint's value (``name#constraint``)."""
+        return [o.name for o in self._surrogate.objectives]
 
     def predict_samples(self, arch_ids: Sequence[str], *, num_samples: int | None = None, seed: int = 0,
                         residual_weight: dict[str, float] | None = None) -> np.ndarray:

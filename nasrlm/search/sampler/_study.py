@@ -13,8 +13,9 @@ from optuna.trial import FrozenTrial, TrialState
 from nasrlm.data import Objective
 from nasrlm.metrics import pareto_mask
 
-#: Trial user attribute holding the model's unweighted median prediction, by objective name, for a
-#: trial it proposed: what its residual is weighed by, and what people watching the study see.
+#: Trial user attribute holding the model's unweighted median prediction for a trial it proposed, by the
+#: name of each objective and of each constraint's value (``name#constraint``): what its residual is weighed
+#: by, and what people watching the study see.
 PREDICTED_USER_ATTR = "predicted"
 
 
@@ -77,7 +78,3 @@ def objectives(study: Study) -> list[Objective]:
     return [Objective(name, "", "trial value", "optuna study", d == StudyDirection.MAXIMIZE)
             for name, d in zip(objective_names(study), study.directions, strict=True)]
 
-
-def by_name(study: Study, predicted: Sequence[float]) -> dict[str, float]:
-    """A prediction as the trial's user attribute :data:`PREDICTED_USER_ATTR` keeps it."""
-    return dict(zip(objective_names(study), predicted, strict=True))

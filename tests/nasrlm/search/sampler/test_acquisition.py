@@ -70,13 +70,14 @@ def test_a_pick_likely_infeasible_is_not_believed_on_the_front() -> None:
                        feasible=feasible) == [0, 2]
 
 
-def test_likely_feasible_candidates_compete_first_and_long_shots_only_when_none_is_left() -> None:
+def test_likely_feasible_candidates_compete_first_and_long_shots_when_none_of_them_improves() -> None:
     long_shot = certain((95.0, 4.0))  # feasible in one draw of four: a quarter of a large improvement
     likely = certain((82.0, 7.5))  # feasible in three of four: a small one
-    samples = np.concatenate([long_shot, likely])
-    feasible = np.array([[True, False, False, False], [True, True, True, False]])
-    assert greedy_ehvi(samples, OBSERVED, REFERENCE, MAXIMIZE, 2, np.random.default_rng(0),
-                       feasible=feasible) == [1, 0]
+    sure_but_behind = certain((61.0, 9.9))  # always feasible, behind the front: improves nothing
+    samples = np.concatenate([long_shot, likely, sure_but_behind])
+    feasible = np.array([[True, False, False, False], [True, True, True, False], [True] * 4])
+    assert greedy_ehvi(samples, OBSERVED, REFERENCE, MAXIMIZE, 3, np.random.default_rng(0),
+                       feasible=feasible) == [1, 0, 2]
 
 
 def test_equally_unlikely_candidates_go_nearest_the_limit_first() -> None:
@@ -90,9 +91,11 @@ def test_equally_unlikely_candidates_go_nearest_the_limit_first() -> None:
     assert picked == [1]
 
 
-def test_while_no_trial_is_feasible_the_likeliest_feasible_come_first_whatever_they_would_improve() -> None:
-    samples = certain((95.0, 4.0), (61.0, 9.9), (62.0, 9.9))  # the first would improve most
-    feasible = np.array([[True, False, False, False], [True, True, True, True], [True, True, False, False]])
+def test_while_no_trial_is_feasible_a_network_better_than_the_reference_beats_a_surer_but_worse_one() -> None:
+    """No front yet: the caller's reference is the worst trial so far; a network that meets the limit but
+    is worse than that (a chance-level cell, fast and feasible for sure) comes only when nothing else can."""
+    samples = certain((95.0, 4.0), (10.0, 1.0), (85.0, 6.0))
+    feasible = np.array([[True, False, False, False], [True] * 4, [True, True, True, False]])
     picked = greedy_ehvi(samples, np.zeros((0, 2)), REFERENCE, MAXIMIZE, 3, np.random.default_rng(0),
                          feasible=feasible)
-    assert picked == [1, 2, 0]
+    assert picked == [2, 0, 1]
