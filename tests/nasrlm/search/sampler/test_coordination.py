@@ -28,7 +28,8 @@ def test_a_pick_handed_to_a_trial_taken_for_dead_waits_for_the_next_worker(tmp_p
     study, workers = a_study(tmp_path), Workers(lambda params: params["x"])
     trial = taken_for_dead(study)
     with pytest.raises(optuna.exceptions.UpdateFinishedTrialError):  # storing its prediction
-        workers.hand_out(study, trial, [({"x": "a"}, [90.0, 3.0]), ({"x": "b"}, [89.0, 2.0])])
+        workers.hand_out(study, trial, [({"x": "a"}, {"acc": 90.0, "lat": 3.0}),
+                                           ({"x": "b"}, {"acc": 89.0, "lat": 2.0})])
     waiting = {t.system_attrs["fixed_params"]["x"]: t.user_attrs[PREDICTED_USER_ATTR]
                for t in study.get_trials(states=(WAITING,))}
     assert waiting == {"a": {"acc": 90.0, "lat": 3.0}, "b": {"acc": 89.0, "lat": 2.0}}
