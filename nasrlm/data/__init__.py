@@ -7,6 +7,7 @@ from nasrlm.data._analog import load_analog_nasbench
 from nasrlm.data._datadir import DataFileError, DataFileNotFoundError, data_file, resolve_data_dir
 from nasrlm.data._loader_utils import UnknownObjectiveError
 from nasrlm.data._nb201 import NB201_OBJECTIVES, available_nb201_objectives, load_nb201
+from nasrlm.data._nds import load_nds_json
 from nasrlm.data._table import BenchmarkTable, Objective
 from nasrlm.data._tables import TABLE_LOADERS, available_objectives, load_table
 
@@ -23,6 +24,7 @@ __all__ = [
     "data_file",
     "load_analog_nasbench",
     "load_nb201",
+    "load_nds_json",
     "load_table",
     "resolve_data_dir",
 ]

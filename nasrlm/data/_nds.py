@@ -19,9 +19,9 @@ File names say the space: ``<Space>.json`` plus the variants ``_fix-w-d`` (NDS f
 ImageNet networks, read into the ``_in`` space (``DARTS_in.json`` and ``DARTS_fix-w-d_in.json`` ->
 ``nds_darts_in``). ``_lr-wd`` files (learning rate and weight decay swept, so accuracy is not a function
 of the architecture) are refused. ``nasrlm data`` reads ``<Space>.json`` / ``<Space>_in.json``; the
-variants are read by naming the file (:func:`load_nds_json`). Several records of one architecture
-(reruns, seeds) become one row: the mean of each column, with ``n_runs`` saying how many records it
-averages.
+variants are read by naming the file (:func:`load_nds_json`, public as ``nasrlm.data.load_nds_json``).
+Several records of one architecture (reruns, seeds) become one row: the mean of each column, with
+``n_runs`` saying how many records it averages.
 """
 
 from __future__ import annotations
