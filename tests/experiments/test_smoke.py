@@ -228,6 +228,16 @@ def check_prior_ranking(out: str) -> None:
     assert number(next(r[3] for r in rows if r[1:3] == ["30", "gp"])) > 0.3  # 30 labels rank accuracy
 
 
+def check_nds_few_shot(out: str) -> None:
+    [records] = table(out, "| file | records | left out")
+    assert records[0] == "ResNeXt-A" and number(records[1]) == 30 and number(records[2]) == 0, records
+    rows = table(out, "| method | ResNeXt-A | mean over files |")
+    assert [r[0] for r in rows] == ["params", "flops", "zero-shot", "prior-alone", "train", "lm-alone"]
+    for r in rows:
+        assert tau(number(r[1])) and r[1].endswith("(1)") and number(r[2]) == number(r[1]), r
+    assert "train @8: " in out and "lm-alone @8: " in out and "the language model's share in `train`" in out
+
+
 def check_replay_benchmark(out: str) -> None:
     rows = table(out, "| seed | setting (kernels got) |")
     assert [r[:1] + [r[1].split()[0]] for r in rows] == [["0", "own:1"], ["0", "own:2"]]
@@ -257,6 +267,7 @@ SMOKES: dict[str, Smoke] = {
     "label_speed.py": Smoke(check_label_speed),
     "base_reading.py": Smoke(check_base_reading, [*DATA, "--threads", "1"]),
     "lm_alone.py": Smoke(check_lm_alone, [*DATA, "--threads", "1", "--freeze-encoder"]),
+    "nds_few_shot.py": Smoke(check_nds_few_shot, [*DATA, "--threads", "1"]),
     "predictor_benchmark.py": Smoke(check_predictor_benchmark, [*DATA, "--threads", "1"]),
     "prior_ranking.py": Smoke(check_prior_ranking, DATA),
     "replay_benchmark.py": Smoke(check_replay_benchmark, DATA),
