@@ -124,11 +124,15 @@ def run_file(name: str, a: argparse.Namespace, shots: list[int], seeds: list[int
     ids, labels = [ids[i] for i in keep], labels[keep]
     values = table.values[rows[keep]]
     acc, params, flops = values[:, 0], values[:, 1], values[:, 2]
-    zero_shot = None
-    if "zero-shot" in methods and not all((name, n, s, "zero-shot") in done for n in shots for s in seeds):
+    zero_shot, kept = None, done.get((name, "zero-shot"))
+    if kept is not None and kept["ids"] == ids and kept["samples"] == a.samples:
+        zero_shot = np.array(kept["median"])  # predicted by an earlier run: the same records, samples, seed
+    elif "zero-shot" in methods and not all((name, n, s, "zero-shot") in done for n in shots for s in seeds):
         start = time.perf_counter()
         zero_shot = predict_zero_shot(space_name, ids, a.samples, a.threads)
         print(f"  zero-shot: {len(ids)} records in {time.perf_counter() - start:.0f} s", flush=True)
+        append(results, done, {"file": name, "kind": "zero-shot", "ids": ids, "samples": a.samples,
+                               "median": zero_shot.tolist()})
     for seed in seeds:
         order = np.random.default_rng(seed).permutation(len(ids))
         for n in shots:
@@ -228,7 +232,8 @@ def tau(predicted: np.ndarray, truth: np.ndarray) -> float:
 
 # --- results ----------------------------------------------------------------------------------------------
 def read_results(path: Path) -> dict:
-    """Runs already in ``path``: (file, shots, seed, method) -> record, and (file, "records") -> record."""
+    """Runs already in ``path``: (file, shots, seed, method) -> record, (file, "records") -> the records
+    read, and (file, "zero-shot") -> the shipped base's prediction of each."""
     done: dict = {}
     if path.exists():
         for line in path.read_text().splitlines():
@@ -238,7 +243,7 @@ def read_results(path: Path) -> dict:
 
 
 def add(done: dict, record: dict) -> None:
-    key = ((record["file"], "records") if record["kind"] == "records" else
+    key = ((record["file"], record["kind"]) if record["kind"] in ("records", "zero-shot") else
            (record["file"], record["shots"], record["seed"], record["method"]))
     done[key] = record
 
