@@ -192,13 +192,16 @@ def prior_alone(labels: np.ndarray, transfer: object, acc: np.ndarray, train: np
                 seed: int) -> np.ndarray:
     """The ``auto`` feature prior on the free and graph labels (and the transfer forest's guess), fitted on
     ``train`` alone as ``nasrlm train`` fits it beside the model: its mean score for ``test``."""
+    from nasrlm.free_labels import ALL_FREE_OBJECTIVES, FREE_LABEL_NAMES
     from nasrlm.priors.feature_prior import DEFAULT_PRIOR, FeaturePrior
 
     x, line = labels, np.ones(labels.shape[1], dtype=bool)
+    free = np.array([o.name in FREE_LABEL_NAMES for o in ALL_FREE_OBJECTIVES])
     if transfer is not None:
         x = np.column_stack([labels, transfer.predict(labels)])  # type: ignore[attr-defined]
-        line = np.append(line, False)  # a trend's line never follows the transfer forest's guess
-    prior, _ = FeaturePrior.fit(x[train], acc[train, None], kind=DEFAULT_PRIOR, seed=seed, line_inputs=line)
+        line, free = np.append(line, False), np.append(free, False)  # no line follows the transfer's guess
+    prior, _ = FeaturePrior.fit(x[train], acc[train, None], kind=DEFAULT_PRIOR, seed=seed, line_inputs=line,
+                                free_inputs=free)
     return prior.mean(x[test])[:, 0]
 
 

@@ -43,6 +43,10 @@ FREE_OBJECTIVES: tuple[Objective, ...] = (
               "nasrlm (ONNX graph)", higher_is_better=False),
 )
 
+#: The free labels by name (parameters, MACs): among a prior's inputs, those ``auto``'s simplest line follows
+#: (:meth:`~nasrlm.priors.feature_prior.FeaturePrior.fit`).
+FREE_LABEL_NAMES = frozenset(o.name for o in FREE_OBJECTIVES)
+
 _GRAPH_DESCRIPTIONS = {
     "log10_paths": "base-10 logarithm of the number of input-to-output paths",
     "compute_path": "convolutions and fully connected layers on an input-to-output path",

@@ -1,5 +1,5 @@
-"""The feature prior: a random forest, a ridge regression or a Gaussian process on what is known of each
-architecture.
+"""The feature prior: a line through one label, a random forest, a ridge regression or a Gaussian process on
+what is known of each architecture.
 
 With a few dozen or a few hundred labels, a model that reads labels off the ONNX graph (parameters,
 MACs, the operator families along its input-to-output paths: :mod:`nasrlm.free_labels`) ranks NB201
@@ -9,10 +9,11 @@ pre-trained base model"). So :class:`~nasrlm.rlm.predictor.RLMPredictor` can sta
 learn only what it leaves unexplained, as it does with :class:`~nasrlm.priors.prior.FreeLabelPrior`.
 
 Per objective the prior is a forest on the objective's values, a ridge regression on their logs
-(where positive), or a trend forest or a Gaussian process on their normal scores, and its predictions
+(where positive), or a line, a trend forest or a Gaussian process on their normal scores, and its predictions
 are read in the objective's normal scores, the scale the RLM learns residuals on. ``kind="auto"`` takes
-the ridge, the Gaussian process or the forest, the simplest whose out-of-sample predictions of the training
-rows (out-of-bag for the forest, leave-one-out for the others, nested on a few rows: :func:`_judged_by`)
+the line, the ridge, the Gaussian process or the forest, the simplest whose out-of-sample predictions of the
+training rows (out-of-bag for the forest, leave-one-out for the others, nested on a few rows:
+:func:`_judged_by`)
 rank them within noise of the best (:func:`~nasrlm.priors.prior.simplest_within_noise`): ranking is what
 a search and a benchmark ask of it.
 Those out-of-sample predictions are returned with the prior: the residuals the RLM trains on must be
@@ -33,8 +34,8 @@ from nasrlm.numerics import kernel_independent
 from nasrlm.priors.gaussian_process import GaussianProcess
 from nasrlm.priors.prior import NormalScores, ScoresPrior, simplest_within_noise
 
-#: The kinds of model a feature prior fits per objective; ``auto`` picks a forest, a ridge or a ``gp`` (a
-#: :class:`GaussianProcess`) per objective.
+#: The kinds of model a feature prior fits per objective; ``auto`` picks a :class:`Line` through one input, a
+#: ridge, a ``gp`` (a :class:`GaussianProcess`) or a forest per objective.
 KINDS = ("auto", "forest", "ridge", "trend-forest", "gp")
 #: Every prior by name, the one list the command line, ``RLMPredictor.fit(prior=...)``, ``fine_tune`` and the
 #: search sampler take: the line prior of :mod:`nasrlm.priors.prior`, then these. No prior is ``None``
@@ -68,7 +69,7 @@ def _scores(model: Model, scores: NormalScores, x: np.ndarray) -> np.ndarray:
     """A model's prediction in the objective's normal scores, the same on every processor (a ridge's and a
     Gaussian process's go through BLAS: :mod:`nasrlm.numerics`)."""
     predicted = model.predict(x)
-    if not isinstance(model, TrendForest | GaussianProcess):  # those are fitted on the scores themselves
+    if not isinstance(model, Line | TrendForest | GaussianProcess):  # those are fitted on the scores
         predicted = scores.forward(np.exp(predicted) if isinstance(model, Ridge) and model.log_target
                                    else predicted)
     return kernel_independent(predicted)
@@ -78,6 +79,8 @@ def _model_dict(model: Model) -> dict:
     """JSON-ready metadata of one objective's model (a forest's nodes, a process's matrices: ``arrays``)."""
     if isinstance(model, GaussianProcess):
         return {"kind": "gp", **model.to_dict()}
+    if isinstance(model, Line):
+        return {"kind": "line", "input": model.input, "slope": model.slope, "intercept": model.intercept}
     if isinstance(model, Ridge):
         return {"kind": "ridge", **model.to_dict()}
     if isinstance(model, TrendForest):
@@ -105,7 +108,7 @@ def _judged_by(model: Model, predicted: np.ndarray, x: np.ndarray, values: np.nd
     (one of 15, one of 75), and on 20 rows that choice flatters them: on a new device's latency from 20
     measurements, ``auto`` on the graph labels took them over the forest and ranked at ρ 0.782 against the
     forest's 0.841, 0.829 judged nested (experiments/README.md, "Who carries the prediction")."""
-    if isinstance(model, Forest | TrendForest) or len(values) > NESTED_ROWS:
+    if isinstance(model, Line | Forest | TrendForest) or len(values) > NESTED_ROWS:  # a line's are nested
         return predicted
     nested = np.empty(len(values))
     z = scores.forward(values)
@@ -234,10 +237,58 @@ class Ridge:
 
 
 @dataclass(frozen=True)
+class Line:
+    """A straight line in normal scores through the one input that follows the objective best.
+
+    The simplest prior there is: from 16 records of an NDS ImageNet file, a ridge, a Gaussian process or a
+    forest on a hundred labels ranked the rest below the parameter count they read (0.46 against 0.53 on the
+    mean of six files), where a line through the one best label ranked at 0.59 (experiments/README.md,
+    "Transfer from a pre-trained base model").
+    """
+
+    input: int
+    slope: float
+    intercept: float
+
+    @classmethod
+    def through(cls, x: np.ndarray, z: np.ndarray, eligible: np.ndarray | None = None) -> Line:
+        """The line through the input of ``x`` (a mask ``eligible`` of them; default: any) whose values
+        correlate most with the scores ``z``, fitted by least squares."""
+        eligible = np.ones(x.shape[1], dtype=bool) if eligible is None else eligible
+        correlation = [abs(np.corrcoef(x[:, j], z)[0, 1]) if eligible[j] and np.std(x[:, j]) > 0 else 0.0
+                       for j in range(x.shape[1])]
+        correlation = kernel_independent(correlation)  # BLAS: inputs alike to the last bit tie: the first
+        j = int(np.argmax(correlation))
+        slope, intercept = np.polyfit(x[:, j], z, 1) if correlation[j] > 0 else (0.0, float(z.mean()))
+        # least squares go through LAPACK: rounded, so that what follows is the same on every processor
+        slope, intercept = (float(v) for v in kernel_independent([slope, intercept]))
+        return cls(j, slope, intercept)
+
+    @classmethod
+    def fit(cls, x: np.ndarray, z: np.ndarray, eligible: np.ndarray | None = None) -> tuple[Line, np.ndarray]:
+        """The line and each training row's leave-one-out prediction: on up to :data:`NESTED_ROWS` rows the
+        input chosen again without the row (nested, as :func:`_judged_by` judges a ridge: on 16 rows the best
+        of a hundred inputs is often best by chance), above that the line's own."""
+        line = cls.through(x, z, eligible)
+        if len(z) <= NESTED_ROWS:
+            rows = np.arange(len(z))
+            held_out = [cls.through(x[rows != i], z[rows != i], eligible).predict(x[i : i + 1])[0]
+                        for i in rows]
+            return line, kernel_independent(held_out)
+        u = x[:, line.input] - x[:, line.input].mean()
+        leverage = 1.0 / len(z) + u**2 / max(float(u @ u), 1e-300)
+        fitted = line.predict(x)
+        return line, kernel_independent(z - (z - fitted) / np.maximum(1.0 - leverage, 1e-9))
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        return self.intercept + self.slope * x[:, self.input]
+
+
+@dataclass(frozen=True)
 class TrendForest:
-    """A straight line (in normal scores) through the input that follows the objective best, plus a
-    forest on what the line leaves: the line carries predictions past the training rows, which a
-    forest alone never does (a search needs candidates predicted beyond its front), the forest bends it.
+    """A :class:`Line` plus a forest on what the line leaves: the line carries predictions past the training
+    rows, which a forest alone never does (a search needs candidates predicted beyond its front), the forest
+    bends it.
     """
 
     input: int
@@ -250,24 +301,16 @@ class TrendForest:
             ) -> tuple[TrendForest, np.ndarray]:
         """From inputs ``x`` and normal scores ``z``: the model and its out-of-bag scores. The line
         follows one of the ``line_inputs`` (a mask; default: any input)."""
-        eligible = np.ones(x.shape[1], dtype=bool) if line_inputs is None else line_inputs
-        correlation = [abs(np.corrcoef(x[:, j], z)[0, 1]) if eligible[j] and np.std(x[:, j]) > 0 else 0.0
-                       for j in range(x.shape[1])]
-        correlation = kernel_independent(correlation)  # BLAS: inputs alike to the last bit tie: the first
-        j = int(np.argmax(correlation))
-        slope, intercept = np.polyfit(x[:, j], z, 1) if correlation[j] > 0 else (0.0, float(z.mean()))
-        # least squares go through LAPACK: rounded, the forest grows the same trees on every processor
-        slope, intercept = (float(v) for v in kernel_independent([slope, intercept]))
-        line = intercept + slope * x[:, j]
-        forest, out_of_bag = Forest.fit(x, z - line, seed)
-        return cls(j, float(slope), float(intercept), forest), line + out_of_bag
+        line = Line.through(x, z, line_inputs)
+        forest, out_of_bag = Forest.fit(x, z - line.predict(x), seed)
+        return cls(line.input, line.slope, line.intercept, forest), line.predict(x) + out_of_bag
 
     def predict(self, x: np.ndarray) -> np.ndarray:
         return self.intercept + self.slope * x[:, self.input] + self.forest.predict(x)
 
 
 #: One objective's model.
-Model = Forest | Ridge | TrendForest | GaussianProcess
+Model = Line | Forest | Ridge | TrendForest | GaussianProcess
 
 
 @dataclass(frozen=True)
@@ -285,13 +328,16 @@ class FeaturePrior(ScoresPrior):
 
     @classmethod
     def fit(cls, inputs: np.ndarray, values: np.ndarray, *, kind: str, seed: int = 0,
-            line_inputs: np.ndarray | None = None, signed: Sequence[bool] | None = None
-            ) -> tuple[FeaturePrior, np.ndarray]:
+            line_inputs: np.ndarray | None = None, free_inputs: np.ndarray | None = None,
+            signed: Sequence[bool] | None = None) -> tuple[FeaturePrior, np.ndarray]:
         """From ``inputs`` (n, f; all known) and ``values`` (n, m; NaN = unknown): the prior and its
         out-of-sample mean scores for the training rows, (n, m) (NaN where the value is unknown).
-        ``line_inputs``: the inputs (a mask) a ``"trend-forest"``'s line may follow; the forest reads
-        them all. Default: any. ``signed`` (m,): the objectives that may take either sign (a constraint's
-        value), never read in logs (:meth:`~nasrlm.priors.prior.NormalScores.fit`)."""
+        ``line_inputs``: the inputs (a mask) a line (``"auto"``'s, a ``"trend-forest"``'s) may follow; the
+        forest reads them all. Default: any. ``free_inputs``: the free labels among them (parameters, MACs, a
+        mask), through the best of which ``"auto"`` tries a line first, simpler than a line through any
+        (from 16 records of NDS' NASNet, a line through the best of a hundred labels followed one by chance).
+        ``signed`` (m,): the objectives that may take either sign (a constraint's value), never read in logs
+        (:meth:`~nasrlm.priors.prior.NormalScores.fit`)."""
         if kind not in KINDS:
             raise ValueError(f"prior kind {kind!r}: expected one of {', '.join(KINDS)}")
         inputs, values = np.asarray(inputs, dtype=np.float64), np.asarray(values, dtype=np.float64)
@@ -310,6 +356,10 @@ class FeaturePrior(ScoresPrior):
             z = scores.forward(values[known, k])
             candidates = []
             forests = known.sum() >= MIN_FOREST_ROWS  # else a forest kind falls back to a ridge
+            if kind == "auto":  # the free labels' line first (a stable sort keeps it first), then any's
+                if free_inputs is not None and np.any(free_inputs):
+                    candidates.append(Line.fit(x[known], z, np.asarray(free_inputs, dtype=bool)))
+                candidates.append(Line.fit(x[known], z, line_inputs))
             if kind in ("auto", "ridge") or (kind in ("forest", "trend-forest") and not forests):
                 log_target = not signed[k] and bool((values[known, k] > 0).all())
                 target = np.log(values[known, k]) if log_target else values[known, k]
@@ -361,7 +411,8 @@ class FeaturePrior(ScoresPrior):
 
     @property
     def kinds(self) -> list[str]:
-        """Per objective, the model chosen: ``"forest"``, ``"ridge"``, ``"trend-forest"`` or ``"gp"``."""
+        """Per objective, the model chosen: ``"line"``, ``"forest"``, ``"ridge"``, ``"trend-forest"`` or
+        ``"gp"``."""
         return [_KIND_OF[type(m)] for m in self.models]
 
     def to_dict(self) -> dict:
@@ -387,6 +438,8 @@ class FeaturePrior(ScoresPrior):
                 models.append(GaussianProcess.from_dict(m, arrays, f"objective{k}"))
             elif m["kind"] == "ridge":
                 models.append(Ridge.from_dict(m))
+            elif m["kind"] == "line":
+                models.append(Line(int(m["input"]), float(m["slope"]), float(m["intercept"])))
             elif m["kind"] == "forest":
                 models.append(Forest.from_arrays(arrays, f"objective{k}"))
             else:
@@ -396,7 +449,8 @@ class FeaturePrior(ScoresPrior):
                    np.asarray(data["log"], dtype=bool), models)
 
 
-_KIND_OF = {Forest: "forest", Ridge: "ridge", TrendForest: "trend-forest", GaussianProcess: "gp"}
+_KIND_OF = {Line: "line", Forest: "forest", Ridge: "ridge", TrendForest: "trend-forest",
+            GaussianProcess: "gp"}
 #: ``auto``'s candidates, simplest first: the one it takes unless a more flexible one ranks the training rows
 #: clearly better (:func:`~nasrlm.priors.prior.simplest_within_noise`).
-_SIMPLEST_FIRST = (Ridge, GaussianProcess, TrendForest, Forest)
+_SIMPLEST_FIRST = (Line, Ridge, GaussianProcess, TrendForest, Forest)

@@ -261,7 +261,7 @@ def _read_prior(path: Path, meta: dict) -> PriorPart:
     fit = meta["fit"]
     if fit.get("kind") == "feature":
         arrays = load_arrays(path / PRIOR_FILE) if (path / PRIOR_FILE).is_file() else {}
-        if any(m["kind"] != "ridge" for m in fit["models"]) and not arrays:
+        if any(m["kind"] not in ("ridge", "line") for m in fit["models"]) and not arrays:
             raise ModelNotFoundError(f"{path} is not a complete nasrlm model directory: missing "
                                      f"{PRIOR_FILE} (the prior's forests)")
         prior = FeaturePrior.from_dict(fit, arrays)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-from nasrlm.priors.feature_prior import KINDS, FeaturePrior, Forest, Ridge
+from nasrlm.priors.feature_prior import KINDS, NESTED_ROWS, FeaturePrior, Forest, Line, Ridge
 from nasrlm.priors.gaussian_process import GaussianProcess
 
 
@@ -60,8 +62,6 @@ def test_auto_takes_the_model_that_errs_less_out_of_sample() -> None:
 
 @pytest.mark.parametrize("kind", ["forest", "trend-forest", "ridge", "gp"])
 def test_a_prior_round_trips_through_json_and_arrays_and_maps_residuals_back(kind: str) -> None:
-    import json
-
     x, y = _data(60)
     values = np.column_stack([y + 10, np.where(np.arange(60) % 3, y * 2 + 5, np.nan)])
     prior, held_out = FeaturePrior.fit(x, values, kind=kind)
@@ -72,6 +72,34 @@ def test_a_prior_round_trips_through_json_and_arrays_and_maps_residuals_back(kin
     known = ~np.isnan(values[:, 1])
     back = prior.values(x, prior.residuals(x, values))
     np.testing.assert_allclose(back[known], values[known])
+
+
+def test_the_line_leave_one_out_predictions_choose_the_input_again_on_few_rows() -> None:
+    rng = np.random.default_rng(4)
+    for n in (12, NESTED_ROWS + 10):
+        x = rng.normal(size=(n, 6))
+        z = x[:, 2] + 0.9 * x[:, 4] + rng.normal(0, 0.3, n)  # two inputs about as good
+        line, held_out = Line.fit(x, z)
+        for i in (0, n // 2):
+            keep = np.arange(n) != i
+            # nested on few rows: the input is chosen again without the row; above, the line's own
+            j = Line.through(x[keep], z[keep]).input if n <= NESTED_ROWS else line.input
+            slope, intercept = np.polyfit(x[keep, j], z[keep], 1)
+            assert held_out[i] == pytest.approx(intercept + slope * x[i, j], abs=1e-6)
+
+
+def test_auto_follows_the_free_label_from_few_rows_among_many_inputs() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.random((16, 100)) + 0.1
+    y = 70 + 5 * np.log(x[:, 0]) + rng.normal(0, 0.5, 16)  # accuracy up with the parameter count
+    free = np.zeros(100, dtype=bool)
+    free[:2] = True
+    prior, _ = FeaturePrior.fit(x, y[:, None], kind="auto", free_inputs=free)
+    assert prior.kinds == ["line"] and prior.models[0].input == 0
+    test = rng.random((200, 100)) + 0.1
+    assert spearmanr(prior.mean(test)[:, 0], test[:, 0])[0] == pytest.approx(1.0)
+    again = FeaturePrior.from_dict(json.loads(json.dumps(prior.to_dict())), prior.arrays())
+    np.testing.assert_array_equal(again.mean(test), prior.mean(test))
 
 
 def test_bad_inputs_are_refused() -> None:
