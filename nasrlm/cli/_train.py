@@ -81,9 +81,9 @@ class Train(Command):
         p.add_argument("--prior", choices=("none", *PRIOR_KINDS), default=DEFAULT_PRIOR,
                        help="a prior beside the language model: on the free and graph labels (or "
                             "--inputs) 'forest', 'ridge', 'trend-forest' (a line plus a forest on what it "
-                            "leaves), 'gp' (a Gaussian process) or 'auto' (per objective the simplest of "
-                            "ridge, gp and forest that ranks the training rows out of sample within noise "
-                            "of the best): fine-tuning a base, "
+                            "leaves), 'gp' (a Gaussian process) or 'auto' (per objective the simplest of a "
+                            "line through one label, ridge, gp and forest that ranks the training rows out "
+                            "of sample within noise of the best): fine-tuning a base, "
                             "the model learns each objective from the text alone and each prediction blends "
                             "it with the prior by the share that ranks rows it did not train on best; from "
                             "scratch, the model learns what the prior leaves unexplained, as it does with "
