@@ -63,8 +63,8 @@ MIN_FOREST_ROWS = 8
 #: Up to this many rows ``auto`` judges a ridge, a Gaussian process and a line by nested leave-one-out
 #: predictions (:func:`_judged_by`); above, choosing their settings on the same rows biases their ranking
 #: little. At 50, a ridge on a hundred labels judged on 64 records of NDS' DARTS files looked best and ranked
-#: the rest at τ 0.26 where the nested choice ranked them at 0.79 (experiments/README.md, "Transfer from a
-#: pre-trained base model"); NB201's choices from 64 and 100 labels are the same either way.
+#: the rest at τ 0.43 (five seeds) where the nested choice ranked them at 0.79 (experiments/README.md,
+#: "Transfer from a pre-trained base model"); NB201's choices from 64 labels are the same either way.
 NESTED_ROWS = 100
 
 
