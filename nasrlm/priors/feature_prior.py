@@ -63,8 +63,8 @@ MIN_FOREST_ROWS = 8
 #: Up to this many rows ``auto`` judges a ridge, a Gaussian process and a line by nested leave-one-out
 #: predictions (:func:`_judged_by`); above, choosing their settings on the same rows biases their ranking
 #: little. At 50, a ridge on a hundred labels judged on 64 records of NDS' DARTS files looked best and ranked
-#: the rest at τ 0.43 (five seeds) where the nested choice ranked them at 0.79 (experiments/README.md,
-#: "Transfer from a pre-trained base model"); NB201's choices from 64 labels are the same either way.
+#: the rest at τ 0.43 (five seeds) where the nested choice ranked them at 0.79 (experiments/README.md, "NDS
+#: ImageNet files from few records"); NB201's choices from 64 and 100 labels are the same either way.
 NESTED_ROWS = 100
 
 
@@ -245,8 +245,8 @@ class Line:
 
     The simplest prior there is: from 16 records of an NDS ImageNet file, a ridge, a Gaussian process or a
     forest on a hundred labels ranked the rest below the parameter count they read (0.46 against 0.53 on the
-    mean of six files), where a line through the one best label ranked at 0.59 (experiments/README.md,
-    "Transfer from a pre-trained base model").
+    mean of six files); with a line among ``auto``'s candidates, 0.59 (experiments/README.md, "NDS ImageNet
+    files from few records").
     """
 
     input: int
