@@ -21,7 +21,7 @@ epoch's top-1 error). Methods (``--methods``):
 - ``lm-alone``: the same with ``--prior none``, the language model alone;
 - ``prior-alone``: the prior ``nasrlm train`` blends, fitted alone on the same records
   (``FeaturePrior.fit(..., kind="auto")`` on the free and graph labels and the base's transfer forest's
-  guess, the inputs ``fine_tune`` gives it).
+  guess, the inputs ``fine_tune`` gives it, the free labels marked for ``auto``'s simplest line).
 
 Each run's τ is appended to ``--results`` (JSON lines) as it ends, and runs already there are skipped: the
 grid can be run in parts and printed whole (``--print-only``). The tables: per N, method × file, mean ±
