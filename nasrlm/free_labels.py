@@ -43,8 +43,8 @@ FREE_OBJECTIVES: tuple[Objective, ...] = (
               "nasrlm (ONNX graph)", higher_is_better=False),
 )
 
-#: The free labels by name (parameters, MACs): among a prior's inputs, those ``auto``'s simplest line follows
-#: (:meth:`~nasrlm.priors.feature_prior.FeaturePrior.fit`).
+#: The free labels by name (parameters, MACs): what a column name is checked against, and among a prior's
+#: inputs those ``auto``'s simplest line follows (:meth:`~nasrlm.priors.feature_prior.FeaturePrior.fit`).
 FREE_LABEL_NAMES = frozenset(o.name for o in FREE_OBJECTIVES)
 
 _GRAPH_DESCRIPTIONS = {

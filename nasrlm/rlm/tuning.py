@@ -12,7 +12,13 @@ from typing import Any
 
 import numpy as np
 
-from nasrlm.free_labels import ALL_FREE_OBJECTIVES, FREE_OBJECTIVES, free_labels, texts_and_free_labels
+from nasrlm.free_labels import (
+    ALL_FREE_OBJECTIVES,
+    FREE_LABEL_NAMES,
+    FREE_OBJECTIVES,
+    free_labels,
+    texts_and_free_labels,
+)
 from nasrlm.priors.feature_prior import DEFAULT_PRIOR, check_prior_name
 from nasrlm.priors.transfer import TRANSFER_LABEL
 from nasrlm.rlm.augment import EQUIVALENT_READINGS, equivalent_readings, shared_by_equivalents
@@ -135,7 +141,7 @@ def known_labels(predictor: RLMPredictor, space: SearchSpace, arch_ids: Sequence
     if unknown:
         raise ValueError(f"this model's prior reads {unknown}, which are not free labels: give their "
                          "values of every architecture as inputs")
-    graph = any(f not in {o.name for o in FREE_OBJECTIVES} and f not in inputs for f in read)
+    graph = any(f not in FREE_LABEL_NAMES and f not in inputs for f in read)
     labels = free_labels(space, arch_ids, graph=graph)
     columns = {f: np.asarray(inputs[f], dtype=np.float64) if f in inputs
                else predictor.transfer.predict(labels) if f == TRANSFER_LABEL else labels[:, names.index(f)]

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from nasrlm.data import BenchmarkTable, Objective, load_table
-from nasrlm.free_labels import FREE_OBJECTIVES, computed_objectives, free_labels
+from nasrlm.free_labels import FREE_LABEL_NAMES, FREE_OBJECTIVES, computed_objectives, free_labels
 from nasrlm.measure import LatencyStore, is_profile, measure_archs, measured_objective
 from nasrlm.search._constraints import Constraint
 from nasrlm.search._training import TRAINED, NetworkTrainer
@@ -55,7 +55,7 @@ class ArchEvaluator:
         self.store = store
         self.trainer = trainer
         #: objectives computed from each architecture's graph (:data:`~nasrlm.free_labels.FREE_OBJECTIVES`)
-        self.computed = [n for n in computed if n in {o.name for o in FREE_OBJECTIVES}]
+        self.computed = [n for n in computed if n in FREE_LABEL_NAMES]
         self.warmup, self.runs = warmup, runs
         self._row = {arch_id: k for k, arch_id in enumerate(table.ids)} if table is not None else {}
         for o in self.quantities:
