@@ -62,9 +62,9 @@ ALPHAS = np.logspace(-3, 4, 15)
 MIN_FOREST_ROWS = 8
 #: Up to this many rows ``auto`` judges a ridge, a Gaussian process and a line by nested leave-one-out
 #: predictions (:func:`_judged_by`); above, choosing their settings on the same rows biases their ranking
-#: little. At 50, a ridge on a hundred labels judged on 64 records of NDS' DARTS files looked best and ranked
-#: the rest at τ 0.43 (five seeds) where the nested choice ranked them at 0.79 (experiments/README.md, "NDS
-#: ImageNet files from few records"); NB201's choices from 64 and 100 labels are the same either way.
+#: little. At 50, on 64 records of NDS' DARTS file a ridge on a hundred labels looked best on three splits of
+#: five and the prior ranked the rest at τ 0.43 on the mean, the nested choice at 0.79 (experiments/README.md,
+#: "NDS ImageNet files from few records"); NB201's choices from 64 and 100 labels are the same either way.
 NESTED_ROWS = 100
 
 
@@ -395,7 +395,7 @@ class FeaturePrior(ScoresPrior):
 
     def disagreement(self, inputs: np.ndarray) -> np.ndarray:
         """(n, m) how far the trees of each objective's forest disagree on each architecture: the
-        standard deviation of their predictions, in normal scores (NaN for a ridge, which has no trees);
+        standard deviation of their predictions, in normal scores (NaN for a ridge or a line: no trees);
         for a Gaussian process, its posterior standard deviation.
 
         Where the trials say little (a corner of the space they never reached) the bootstrapped trees
