@@ -8,6 +8,7 @@ from nasrlm.priors.prior import (
     BLEND_SHARES,
     FreeLabelPrior,
     NormalScores,
+    pair_orders,
     ranked_share,
     residual_weight,
     simplest_within_noise,
@@ -132,3 +133,37 @@ def test_the_simplest_prediction_within_noise_of_the_best_is_trusted() -> None:
     assert simplest_within_noise([clearly, simple], truth) == 0  # the simplest is the best: kept
     assert simplest_within_noise([simple, clearly], truth) == simplest_within_noise([simple, clearly], truth)
     assert simplest_within_noise([simple[:2], clearly[:2]], truth[:2]) == 0  # nothing to judge by
+
+
+class _Slope:
+    """A line through the first input, its slope's sign from the rows it was fitted on."""
+
+    def __init__(self, x: np.ndarray, y: np.ndarray) -> None:
+        self.sign = np.sign(np.corrcoef(x[:, 0], y)[0, 1])
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        return self.sign * x[:, 0]
+
+
+def test_a_fixed_line_judged_left_pair_out_scores_its_own_rank_correlation() -> None:
+    # leave-one-out leans each row's prediction away from its value, and on few rows with a weak trend the
+    # line's τ falls below zero; left pair out, a line that keeps its direction scores exactly its τ
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(16, 1))
+    y = 0.4 * x[:, 0] + rng.normal(size=16)
+    orders = pair_orders(lambda keep: _Slope(x[keep], y[keep]), x)
+    assert np.array_equal(orders, -orders.T)
+    assert np.array_equal(orders, np.sign(x[:, None, 0] - x[None, :, 0]))
+    truth_orders = np.sign(y[:, None] - y[None, :])
+    assert np.isclose((orders * truth_orders).sum() / (16 * 15), kendalltau(x[:, 0], y).statistic)
+
+
+def test_pairs_and_rows_are_judged_by_the_same_rule() -> None:
+    rng = np.random.default_rng(3)
+    truth = rng.normal(size=20)
+    simple = truth + rng.normal(scale=0.6, size=20)
+    clearly = truth + rng.normal(scale=0.05, size=20)
+    as_pairs = [np.sign(p[:, None] - p[None, :]) for p in (simple, clearly)]
+    assert simplest_within_noise(as_pairs, truth) == simplest_within_noise([simple, clearly], truth) == 1
+    assert simplest_within_noise([as_pairs[0], clearly], truth) == 1  # rows beside pairs: read as pairs
+    assert simplest_within_noise([as_pairs[1], simple], truth) == 0
