@@ -56,6 +56,15 @@ def test_with_no_feasible_draw_to_improve_the_likeliest_feasible_candidates_come
     assert picked == [2, 0, 1]  # three chances in four, then two, then none
 
 
+def test_with_no_feasible_draw_at_all_the_nearest_the_limit_that_would_improve_most_comes_first() -> None:
+    samples = certain((70.0, 9.0), (95.0, 4.0), (99.0, 3.0), (90.0, 5.0))
+    feasible = np.zeros((4, 4), dtype=bool)
+    violation = np.array([0.5, 0.5, 0.9, 0.5])  # the third improves most, but lies farthest from the limit
+    for seed in range(5):  # not drawn at random among the three equally near
+        assert greedy_ehvi(samples, OBSERVED, REFERENCE, MAXIMIZE, 1, np.random.default_rng(seed),
+                           feasible=feasible, violation=violation) == [1]
+
+
 def test_a_pick_likely_infeasible_is_not_believed_on_the_front() -> None:
     # no candidate is likely feasible, so all compete: the first pick lies beyond the front in the one draw of
     # four that is feasible; believed there, it would leave its twin nothing to improve and the third would
