@@ -69,7 +69,7 @@ MIN_FOREST_ROWS = 8
 NESTED_ROWS = 100
 #: Up to this many rows ``auto`` judges the line, the ridge and the process left pair out instead
 #: (:func:`~nasrlm.priors.prior.pair_orders`): each refitted without each pair of rows, n(n-1)/2 fits. On 16
-#: records of NDS' six ImageNet files the prior alone ranked the rest at τ 0.616 on the mean, 0.578 judged
+#: records of NDS' six ImageNet files the prior alone ranked the rest at τ 0.610 on the mean, 0.578 judged
 #: leave-one-out (experiments/README.md, "NDS ImageNet files from few records").
 PAIR_ROWS = 24
 

@@ -266,7 +266,7 @@ def pair_orders(refit: Callable[[np.ndarray], Any], x: np.ndarray) -> np.ndarray
 
     A ranking judged by leave-one-out predictions is biased low on few rows: each row's prediction leans
     away from its own value, and on 16 records of NDS' NASNet a line through the parameter count that ranks
-    them at τ 0.25 scored −0.03 so, below a ridge that ranked the rest at 0.00 (experiments/README.md, "NDS
+    them at τ 0.25 scored −0.03 so, below a ridge that ranked the rest at −0.04 (experiments/README.md, "NDS
     ImageNet files from few records"). Left pair out, a fixed line scores exactly its τ on the rows.
     """
     n = len(x)
