@@ -311,12 +311,7 @@ def _run_trial(study: optuna.Study, objective: Callable[[optuna.Trial], list[flo
                             raise
                     return
     except KeyboardInterrupt:
-        if trial is not None:
-            _interrupted(study, trial.number, trial._trial_id)  # nothing where the trial is already finished
-        else:  # stopped inside the ask (or just after it), which had created the trial already
-            for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-                if t.number >= newest:
-                    _interrupted(study, t.number, t._trial_id)
+        _interrupted(study, trial, newest, log)
         raise
 
 
@@ -341,26 +336,55 @@ def _searched_seconds(study: optuna.Study) -> float:
     return total
 
 
-def _interrupted(study: optuna.Study, number: int, trial_id: int) -> None:
-    """Mark a trial that ctrl-C stopped as such and prune it: a resumed run evaluates its architecture,
-    and neither counts it as a failure.
+_MARK_ATTEMPTS = 3  # tries to mark a trial ctrl-C stopped, the last through a storage of its own
+
+
+def _interrupted(study: optuna.Study, trial: optuna.Trial | None, newest: int,
+                 log: Callable[[str], None]) -> None:
+    """Mark the trial that ctrl-C stopped as such and prune it: a resumed run evaluates its architecture,
+    and neither counts it as a failure. ``trial`` is ``None`` where ctrl-C stopped the ask, which may have
+    created the trial already: then the running trials numbered from ``newest`` (the count before the ask)
+    are this worker's.
 
     A ctrl-C inside a database call can leave this thread's database session unusable (a transaction
-    half done), so a first try that fails drops the session and tries again with a fresh one.
+    half done), so a try that fails drops the session and tries again, the last time through a storage of
+    its own. A trial left running all the same is said through ``log``: a resumed run waits for its
+    heartbeat to go stale.
     """
-    for _ in range(3):
+    error: Exception | None = None
+    for attempt in range(_MARK_ATTEMPTS):
         try:
-            if study._storage.get_trial(trial_id).state.is_finished():
-                return
-            study._storage.set_trial_user_attr(trial_id, INTERRUPTED_ATTR, True)
-            study._storage.set_trial_state_values(trial_id, TrialState.PRUNED)
+            storage = study._storage if attempt < _MARK_ATTEMPTS - 1 else _own_storage(study)
+            if trial is not None:
+                stopped = [storage.get_trial(trial._trial_id)]
+            else:
+                stopped = [t for t in storage.get_all_trials(study._study_id, deepcopy=False,
+                                                             states=(TrialState.RUNNING,))
+                           if t.number >= newest]
+            for t in stopped:
+                if not t.state.is_finished():  # nothing where the tell got through
+                    storage.set_trial_user_attr(t._trial_id, INTERRUPTED_ATTR, True)
+                    storage.set_trial_state_values(t._trial_id, TrialState.PRUNED)
             return
-        except Exception:
+        except Exception as e:
+            error = e
             backend = rdb_backend(study)
             if backend is not None:
                 with suppress(Exception):
                     backend.scoped_session.remove()  # its thread-local session
             time.sleep(0.1)
+    number = trial.number if trial is not None else f"#{newest} or later"
+    log(f"warning: trial {number}, stopped by ctrl-C, is still marked running ({error}); a resumed run "
+        f"waits for its heartbeat to go stale")
+
+
+def _own_storage(study: optuna.Study) -> optuna.storages.BaseStorage:
+    """A storage on the study's database with a connection of its own (the study's where it has none)."""
+    backend = rdb_backend(study)
+    if backend is None:
+        return study._storage
+    return optuna.storages.RDBStorage(backend.url, engine_kwargs=dict(backend.engine_kwargs),
+                                      skip_compatibility_check=True, skip_table_creation=True)
 
 
 def _open_study(storage: str | None, study_name: str, sampler: optuna.samplers.BaseSampler,

@@ -15,6 +15,7 @@ from types import SimpleNamespace
 import numpy as np
 import optuna
 import pytest
+from optuna.storages._cached_storage import _CachedStorage
 
 import nasrlm.search._run as run_module
 from nasrlm import cli, free_labels
@@ -564,6 +565,42 @@ def test_ctrl_c_prunes_the_trial_it_stopped_and_counts_no_failure(tmp_path, monk
                          optuna.samplers.RandomSampler(seed=1), budget=5, storage=storage, progress=False)
     assert len(resumed.arch_ids) == 5 and resumed.extra["failed_trials"] == 0
     assert resumed.extra["repeated_trials"] == 0  # the stopped trial is neither a failure nor a repeat
+
+
+def test_ctrl_c_that_breaks_the_studys_session_still_prunes_its_trial(tmp_path, monkeypatch) -> None:
+    ids = [SPACE.arch_id(a) for a in SPACE.enumerate()]
+    table = toy_table(ids)
+    broken: list[bool] = []  # once ctrl-C comes, the study's own storage refuses every write
+
+    class InterruptedWhileEvaluating(ArchEvaluator):
+        def __call__(self, arch_id: str) -> list[float]:
+            if len(self.evaluated) == 3:
+                broken.append(True)
+                raise KeyboardInterrupt
+            self.evaluated.append(arch_id)
+            return super().__call__(arch_id)
+
+    InterruptedWhileEvaluating.evaluated = []
+
+    def refusing(write):
+        def refused_once_broken(self, *args, **kwargs):
+            if broken:
+                raise optuna.exceptions.StorageInternalError("a transaction half done")
+            return write(self, *args, **kwargs)
+        return refused_once_broken
+
+    for name in ("set_trial_user_attr", "set_trial_state_values"):
+        monkeypatch.setattr(_CachedStorage, name, refusing(getattr(_CachedStorage, name)))
+    storage = f"sqlite:///{tmp_path / 's.db'}"
+    logged: list[str] = []
+    with pytest.raises(KeyboardInterrupt):
+        run_search(SPACE, InterruptedWhileEvaluating(SPACE, table.objectives, table),
+                   optuna.samplers.RandomSampler(seed=0), budget=10, storage=storage, progress=False,
+                   log=logged.append)
+    monkeypatch.undo()
+    trials = optuna.load_study(study_name="nasrlm", storage=storage).trials
+    assert [t.state.name for t in trials] == ["COMPLETE"] * 3 + ["PRUNED"]  # through a storage of its own
+    assert trials[3].user_attrs["interrupted"] is True and not logged
 
 
 def test_a_search_stopped_by_failures_leaves_a_report_of_what_it_did(tmp_path, monkeypatch) -> None:
