@@ -30,14 +30,16 @@ from nasrlm.metrics import pareto_mask
 from nasrlm.search._evaluate import ArchEvaluator, MissingValueError
 from nasrlm.search.workers import (
     CREATE_RACES,
+    INTERRUPTED_ATTR,
     OUTAGES,
+    Asked,
     WorkerSettings,
     awaiting_retry,
     beating,
     fail_stale_trials,
     is_retry,
+    mark_interrupted,
     place_of,
-    rdb_backend,
     rdb_storage,
     requeue,
 )
@@ -54,7 +56,6 @@ SURPLUS_ATTR = "surplus"
 #: User attribute of a trial whose evaluation raised: what it raised.
 ERROR_ATTR = "error"
 #: User attribute of a trial stopped by ctrl-C (it is pruned: neither a failure nor an evaluation).
-INTERRUPTED_ATTR = "interrupted"
 #: Prefix of the study user attributes that hold each run's [start, end] (Unix seconds): the study's
 #: search time is the length of their union, resumed runs added and workers' overlaps counted once.
 RUN_ATTR_PREFIX = "run_"
@@ -271,7 +272,7 @@ def _run_trial(study: optuna.Study, objective: Callable[[optuna.Trial], list[flo
     the final tell, so a result computed during an outage is kept.
     """
     fail_stale_trials(study)  # a dead worker's trial is failed and enqueued, so this ask re-runs it
-    newest = len(study.get_trials(deepcopy=False))
+    asked = Asked.before(study)
     trial: optuna.Trial | None = None
     try:  # from the ask to the tell: a ctrl-C anywhere (the sampler proposing, the beat starting, the tell)
         # leaves no trial running, which a resumed run would wait on until its heartbeat went stale
@@ -311,7 +312,7 @@ def _run_trial(study: optuna.Study, objective: Callable[[optuna.Trial], list[flo
                             raise
                     return
     except KeyboardInterrupt:
-        _interrupted(study, trial, newest, log)
+        mark_interrupted(study, trial, asked, log)
         raise
 
 
@@ -334,57 +335,6 @@ def _searched_seconds(study: optuna.Study) -> float:
         total += max(0.0, end - max(begin, reached))
         reached = max(reached, end)
     return total
-
-
-_MARK_ATTEMPTS = 3  # tries to mark a trial ctrl-C stopped, the last through a storage of its own
-
-
-def _interrupted(study: optuna.Study, trial: optuna.Trial | None, newest: int,
-                 log: Callable[[str], None]) -> None:
-    """Mark the trial that ctrl-C stopped as such and prune it: a resumed run evaluates its architecture,
-    and neither counts it as a failure. ``trial`` is ``None`` where ctrl-C stopped the ask, which may have
-    created the trial already: then the running trials numbered from ``newest`` (the count before the ask)
-    are this worker's.
-
-    A ctrl-C inside a database call can leave this thread's database session unusable (a transaction
-    half done), so a try that fails drops the session and tries again, the last time through a storage of
-    its own. A trial left running all the same is said through ``log``: a resumed run waits for its
-    heartbeat to go stale.
-    """
-    error: Exception | None = None
-    for attempt in range(_MARK_ATTEMPTS):
-        try:
-            storage = study._storage if attempt < _MARK_ATTEMPTS - 1 else _own_storage(study)
-            if trial is not None:
-                stopped = [storage.get_trial(trial._trial_id)]
-            else:
-                stopped = [t for t in storage.get_all_trials(study._study_id, deepcopy=False,
-                                                             states=(TrialState.RUNNING,))
-                           if t.number >= newest]
-            for t in stopped:
-                if not t.state.is_finished():  # nothing where the tell got through
-                    storage.set_trial_user_attr(t._trial_id, INTERRUPTED_ATTR, True)
-                    storage.set_trial_state_values(t._trial_id, TrialState.PRUNED)
-            return
-        except Exception as e:
-            error = e
-            backend = rdb_backend(study)
-            if backend is not None:
-                with suppress(Exception):
-                    backend.scoped_session.remove()  # its thread-local session
-            time.sleep(0.1)
-    number = trial.number if trial is not None else f"#{newest} or later"
-    log(f"warning: trial {number}, stopped by ctrl-C, is still marked running ({error}); a resumed run "
-        f"waits for its heartbeat to go stale")
-
-
-def _own_storage(study: optuna.Study) -> optuna.storages.BaseStorage:
-    """A storage on the study's database with a connection of its own (the study's where it has none)."""
-    backend = rdb_backend(study)
-    if backend is None:
-        return study._storage
-    return optuna.storages.RDBStorage(backend.url, engine_kwargs=dict(backend.engine_kwargs),
-                                      skip_compatibility_check=True, skip_table_creation=True)
 
 
 def _open_study(storage: str | None, study_name: str, sampler: optuna.samplers.BaseSampler,

@@ -528,7 +528,17 @@ class InterruptedWhileProposing(optuna.samplers.RandomSampler):
         return super().sample_independent(study, trial, name, distribution)
 
 
-@pytest.mark.parametrize("when", ["proposing", "just after the ask", "evaluating"])
+class InterruptedTakingAnEnqueuedTrial(optuna.samplers.RandomSampler):
+    """A sampler that gets ctrl-C before its fourth trial, which the ask took from the queue (a warm start's
+    enqueued front, a dead worker's retry): numbered below the study's count before the ask."""
+
+    def before_trial(self, study, trial):
+        if trial.number == 3:
+            raise KeyboardInterrupt
+        super().before_trial(study, trial)
+
+
+@pytest.mark.parametrize("when", ["proposing", "just after the ask", "evaluating", "taking enqueued"])
 def test_ctrl_c_prunes_the_trial_it_stopped_and_counts_no_failure(tmp_path, monkeypatch, when: str) -> None:
     ids = [SPACE.arch_id(a) for a in SPACE.enumerate()]
     table = toy_table(ids)
@@ -544,7 +554,11 @@ def test_ctrl_c_prunes_the_trial_it_stopped_and_counts_no_failure(tmp_path, monk
 
     evaluating = when == "evaluating"
     evaluator = (InterruptedWhileEvaluating if evaluating else ArchEvaluator)(SPACE, table.objectives, table)
-    sampler = (InterruptedWhileProposing if when == "proposing" else optuna.samplers.RandomSampler)(seed=0)
+    interrupted = {"proposing": InterruptedWhileProposing,
+                   "taking enqueued": InterruptedTakingAnEnqueuedTrial}
+    sampler = interrupted.get(when, optuna.samplers.RandomSampler)(seed=0)
+    rng = np.random.default_rng(0)
+    enqueue = [SPACE.params_of(SPACE.sample(rng)) for _ in range(5)] if when == "taking enqueued" else ()
     storage = f"sqlite:///{tmp_path / 's.db'}"
     if when == "just after the ask":  # ctrl-C as the ask's warning filter closes, the fourth trial created
         @contextmanager
@@ -557,9 +571,9 @@ def test_ctrl_c_prunes_the_trial_it_stopped_and_counts_no_failure(tmp_path, monk
         monkeypatch.setattr(run_module, "warnings", SimpleNamespace(
             catch_warnings=interrupted_once_four_trials_exist, simplefilter=warnings.simplefilter))
     with pytest.raises(KeyboardInterrupt):
-        run_search(SPACE, evaluator, sampler, budget=10, storage=storage, progress=False)
+        run_search(SPACE, evaluator, sampler, budget=10, storage=storage, progress=False, enqueue=enqueue)
     trials = optuna.load_study(study_name="nasrlm", storage=storage).trials
-    assert [t.state.name for t in trials] == ["COMPLETE"] * 3 + ["PRUNED"]
+    assert [t.state.name for t in trials if t.state.name != "WAITING"] == ["COMPLETE"] * 3 + ["PRUNED"]
     assert trials[3].user_attrs["interrupted"] is True
     resumed = run_search(SPACE, ArchEvaluator(SPACE, table.objectives, table),
                          optuna.samplers.RandomSampler(seed=1), budget=5, storage=storage, progress=False)
