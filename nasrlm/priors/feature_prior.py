@@ -121,7 +121,7 @@ def _process(x: np.ndarray, z: np.ndarray, keep: np.ndarray) -> GaussianProcess:
 
 def _judged_by(model: Model, predicted: np.ndarray, refit: Callable[[np.ndarray], Model] | None,
                x: np.ndarray, values: np.ndarray, scores: NormalScores) -> np.ndarray:
-    """What ``auto`` ranks a candidate by: on up to :data:`PAIR_ROWS` rows, the order ``refit`` (the same
+    """What ``auto`` ranks a candidate by: on 4 to :data:`PAIR_ROWS` rows, the order ``refit`` (the same
     fit on the rows of a mask: :func:`_line`, :func:`_ridge`, :func:`_process`) gives each pair of rows it
     did not see (:func:`~nasrlm.priors.prior.pair_orders`); else its out-of-sample predictions of the
     training rows ``predicted`` (normal scores), or, for a ridge or a Gaussian process of at most
@@ -133,7 +133,7 @@ def _judged_by(model: Model, predicted: np.ndarray, refit: Callable[[np.ndarray]
     (one of 15, one of 75), and on 20 rows that choice flatters them: on a new device's latency from 20
     measurements, ``auto`` on the graph labels took them over the forest and ranked at ρ 0.782 against the
     forest's 0.841, 0.829 judged nested (experiments/README.md, "Who carries the prediction")."""
-    if refit is not None and len(values) <= PAIR_ROWS:
+    if refit is not None and 4 <= len(values) <= PAIR_ROWS:  # each pair's refit sees two rows or more
         return pair_orders(refit, x)
     if isinstance(model, Line | Forest | TrendForest) or len(values) > NESTED_ROWS:  # a line's are nested
         return predicted

@@ -288,7 +288,7 @@ def _orders(predicted: np.ndarray) -> np.ndarray:
 def _simplest_by_pairs(orders: list[np.ndarray], truth: np.ndarray) -> int:
     """:func:`simplest_within_noise` on leave-pair-out orders: a resample weighs each pair by how often
     both of its rows were drawn."""
-    agree = [o * np.sign(truth[:, None] - truth[None, :]) for o in orders]
+    agree = [np.nan_to_num(o) * np.sign(truth[:, None] - truth[None, :]) for o in orders]  # NaN: level
 
     def taus(weights: np.ndarray) -> np.ndarray:
         pairs = np.outer(weights, weights)

@@ -118,6 +118,13 @@ def test_few_rows_fit_a_ridge_only() -> None:
     assert prior.kinds == ["ridge"]
 
 
+@pytest.mark.parametrize("rows", [2, 3, 4])
+def test_auto_chooses_from_as_few_as_two_rows(rows: int) -> None:  # a constraint known on two trials
+    x, y = _data(rows)
+    prior, held_out = FeaturePrior.fit(x, y[:, None], kind="auto")
+    assert np.isfinite(prior.mean(x)).all() and held_out.shape == (rows, 1)
+
+
 def test_only_the_trend_forest_predicts_past_the_training_rows() -> None:
     x, y = _data(80)
     far = x.copy()
