@@ -59,7 +59,8 @@ def greedy_ehvi(samples: np.ndarray, observed: np.ndarray, reference: np.ndarray
         if pick is None:
             likeliest = np.flatnonzero(alive & (chance == chance[alive].max()))
             likeliest = likeliest[violation[likeliest] == violation[likeliest].min()]
-            ehvi = expected_hypervolume_improvement(unconstrained[likeliest], observed, reference, maximize)
+            ehvi = (expected_hypervolume_improvement(unconstrained[likeliest], observed, reference, maximize)
+                    if feasible is not None else np.zeros(len(likeliest)))  # unconstrained: none improves
             pick = int(likeliest[int(np.argmax(ehvi))]) if np.any(ehvi > 0) else int(rng.choice(likeliest))
         picked.append(pick)
         alive[pick] = False
