@@ -55,7 +55,6 @@ MAX_REPEATS_PER_EVALUATION = 10
 SURPLUS_ATTR = "surplus"
 #: User attribute of a trial whose evaluation raised: what it raised.
 ERROR_ATTR = "error"
-#: User attribute of a trial stopped by ctrl-C (it is pruned: neither a failure nor an evaluation).
 #: Prefix of the study user attributes that hold each run's [start, end] (Unix seconds): the study's
 #: search time is the length of their union, resumed runs added and workers' overlaps counted once.
 RUN_ATTR_PREFIX = "run_"

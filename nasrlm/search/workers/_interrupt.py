@@ -15,7 +15,7 @@ from optuna.trial import TrialState
 
 from nasrlm.search.workers._liveness import rdb_backend
 
-#: User attribute of a trial that ctrl-C stopped (pruned).
+#: User attribute of a trial stopped by ctrl-C (it is pruned: neither a failure nor an evaluation).
 INTERRUPTED_ATTR = "interrupted"
 
 _MARK_ATTEMPTS = 3  # tries to mark a trial ctrl-C stopped, the last through a storage of its own

@@ -585,16 +585,15 @@ def test_ctrl_c_that_breaks_the_studys_session_still_prunes_its_trial(tmp_path, 
     ids = [SPACE.arch_id(a) for a in SPACE.enumerate()]
     table = toy_table(ids)
     broken: list[bool] = []  # once ctrl-C comes, the study's own storage refuses every write
+    evaluated: list[str] = []
 
     class InterruptedWhileEvaluating(ArchEvaluator):
         def __call__(self, arch_id: str) -> list[float]:
-            if len(self.evaluated) == 3:
+            if len(evaluated) == 3:
                 broken.append(True)
                 raise KeyboardInterrupt
-            self.evaluated.append(arch_id)
+            evaluated.append(arch_id)
             return super().__call__(arch_id)
-
-    InterruptedWhileEvaluating.evaluated = []
 
     def refusing(write):
         def refused_once_broken(self, *args, **kwargs):
