@@ -5,7 +5,7 @@ the command line or Optuna."""
 
 from __future__ import annotations
 
-import ast
+import json
 import re
 import subprocess
 import sys
@@ -46,13 +46,23 @@ def test_a_predictor_is_built_from_nothing_through_from_scratch_only() -> None:
                        "(use RLMPredictor.from_scratch, from_base or load)")
 
 
-def test_every_module_of_nasrlm_imports() -> None:
-    # In a fresh interpreter, so that no module imports only because a test imported another one first;
-    # and each from this checkout: an editable install of another checkout of nasrlm would otherwise answer
-    # an import of a module path that no longer exists here.
+@pytest.fixture(scope="module")
+def fresh_imports() -> dict:
+    """What one fresh interpreter imports: first the model stack's packages (``nasrlm.priors``, then
+    ``nasrlm.rlm``: what each pulled in beside itself), then every module of ``nasrlm``. Fresh, so that no
+    module imports only because a test imported another one first; each from this checkout, since an
+    editable install of another checkout would answer an import of a module path that no longer exists here.
+    One process for both checks: importing the whole stack is most of its time."""
     script = textwrap.dedent(f"""
-        import importlib, pkgutil, sys
+        import importlib, json, pkgutil, sys
         from pathlib import Path
+        import nasrlm.priors, nasrlm.rlm
+        stack = []
+        for package in (nasrlm.priors, nasrlm.rlm):
+            for module in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+                importlib.import_module(module.name)
+            stack.append(sorted(n for n in sys.modules if n.split(".")[0] == "optuna" and "." not in n
+                                or n.startswith(("nasrlm.search", "nasrlm.cli", "nasrlm.rlm."))))
         import nasrlm
         names = sorted(m.name for m in pkgutil.walk_packages(nasrlm.__path__, "nasrlm.")
                        if m.name.rpartition(".")[2] != "__main__")  # that one runs the command line
@@ -61,13 +71,18 @@ def test_every_module_of_nasrlm_imports() -> None:
         here = Path({str(NASRLM)!r})
         elsewhere = sorted(n for n, m in list(sys.modules.items()) if n.split(".")[0] == "nasrlm"
                            and not Path(getattr(m, "__file__", None) or "/").resolve().is_relative_to(here))
-        print(len(names), "nasrlm.rlm.predictor" in names, "nasrlm.priors.prior" in names, elsewhere)
+        print(json.dumps({{"stack": stack, "names": names, "elsewhere": elsewhere}}))
         """)
     done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    count, rlm, priors, elsewhere = done.stdout.split(maxsplit=3)
-    assert int(count) > 50 and rlm == priors == "True", done.stdout
-    assert elsewhere.strip() == "[]", f"modules imported from outside {NASRLM}: {elsewhere}"
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_every_module_of_nasrlm_imports(fresh_imports: dict) -> None:
+    names = fresh_imports["names"]
+    assert len(names) > 50 and {"nasrlm.rlm.predictor", "nasrlm.priors.prior"} <= set(names), names
+    elsewhere = fresh_imports["elsewhere"]
+    assert elsewhere == [], f"modules imported from outside {NASRLM}: {elsewhere}"
 
 
 @pytest.mark.parametrize("old", OLD_MODULES)
@@ -76,21 +91,10 @@ def test_the_old_module_paths_are_gone(old: str) -> None:
         f"nasrlm/{old} still exists (no shims: import it from nasrlm.rlm or nasrlm.priors)")
 
 
-def test_the_model_stack_imports_no_search_no_command_line_no_optuna() -> None:
+def test_the_model_stack_imports_no_search_no_command_line_no_optuna(fresh_imports: dict) -> None:
     # DEVELOPERS.md, "Layout": the model and its priors sit below the search and the command line; and the
     # priors below the model, which stands on them (nasrlm.rlm.predictor imports nasrlm.priors)
-    script = textwrap.dedent("""
-        import importlib, pkgutil, sys
-        import nasrlm.priors, nasrlm.rlm
-        for package in (nasrlm.priors, nasrlm.rlm):
-            for module in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
-                importlib.import_module(module.name)
-            print(sorted(n for n in sys.modules if n.split(".")[0] == "optuna" and "." not in n
-                         or n.startswith(("nasrlm.search", "nasrlm.cli", "nasrlm.rlm."))))
-        """)
-    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    priors, stack = map(ast.literal_eval, done.stdout.splitlines())
+    priors, stack = fresh_imports["stack"]
     assert priors == [], f"nasrlm.priors imports {priors}"
     above = [n for n in stack if not n.startswith("nasrlm.rlm.")]
     assert above == [], f"the model stack imports {above}"

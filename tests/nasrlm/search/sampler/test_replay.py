@@ -33,9 +33,9 @@ SCRIPT = textwrap.dedent("""
     evaluator = ArchEvaluator.for_names(space, ["acc", "pixel3"], data_dir=sys.argv[1])
     space, evaluator = restricted_to_table(space, evaluator)
     sampler = RLMSampler(space, seed=3, proposals=ProposalSettings(proposals_per_fit=4, num_samples=8),
-                         fit=FitSettings(fit_steps=30, pretrain_archs=150, pretrain_epochs=1),
-                         candidates=CandidateSettings(num_candidates=300, fresh_candidates=50))
-    result = run_search(space, evaluator, sampler, budget=18, progress=False)
+                         fit=FitSettings(fit_steps=30, pretrain_archs=60, pretrain_epochs=1),
+                         candidates=CandidateSettings(num_candidates=120, fresh_candidates=30))
+    result = run_search(space, evaluator, sampler, budget=14, progress=False)
     weights = hashlib.sha256()
     for name, tensor in sampler.predictor.lm.model.state_dict().items():
         weights.update(name.encode() + tensor.detach().numpy().tobytes())
