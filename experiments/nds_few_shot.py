@@ -26,7 +26,7 @@ epoch's top-1 error). Methods (``--methods``):
 Each run's τ is appended to ``--results`` (JSON lines) as it ends, and runs already there are skipped: the
 grid can be run in parts and printed whole (``--print-only``). The tables: per N, method × file, mean ±
 std over seeds and the mean over files; the records left out; seconds per training. ``--smoke`` runs in
-a minute or two (one file, 30 records, 8 shots, one seed, 2 epochs, 4 samples, one training).
+a minute or two (one file, 20 records, 8 shots, one seed, 2 epochs, 2 samples, one training).
 """
 
 from __future__ import annotations
@@ -79,8 +79,8 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1, help="torch threads of each nasrlm train")
     p.add_argument("--results", help="JSON lines: each run appended as it ends; runs already there skipped")
     p.add_argument("--print-only", action="store_true", help="print the tables of --results, run nothing")
-    p.add_argument("--smoke", action="store_true", help="a minute or two: ResNeXt-A, 30 records, 8 shots, "
-                   "seed 0, 2 epochs, 4 samples; lm-alone left out (train's run with --prior none)")
+    p.add_argument("--smoke", action="store_true", help="a minute or two: ResNeXt-A, 20 records, 8 shots, "
+                   "seed 0, 2 epochs, 2 samples; lm-alone left out (train's run with --prior none)")
     a = p.parse_args()
     files, methods = a.files.split(","), a.methods.split(",")
     unknown = sorted(set(files) - set(FILES)) + sorted(set(methods) - set(METHODS))
@@ -89,7 +89,7 @@ def main() -> None:
                          f"{', '.join(METHODS)}")
     extra: list[str] = []
     if a.smoke:
-        files, a.shots, a.seeds, a.samples = ["ResNeXt-A"], "8", "0", 4
+        files, a.shots, a.seeds, a.samples = ["ResNeXt-A"], "8", "0", 2
         extra = ["--epochs", "2"]
         methods = [m for m in methods if m != "lm-alone"]  # one training is enough to smoke the script
     shots, seeds = [int(n) for n in a.shots.split(",")], [int(s) for s in a.seeds.split(",")]
@@ -110,7 +110,7 @@ def run_file(name: str, a: argparse.Namespace, shots: list[int], seeds: list[int
         load_table(space_name, COLUMNS, data_dir=a.data_dir)
     rows = np.flatnonzero(~np.isnan(table.values).any(axis=1))
     if a.smoke:  # describe only the records a smoke run reads
-        rows = np.sort(np.random.default_rng(0).permutation(rows)[:30])
+        rows = np.sort(np.random.default_rng(0).permutation(rows)[:20])
     space = get_space(space_name)
     ids = [table.ids[i] for i in rows]
     texts, labels = texts_and_free_labels(space, ids, graph=True, progress=False)

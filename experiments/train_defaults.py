@@ -9,7 +9,7 @@ eval M --data test.csv`` ranks the test rows (median of ``--samples`` samples, K
 BASE[,BASE...]`` it fine-tunes each base instead (``nasrlm train --base BASE``; the base has its own
 size); ``--train-options`` adds options to every ``nasrlm train`` (an ablation as a user runs it).
 Inference speed per size: ``experiments/inference_speed.py``. ``--smoke`` runs the whole script in
-seconds (30 labels, 60 test rows, 2 epochs, fine-tuning an untrained tiny base whose tokenizer knows the
+seconds (20 labels, 40 test rows, 2 epochs, fine-tuning an untrained tiny base whose tokenizer knows the
 space's texts only: from scratch, ``nasrlm train`` first learns every registered space's tokenizer, ~20
 s), as its test does.
 """
@@ -45,12 +45,12 @@ def main() -> None:
                    help="comma-separated base model directories to fine-tune instead of --sizes")
     p.add_argument("--train-options", default="", help="more options of nasrlm train, as one string (e.g. "
                    "'--prior none --equivalents 3': the ablations as a user runs them)")
-    p.add_argument("--smoke", action="store_true", help="30 labels, 60 test rows, 2 epochs of a tiny base: "
+    p.add_argument("--smoke", action="store_true", help="20 labels, 40 test rows, 2 epochs of a tiny base: "
                    "checks the script runs")
     a = p.parse_args()
     train_options = shlex.split(a.train_options)
     if a.smoke:
-        a.labels, a.test, a.samples, a.seeds = "30", 60, 4, "0"
+        a.labels, a.test, a.samples, a.seeds = "20", 40, 4, "0"
         train_options += ["--epochs", "2"]
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)

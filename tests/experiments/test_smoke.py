@@ -188,7 +188,7 @@ def check_tokenizer_stats(out: str) -> None:
 
 def check_train_defaults(out: str) -> None:
     rows = table(out, "| base | labels | seed | τ | central-80% coverage | train s |")
-    assert [r[:3] for r in rows] == [["tiny, untrained", "30", "0"]]
+    assert [r[:3] for r in rows] == [["tiny, untrained", "20", "0"]]
     assert tau(number(rows[0][3])) and 0 <= number(rows[0][4]) <= 1 and number(rows[0][5]) >= 0
 
 
@@ -230,7 +230,7 @@ def check_prior_ranking(out: str) -> None:
 
 def check_nds_few_shot(out: str) -> None:
     [records] = table(out, "| file | records | left out")
-    assert records[0] == "ResNeXt-A" and number(records[1]) == 30 and number(records[2]) == 0, records
+    assert records[0] == "ResNeXt-A" and number(records[1]) == 20 and number(records[2]) == 0, records
     rows = table(out, "| method | ResNeXt-A | mean over files |")
     assert [r[0] for r in rows] == ["params", "flops", "zero-shot", "prior-alone", "train"]
     for r in rows:
