@@ -43,12 +43,17 @@ class NormalScores:
     tail alone predicted 144 % accuracy and negative latencies for architectures far from the trials.
     For positive values spanning more than a factor of ten (latencies) that room is taken in log
     space: in value space, NB201's chance-level cells (0.4 ms on pixel3 beside 10-36 ms for the rest)
-    stretched it below zero, and the sampler chased predicted negative latencies.
+    stretched it below zero, and the sampler chased predicted negative latencies. A quantity of either sign
+    (``signed``: a constraint's value, met at 0 or less) has room past 0 on both sides, however far its
+    values lie from it: whether a network meets the limit is the question asked of it, and before any
+    trial met the limit, a room short of 0 let no candidate be predicted to meet it (experiments/README.md,
+    "Under a latency budget").
     """
 
     knots: np.ndarray  # distinct values, increasing
     scores: np.ndarray  # their normal scores (ties share the mean score)
     log: bool = False  # the headroom is a share of the log range
+    signed: bool = False  # the room reaches past 0 on both sides
 
     @classmethod
     def fit(cls, values: np.ndarray, *, signed: bool = False) -> NormalScores:
@@ -62,15 +67,16 @@ class NormalScores:
         distinct, group = np.unique(values, return_inverse=True)
         scores = norm.ppf((np.arange(len(values)) + 0.5) / len(values))
         return cls(distinct, np.bincount(group, scores) / np.bincount(group),
-                   not signed and spans_decades(values))
+                   not signed and spans_decades(values), signed)
 
     def to_dict(self) -> dict:
-        return {"knots": self.knots.tolist(), "scores": self.scores.tolist(), "log": self.log}
+        return {"knots": self.knots.tolist(), "scores": self.scores.tolist(), "log": self.log,
+                "signed": self.signed}
 
     @classmethod
     def from_dict(cls, data: dict) -> NormalScores:
         return cls(np.asarray(data["knots"], dtype=np.float64), np.asarray(data["scores"], dtype=np.float64),
-                   bool(data["log"]))
+                   bool(data["log"]), bool(data.get("signed", False)))
 
     @property
     def _slope(self) -> float:  # scores per unit of value, for the straight tails
@@ -98,7 +104,10 @@ class NormalScores:
             room = HEADROOM * (high - low)
             return np.clip(out, *kernel_independent([np.exp(low - room), np.exp(high + room)]))
         room = HEADROOM * (self.knots[-1] - self.knots[0])
-        return np.clip(out, self.knots[0] - room, self.knots[-1] + room)
+        low, high = self.knots[0] - room, self.knots[-1] + room
+        if self.signed:
+            low, high = min(low, -room), max(high, room)
+        return np.clip(out, low, high)
 
 
 class ScoresPrior(ABC):

@@ -48,7 +48,18 @@ def test_a_signed_quantity_keeps_its_room_in_values_and_can_reach_zero() -> None
     missed = np.array([0.05, 2.25, 4.25, 8.35])
     assert NormalScores.fit(missed).inverse(np.array([-50.0]))[0] > 0
     signed = NormalScores.fit(missed, signed=True)
-    assert not signed.log and signed.inverse(np.array([-50.0]))[0] == pytest.approx(0.05 - 0.1 * 8.3)
+    assert not signed.log and signed.inverse(np.array([-50.0]))[0] == pytest.approx(-0.1 * 8.3)
+
+
+def test_a_signed_quantity_has_room_past_zero_however_far_its_values_lie_from_it() -> None:
+    """No trial within 1.6 of the limit yet: the room still reaches past it (by a tenth of the range) on
+    either side, so a candidate can be predicted to meet it; an unsigned quantity keeps its own room."""
+    missed = np.array([1.6, 3.0, 9.1])
+    assert NormalScores.fit(missed, signed=True).inverse(np.array([-50.0]))[0] == pytest.approx(-0.75)
+    assert NormalScores.fit(missed).inverse(np.array([-50.0]))[0] == pytest.approx(1.6 - 0.75)
+    met = NormalScores.fit(-missed, signed=True)
+    assert met.inverse(np.array([50.0]))[0] == pytest.approx(0.75)
+    assert NormalScores.from_dict(met.to_dict()).signed  # kept in a checkpoint
 
 
 def test_one_distinct_value_maps_to_itself() -> None:
