@@ -109,14 +109,6 @@ class ArchCache:
         """Rows of the free labels alone (:data:`FREE_NAMES`)."""
         return self.labels_of(arch_ids)[:, : len(FREE_NAMES)]
 
-    def ignores_input(self, arch_ids: Sequence[str]) -> np.ndarray:
-        """Whether each architecture's output does not depend on its input: no input→output path in its
-        graph (its graph label ``segment_paths`` is 0: an NB201 cell whose every path to the output
-        crosses a ``none`` edge). Known from the graph labels only: all ``False`` without ``graph``."""
-        if not self.graph:
-            return np.zeros(len(arch_ids), dtype=bool)
-        return self.labels_of(arch_ids)[:, self.columns.index("segment_paths")] == 0
-
     @property
     def columns(self) -> tuple[str, ...]:
         """Names of the columns of :meth:`labels_of`."""

@@ -71,7 +71,6 @@ class ProposalRounds:
     _fits: int
     _pool_params: list[dict[str, Any]]
     _warned: set[str]
-    _said_ignoring: bool
     _constraints: tuple[str, ...]
     _warm_sources: tuple[WarmSource, ...]
     _warm: WarmStart | None
@@ -233,11 +232,7 @@ class ProposalRounds:
     def _candidates(self, search_space: dict[str, BaseDistribution], front: Sequence[dict[str, Any]],
                     taken: set[str], *, refine: bool = False) -> dict[str, dict[str, Any]]:
         """Candidates by arch id, each architecture once and none of ``taken`` (``refine``: the front's
-        mutants alone, see :class:`CandidateSettings`), none the space cannot build and, under constraints,
-        none whose output ignores its input (:meth:`ArchCache.ignores_input`). Such a network is at chance,
-        and it is among the cheapest: under NB201's 5th percentile of pixel3, 306 of the 781 cells that meet
-        the limit, 2 % of the space. A model that has seen none extrapolates its tiny size into a fast,
-        accurate network; unconstrained, leaving them out measured level, so they stay there."""
+        mutants alone, see :class:`CandidateSettings`)."""
         out: dict[str, dict[str, Any]] = {}
         draw = partial(self._params.draw, search_space)
         for params in candidate_params(search_space, self.candidate_settings, pool=self._pool_params,
@@ -249,14 +244,7 @@ class ProposalRounds:
                 continue
             if arch_id not in taken:
                 out.setdefault(arch_id, params)
-        kept = self._buildable(list(out))
-        if self._constraints:
-            ignoring = self.cache.ignores_input(kept)
-            if ignoring.any() and not self._said_ignoring:
-                self._said_ignoring = True
-                self.log("under constraints, networks whose output ignores their input are never proposed")
-            kept = [arch_id for arch_id, ignored in zip(kept, ignoring, strict=True) if not ignored]
-        return {arch_id: out[arch_id] for arch_id in kept}
+        return {arch_id: out[arch_id] for arch_id in self._buildable(list(out))}
 
     def _buildable(self, arch_ids: list[str]) -> list[str]:
         """Those of ``arch_ids`` the space builds; each it cannot is one warning line, once."""

@@ -167,7 +167,6 @@ class RLMSampler(ProposalRounds, BaseSampler):
         self._pool_params: list[dict[str, Any]] = []  # candidate parameters drawn once
         self._startup_asked = False  # whether it has been asked for a start-up trial it can choose
         self._warned: set[str] = set()  # architectures the space failed to build, said once
-        self._said_ignoring = False  # whether it said that networks ignoring their input are left out
         self._said_no_space = False  # whether it warned of trials that draw none of the space's parameters
         self._constraints: tuple[str, ...] = ()  # those the trials set (trial.set_constraint), modelled too
         if isinstance(warm_start, (str, os.PathLike)) or not isinstance(warm_start, Sequence):

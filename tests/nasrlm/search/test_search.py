@@ -1429,30 +1429,6 @@ def test_before_any_trial_is_feasible_the_model_can_still_draw_feasible_values(o
     assert (draws <= 0).any(axis=1).mean() >= 0.1  # before, none: the limit could only be found by chance
 
 
-def test_under_constraints_networks_whose_output_ignores_their_input_are_never_candidates() -> None:
-    """Such networks are among the cheapest, so a limit keeps many; unconstrained they stay candidates."""
-    blind = SPACE.params_of(SPACE.parse("|none~0|+|none~0|none~1|+|none~0|none~1|none~2|"))
-
-    def accuracy(trial: optuna.Trial) -> float:
-        return toy_values(SPACE.arch_id(SPACE.suggest(trial)))[0]
-
-    for objective, constrained in ((accuracy, False), (constrained_objective, True)):
-        sampler = tiny_sampler(surrogate="prior", prior="forest")
-        logs: list[str] = []
-        sampler.log = logs.append
-        study = optuna.create_study(direction="maximize", sampler=sampler)
-        study.optimize(objective, n_trials=5)
-        search_space = sampler.infer_relative_search_space(study, study.trials[-1])
-        # the mutants of a cell that ignores its input: most of them do too
-        ids = list(sampler._candidates(search_space, front=[blind], taken=set(), refine=True))
-        ignoring = sampler.cache.ignores_input(ids)
-        said = [line for line in logs if "ignores their input" in line]
-        if constrained:
-            assert len(ids) >= 2 and not ignoring.any() and len(said) == 1
-        else:
-            assert ignoring.mean() > 0.5 and not said
-
-
 # --- constraints: the best network under a limit ------------------------------------------------------
 def test_a_constraint_parses_says_how_far_it_is_missed_and_refuses_nonsense() -> None:
     at_most, at_least = Constraint.parse(" pixel3 <= 10 "), Constraint.parse("acc>=70.5")

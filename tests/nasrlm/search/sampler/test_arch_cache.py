@@ -71,10 +71,3 @@ def test_an_architecture_the_space_cannot_build_is_left_out_with_its_error() -> 
     assert cache.labels_of(kept).shape == (len(kept), 2)
     with pytest.raises(ArchitectureBuildError, match="none edges unsupported"):
         cache.texts_of(ids)
-
-
-def test_whether_an_output_ignores_the_input_is_read_from_the_graph_labels() -> None:
-    blind = "|none~0|+|none~0|nor_conv_3x3~1|+|none~0|nor_conv_1x1~1|none~2|"  # every path crosses a none
-    seeing = "|none~0|+|nor_conv_3x3~0|none~1|+|none~0|none~1|nor_conv_1x1~2|"  # 0→2→3
-    assert list(ArchCache(SPACE, graph=True).ignores_input([blind, seeing])) == [True, False]
-    assert list(ArchCache(SPACE).ignores_input([blind, seeing])) == [False, False]  # no graph labels: unknown
