@@ -23,8 +23,8 @@ from nasrlm.data import Objective
 from nasrlm.priors.transfer import ACCURACY_RANK
 from search_spaces import SearchSpace
 
-__all__ = ["EQUIVALENT_READINGS", "EquivalentReadings", "EquivalentRows", "equivalent_readings",
-           "equivalent_rows", "shared_by_equivalents"]
+__all__ = ["EQUIVALENT_READINGS", "EquivalentReadings", "EquivalentRows", "equivalence_class",
+           "equivalent_readings", "equivalent_rows", "shared_by_equivalents"]
 
 #: Texts of its equivalence class an architecture's accuracy is read through by default (the class's
 #: size where smaller): experiments/README.md, "Who carries the prediction".
@@ -149,6 +149,12 @@ def equivalent_readings(space: SearchSpace, arch_ids: Sequence[str], k: int = EQ
             chosen.update(dict.fromkeys(members, picked))  # each class is listed once
         groups.append(np.array([readers.setdefault(i, len(readers)) for i in chosen[arch_id]]))
     return EquivalentReadings(list(readers), groups)
+
+
+def equivalence_class(space: SearchSpace, arch_id: str) -> str:
+    """The name of ``arch_id``'s equivalence class: the smallest id among its members (``arch_id`` itself
+    where the space knows no equivalent)."""
+    return min([arch_id, *_equivalent_ids(space, arch_id)])
 
 
 def _equivalent_ids(space: SearchSpace, arch_id: str) -> list[str]:

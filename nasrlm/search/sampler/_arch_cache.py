@@ -21,6 +21,7 @@ from nasrlm.free_labels import (
     describe,
 )
 from nasrlm.label_cache import LabelCache
+from nasrlm.rlm.augment import equivalence_class
 from search_spaces import SearchSpace
 
 #: Fewest architectures described at once that get a progress bar (a round's few new candidates get none).
@@ -55,6 +56,7 @@ class ArchCache:
         self._ids: dict[tuple, str] = {}
         self._texts: dict[str, str] = {}
         self._labels: dict[str, np.ndarray] = {}
+        self._classes: dict[str, str] = {}
         #: architectures the space failed to build, with the error
         self.failed: dict[str, str] = {}
 
@@ -71,6 +73,14 @@ class ArchCache:
                     f"architecture with space.suggest(trial)") from error
             self._ids[key] = self.space.arch_id(arch)
         return self._ids[key]
+
+    def classes_of(self, arch_ids: Sequence[str]) -> list[str]:
+        """The equivalence class of each of ``arch_ids`` (:func:`~nasrlm.rlm.augment.equivalence_class`):
+        architectures of one class compute the same function, so they share an accuracy."""
+        for arch_id in arch_ids:
+            if arch_id not in self._classes:
+                self._classes[arch_id] = equivalence_class(self.space, arch_id)
+        return [self._classes[i] for i in arch_ids]
 
     def describe(self, arch_ids: Sequence[str]) -> None:
         """Text and labels of each new architecture, from one ONNX build each (in one batch: one bar)."""

@@ -28,6 +28,7 @@ from nasrlm.search.sampler._candidates import CandidateSettings, candidate_param
 from nasrlm.search.sampler._coordination import Proposal
 from nasrlm.search.sampler._proposals import ProposalSettings
 from nasrlm.search.sampler._space_params import SpaceParams
+from nasrlm.search.sampler._startup import is_accuracy_objective
 from nasrlm.search.sampler._study import (
     PREDICTED_USER_ATTR,
     constraint_names,
@@ -173,6 +174,9 @@ class ProposalRounds:
         # the median of *all* trials tightens as the search improves until little can beat it
         reference = median_reference(observed[: self.n_startup_trials])
         drawn, meets = self._feasible_draws(samples, m)
+        classes = self.cache.classes_of(ids)
+        known = self._known_by_class(study, complete, classes)[:, None, :]
+        drawn = np.where(np.isnan(known), drawn, known)  # an equivalent's accuracy, measured
         if warm is not None:
             known = warm.known_values(ids, objective_names(study))[:, None, :]
             drawn = np.where(np.isnan(known), drawn, known)  # no doubt where a source measured it
@@ -192,7 +196,8 @@ class ProposalRounds:
         violation = (np.median(np.maximum(samples[..., m:], 0).sum(axis=-1), axis=1) if self._constraints
                      else None)  # how far each misses the constraints, as its median draw sees it
         picked = greedy_ehvi(drawn, observed, reference, maximize, count, self._rng, feasible=meets,
-                             violation=violation, min_feasible_share=p.min_feasible_share)
+                             violation=violation, min_feasible_share=p.min_feasible_share,
+                             classes=np.unique(classes, return_inverse=True)[1])
         chosen = [candidates[ids[k]] for k in picked]
         predictor = self._surrogate.predictor
         if not (p.weigh_residual and predictor is not None and predictor.prior_part is not None):
@@ -201,6 +206,21 @@ class ProposalRounds:
         names = self._learned_names
         return [(params, {n: float(v) for n, v in zip(names, row, strict=True)})
                 for params, row in zip(chosen, raw, strict=True)]
+
+    def _known_by_class(self, study: Study, complete: Sequence[FrozenTrial], classes: Sequence[str]
+                        ) -> np.ndarray:
+        """(len(classes), objectives): the accuracy the study measured for an architecture of each class (the
+        mean where several), NaN where none was measured or the objective is no accuracy: equivalent
+        architectures compute the same function, but their latency and size differ."""
+        shared = np.array([is_accuracy_objective(o) for o in objectives(study)])
+        measured: dict[str, list[Sequence[float]]] = {}
+        for t in complete:
+            measured.setdefault(self.cache.classes_of([self.arch_id_of(t.params)])[0], []).append(t.values)
+        out = np.full((len(classes), len(shared)), np.nan)
+        for k, name in enumerate(classes):
+            if name in measured:
+                out[k, shared] = np.mean(np.array(measured[name], dtype=np.float64)[:, shared], axis=0)
+        return out
 
     def _warm_candidates(self, search_space: dict[str, BaseDistribution], taken: set[str]
                          ) -> dict[str, dict[str, Any]]:

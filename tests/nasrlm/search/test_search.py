@@ -1429,6 +1429,25 @@ def test_before_any_trial_is_feasible_the_model_can_still_draw_feasible_values(o
     assert (draws <= 0).any(axis=1).mean() >= 0.1  # before, none: the limit could only be found by chance
 
 
+def test_the_accuracy_measured_for_one_architecture_is_known_for_those_that_compute_the_same() -> None:
+    """Cells whose output ignores their input all compute one function (chance, whatever they cost): once
+    one is measured, the others' accuracy is known, their latency not; unnamed objectives: nothing known."""
+    chance, twin = ("|none~0|+|none~0|none~1|+|none~0|none~1|none~2|",
+                    "|none~0|+|none~0|none~1|+|none~0|none~1|nor_conv_3x3~2|")
+    other = "|nor_conv_3x3~0|+|none~0|none~1|+|skip_connect~0|none~1|none~2|"
+    sampler = tiny_sampler()
+    study = make_study(sampler)
+    for arch_id, values in ((chance, [10.0, 1.0]), (other, [80.0, 3.0]), (other, [82.0, 3.0])):
+        study.enqueue_trial(SPACE.params_of(SPACE.parse(arch_id)), skip_if_exists=False)
+        study.optimize(lambda t, v=values: (SPACE.suggest(t), v)[1], n_trials=1)
+    ids = [twin, other, "|nor_conv_1x1~0|+|none~0|none~1|+|none~0|skip_connect~1|none~2|"]
+    known = sampler._known_by_class(study, study.trials, sampler.cache.classes_of(ids))
+    assert np.array_equal(known, [[10.0, np.nan], [81.0, np.nan], [np.nan, np.nan]], equal_nan=True)
+    unnamed = optuna.create_study(directions=["maximize", "minimize"], sampler=sampler)
+    unnamed.add_trial(study.trials[0])
+    assert np.isnan(sampler._known_by_class(unnamed, unnamed.trials, [chance])).all()
+
+
 # --- constraints: the best network under a limit ------------------------------------------------------
 def test_a_constraint_parses_says_how_far_it_is_missed_and_refuses_nonsense() -> None:
     at_most, at_least = Constraint.parse(" pixel3 <= 10 "), Constraint.parse("acc>=70.5")

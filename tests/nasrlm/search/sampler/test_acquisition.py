@@ -108,3 +108,12 @@ def test_while_no_trial_is_feasible_a_network_better_than_the_reference_beats_a_
     picked = greedy_ehvi(samples, np.zeros((0, 2)), REFERENCE, MAXIMIZE, 3, np.random.default_rng(0),
                          feasible=feasible)
     assert picked == [2, 0, 1]
+
+
+def test_one_candidate_of_an_equivalence_class_per_round() -> None:
+    # 0 and 1 compute one function (their accuracy is one), 2 another: after 0, its twin in function waits
+    samples = certain((91.0, 4.0), (93.0, 7.0), (85.0, 3.8))
+    classes = np.array([0, 0, 1])
+    assert greedy_ehvi(samples, OBSERVED, REFERENCE, MAXIMIZE, 2, np.random.default_rng(0)) == [0, 1]
+    assert greedy_ehvi(samples, OBSERVED, REFERENCE, MAXIMIZE, 2, np.random.default_rng(0),
+                       classes=classes) == [0, 2]

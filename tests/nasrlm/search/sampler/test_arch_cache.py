@@ -34,6 +34,17 @@ def test_each_architecture_is_described_once(monkeypatch) -> None:
     assert cache.texts_of(ids[:1]) == [SPACE.to_text(SPACE.parse(ids[0]))]
 
 
+def test_architectures_that_compute_one_function_share_a_class() -> None:
+    cache = ArchCache(SPACE)
+    chance = ["|none~0|+|none~0|none~1|+|none~0|none~1|none~2|",  # no edge at all
+              "|none~0|+|none~0|none~1|+|none~0|none~1|nor_conv_3x3~2|"]  # a convolution of zeros
+    live = "|nor_conv_3x3~0|+|none~0|none~1|+|skip_connect~0|none~1|none~2|"
+    classes = cache.classes_of([*chance, live, live])
+    members = [chance[0], *(SPACE.arch_id(a) for a in SPACE.equivalents(SPACE.parse(chance[0])))]
+    assert classes[0] == classes[1] == min(members)  # named by the smallest id of the class
+    assert classes[2] == classes[3] != classes[0]
+
+
 def test_graph_labels_follow_the_free_labels_and_split_by_name() -> None:
     cache = ArchCache(SPACE, graph=True)
     labels = cache.labels_of(SPACE.sample_ids(2, seed=1))
