@@ -41,8 +41,9 @@ def greedy_ehvi(samples: np.ndarray, observed: np.ndarray, reference: np.ndarray
     :func:`believed` says.
 
     ``classes`` (candidates,): each candidate's equivalence class (architectures that compute the same
-    function, so share an accuracy): one pick per class, whose evaluation tells the accuracy of all. Under
-    pixel3's 5th percentile a round picked five cells whose output ignores their input, all at chance.
+    function, so share an accuracy): one pick per class, whose evaluation tells the accuracy of all (fewer
+    than ``count`` where fewer classes are scored). Under pixel3's 5th percentile a round picked five cells
+    whose output ignores their input, all at chance.
     """
     chance = feasible.mean(axis=1) if feasible is not None else np.ones(len(samples))
     violation = np.zeros(len(samples)) if violation is None else violation
@@ -54,6 +55,8 @@ def greedy_ehvi(samples: np.ndarray, observed: np.ndarray, reference: np.ndarray
     likely = chance >= min_feasible_share
     picked: list[int] = []
     for _ in range(min(count, len(samples))):
+        if not alive.any():  # every class picked: fewer proposals than asked
+            break
         pick = None
         for competing in (alive & likely, alive & ~likely):  # the long shots when no likely one improves
             ehvi = expected_hypervolume_improvement(samples[competing], observed, reference, maximize)

@@ -117,3 +117,5 @@ def test_one_candidate_of_an_equivalence_class_per_round() -> None:
     assert greedy_ehvi(samples, OBSERVED, REFERENCE, MAXIMIZE, 2, np.random.default_rng(0)) == [0, 1]
     assert greedy_ehvi(samples, OBSERVED, REFERENCE, MAXIMIZE, 2, np.random.default_rng(0),
                        classes=classes) == [0, 2]
+    assert greedy_ehvi(samples, OBSERVED, REFERENCE, MAXIMIZE, 3, np.random.default_rng(0),
+                       classes=np.zeros(3, dtype=int)) == [0]  # one class: one pick, not three
