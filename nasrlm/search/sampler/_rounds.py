@@ -209,25 +209,17 @@ class ProposalRounds:
 
     def _known_by_class(self, study: Study, complete: Sequence[FrozenTrial], classes: Sequence[str]
                         ) -> np.ndarray:
-        """(len(classes), objectives): the accuracy measured for the architectures of each class, by the study
-        or a warm start's source (their mean), NaN where none was or the objective is no accuracy: equivalent
+        """(len(classes), objectives): the accuracy the study measured for an architecture of each class (the
+        mean where several), NaN where none was measured or the objective is no accuracy: equivalent
         architectures compute the same function, but their latency and size differ."""
         shared = np.array([is_accuracy_objective(o) for o in objectives(study)])
-        rows = [(self.arch_id_of(t.params), np.asarray(t.values, dtype=np.float64)) for t in complete]
-        if self._warm is not None:
-            rows += zip(self._warm.arch_ids, self._warm.known_values(self._warm.arch_ids,
-                                                                     objective_names(study)), strict=True)
-        measured: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # a class -> the sum and count of each
-        for name, (_, values) in zip(self.cache.classes_of([a for a, _ in rows]), rows, strict=True):
-            total, count = measured.setdefault(name, (np.zeros(len(shared)), np.zeros(len(shared))))
-            known = shared & ~np.isnan(values)
-            total[known] += values[known]
-            count[known] += 1
+        measured: dict[str, list[Sequence[float]]] = {}
+        for t in complete:
+            measured.setdefault(self.cache.classes_of([self.arch_id_of(t.params)])[0], []).append(t.values)
         out = np.full((len(classes), len(shared)), np.nan)
         for k, name in enumerate(classes):
             if name in measured:
-                total, count = measured[name]
-                out[k, count > 0] = total[count > 0] / count[count > 0]
+                out[k, shared] = np.mean(np.array(measured[name], dtype=np.float64)[:, shared], axis=0)
         return out
 
     def _warm_candidates(self, search_space: dict[str, BaseDistribution], taken: set[str]

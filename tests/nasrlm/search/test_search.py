@@ -14,7 +14,6 @@ from types import SimpleNamespace
 
 import numpy as np
 import optuna
-import pandas as pd
 import pytest
 from optuna.storages._cached_storage import _CachedStorage
 
@@ -1447,15 +1446,6 @@ def test_the_accuracy_measured_for_one_architecture_is_known_for_those_that_comp
     unnamed = optuna.create_study(directions=["maximize", "minimize"], sampler=sampler)
     unnamed.add_trial(study.trials[0])
     assert np.isnan(sampler._known_by_class(unnamed, unnamed.trials, [chance])).all()
-    # what a warm start's source measured of a class is known too, averaged with the study's
-    warm = RLMSampler(SPACE, seed=0, **sampler_keywords(TINY_OPTIONS),
-                      warm_start=[pd.DataFrame({"arch_id": [twin, other], "acc": [12.0, 90.0]})])
-    study = make_study(warm)
-    warm._warm_start(study)
-    study.enqueue_trial(SPACE.params_of(SPACE.parse(chance)))
-    study.optimize(lambda t: (SPACE.suggest(t), [10.0, 1.0])[1], n_trials=1)
-    known = warm._known_by_class(study, study.trials, warm.cache.classes_of([chance, other]))
-    assert np.array_equal(known, [[11.0, np.nan], [90.0, np.nan]], equal_nan=True)
 
 
 # --- constraints: the best network under a limit ------------------------------------------------------
