@@ -214,8 +214,9 @@ class ProposalRounds:
         architectures compute the same function, but their latency and size differ."""
         shared = np.array([is_accuracy_objective(o) for o in objectives(study)])
         measured: dict[str, list[Sequence[float]]] = {}
-        for t in complete:
-            measured.setdefault(self.cache.classes_of([self.arch_id_of(t.params)])[0], []).append(t.values)
+        for name, t in zip(self.cache.classes_of([self.arch_id_of(t.params) for t in complete]), complete,
+                           strict=True):
+            measured.setdefault(name, []).append(t.values)
         out = np.full((len(classes), len(shared)), np.nan)
         for k, name in enumerate(classes):
             if name in measured:
