@@ -21,10 +21,18 @@ epoch's top-1 error). Methods (``--methods``):
 - ``lm-alone``: the same with ``--prior none``, the language model alone;
 - ``prior-alone``: the prior ``nasrlm train`` blends, fitted alone on the same records
   (``FeaturePrior.fit(..., kind="auto")`` on the free and graph labels and the base's transfer forest's
-  guess, the inputs ``fine_tune`` gives it, the free labels marked for ``auto``'s simplest line).
+  guess, the inputs ``fine_tune`` gives it, the free labels marked for ``auto``'s simplest line);
+- ``others``: leave one space out, as the RLM paper's Table 4 does, in two steps: the shipped base's
+  decoder fine-tuned (``nasrlm train --prior none``'s recipe, :data:`~nasrlm.rlm.recipes.ALONE_TUNE`, one
+  decoder) on every record that fits of the *other spaces'* files (DARTS and DARTS_fix-w-d are one space),
+  once per target space, then a copy of it on the N labelled records of the target, per seed; each decodes
+  the cross-space ``accuracy_rank`` (a record's quantile of accuracy within its own file, or among the N)
+  after reading the parameter count and MACs, as pre-training taught it; τ of the median of ``--samples``;
+- ``others-zero-shot``: the first step's model alone, no record of the target (predicted once per file).
 
 Each run's τ is appended to ``--results`` (JSON lines) as it ends, and runs already there are skipped: the
-grid can be run in parts and printed whole (``--print-only``). The tables: per N, method × file, mean ±
+grid can be run in parts and printed whole (``--print-only``); the first steps of ``others`` are kept beside
+it (``<results>-others/<space>``). The tables: per N, method × file, mean ±
 std over seeds and the mean over files; the records left out; seconds per training. ``--smoke`` runs in
 a minute or two (one file, 20 records, 8 shots, one seed, 2 epochs, 2 samples, one training).
 """
@@ -41,14 +49,19 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 import numpy as np
+import torch
 from _common import machine
-from scipy.stats import kendalltau
+from scipy.stats import kendalltau, rankdata
 
 from nasrlm.data import BenchmarkTable, load_nds_json, load_table
 from nasrlm.free_labels import texts_and_free_labels
+from nasrlm.priors.transfer import ACCURACY_RANK
+from nasrlm.rlm.predictor import RLMPredictor
 from search_spaces import get_space
 
 #: file name (as the results say it) -> (space, file in nds_data/); the five <Space>_in.json files are what
@@ -61,7 +74,7 @@ FILES = {
     "ResNeXt-A": ("nds_resnext-a_in", None),
     "ResNeXt-B": ("nds_resnext-b_in", None),
 }
-METHODS = ("params", "flops", "zero-shot", "prior-alone", "train", "lm-alone")
+METHODS = ("params", "flops", "zero-shot", "prior-alone", "train", "lm-alone", "others", "others-zero-shot")
 TRAINED = {"train": [], "lm-alone": ["--prior", "none"]}
 COLUMNS = ["acc", "params_m", "flops_m"]
 #: the command line, run by this interpreter (its environment, the venv not necessarily on PATH)
@@ -79,8 +92,9 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1, help="torch threads of each nasrlm train")
     p.add_argument("--results", help="JSON lines: each run appended as it ends; runs already there skipped")
     p.add_argument("--print-only", action="store_true", help="print the tables of --results, run nothing")
-    p.add_argument("--smoke", action="store_true", help="a minute or two: ResNeXt-A, 20 records, 8 shots, "
-                   "seed 0, 2 epochs, 2 samples; lm-alone left out (train's run with --prior none)")
+    p.add_argument("--smoke", action="store_true", help="a minute or two: ResNeXt-A, 20 records of each "
+                   "file, 8 shots, seed 0, 2 epochs, 2 samples; lm-alone left out (train's run with "
+                   "--prior none)")
     a = p.parse_args()
     files, methods = a.files.split(","), a.methods.split(",")
     unknown = sorted(set(files) - set(FILES)) + sorted(set(methods) - set(METHODS))
@@ -103,55 +117,87 @@ def main() -> None:
 
 
 # --- one file ---------------------------------------------------------------------------------------------
-def run_file(name: str, a: argparse.Namespace, shots: list[int], seeds: list[int], methods: list[str],
-             extra: list[str], results: Path, done: dict, work: Path) -> None:
+@dataclass(frozen=True)
+class Records:
+    """One file's records that the shipped base reads whole (texts within its input limit), in file order."""
+
+    table: BenchmarkTable
+    rows: np.ndarray  # of the table
+    ids: list[str]
+    texts: list[str]
+    labels: np.ndarray  # free and graph labels
+    values: np.ndarray  # COLUMNS
+    left_out: int  # records longer than ``limit`` tokens
+    tokens: tuple[int, int]  # the shortest and longest text of all, in tokens
+    limit: int
+    transfer: object  # the shipped base's transfer forest for this space (what train's prior reads)
+
+    @property
+    def acc(self) -> np.ndarray:
+        return self.values[:, 0]
+
+
+@cache
+def read_records(name: str, data_dir: str, smoke: bool) -> Records:
     space_name, file = FILES[name]
-    table = load_nds_json(Path(a.data_dir) / "nds_data" / file, objectives=COLUMNS) if file else \
-        load_table(space_name, COLUMNS, data_dir=a.data_dir)
+    table = load_nds_json(Path(data_dir) / "nds_data" / file, objectives=COLUMNS) if file else \
+        load_table(space_name, COLUMNS, data_dir=data_dir)
     rows = np.flatnonzero(~np.isnan(table.values).any(axis=1))
-    if a.smoke:  # describe only the records a smoke run reads
+    if smoke:  # describe only the records a smoke run reads
         rows = np.sort(np.random.default_rng(0).permutation(rows)[:20])
     space = get_space(space_name)
     ids = [table.ids[i] for i in rows]
     texts, labels = texts_and_free_labels(space, ids, graph=True, progress=False)
     lengths, limit, transfer = token_lengths(space_name, texts)
-    fits = lengths <= limit
-    left_out = int((~fits).sum())
-    print(f"{name} ({space_name}): {len(ids)} records, {left_out} longer than {limit:,} tokens left out "
-          f"({lengths.min()}-{lengths.max()} tokens)", flush=True)
-    append(results, done, {"file": name, "kind": "records", "records": len(ids), "left_out": left_out,
-                           "tokens": [int(lengths.min()), int(lengths.max())], "limit": limit})
-    keep = np.flatnonzero(fits)
-    ids, labels = [ids[i] for i in keep], labels[keep]
-    values = table.values[rows[keep]]
-    acc, params, flops = values[:, 0], values[:, 1], values[:, 2]
-    zero_shot, kept = None, done.get((name, "zero-shot"))
-    if kept is not None and kept["ids"] == ids and kept["samples"] == a.samples:
-        zero_shot = np.array(kept["median"])  # predicted by an earlier run: the same records, samples, seed
-    elif "zero-shot" in methods and not all((name, n, s, "zero-shot") in done for n in shots for s in seeds):
-        start = time.perf_counter()
-        zero_shot = predict_zero_shot(space_name, ids, a.samples, a.threads)
-        print(f"  zero-shot: {len(ids)} records in {time.perf_counter() - start:.0f} s", flush=True)
-        append(results, done, {"file": name, "kind": "zero-shot", "ids": ids, "samples": a.samples,
-                               "median": zero_shot.tolist()})
+    keep = np.flatnonzero(lengths <= limit)
+    return Records(table, rows[keep], [ids[i] for i in keep], [texts[i] for i in keep], labels[keep],
+                   table.values[rows[keep]], len(ids) - len(keep), (int(lengths.min()), int(lengths.max())),
+                   limit, transfer)
+
+
+def run_file(name: str, a: argparse.Namespace, shots: list[int], seeds: list[int], methods: list[str],
+             extra: list[str], results: Path, done: dict, work: Path) -> None:
+    space_name = FILES[name][0]
+    r = read_records(name, a.data_dir, a.smoke)
+    print(f"{name} ({space_name}): {len(r.ids) + r.left_out} records, {r.left_out} longer than {r.limit:,} "
+          f"tokens left out ({r.tokens[0]}-{r.tokens[1]} tokens)", flush=True)
+    append(results, done, {"file": name, "kind": "records", "records": len(r.ids) + r.left_out,
+                           "left_out": r.left_out, "tokens": list(r.tokens), "limit": r.limit})
+    acc, params, flops = r.values[:, 0], r.values[:, 1], r.values[:, 2]
+    models = results.parent / f"{results.stem}-others"  # the first steps of ``others``, kept for later runs
+    fixed = {"params": params, "flops": flops}
+    for method, predict in (("zero-shot", lambda: predict_zero_shot(space_name, r.ids, a.samples, a.threads)),
+                            ("others-zero-shot", lambda: others_model(name, a, models).median(r.texts))):
+        kept = done.get((name, method))
+        if kept is not None and kept["ids"] == r.ids and kept["samples"] == a.samples:
+            fixed[method] = np.array(kept["median"])  # an earlier run's: the same records, samples, seed
+        elif method in methods and not all((name, n, s, method) in done for n in shots for s in seeds):
+            start = time.perf_counter()
+            fixed[method] = predict()
+            print(f"  {method}: {len(r.ids)} records in {time.perf_counter() - start:.0f} s", flush=True)
+            append(results, done, {"file": name, "kind": method, "ids": r.ids, "samples": a.samples,
+                                   "median": fixed[method].tolist()})
     for seed in seeds:
-        order = np.random.default_rng(seed).permutation(len(ids))
+        order = np.random.default_rng(seed).permutation(len(r.ids))
         for n in shots:
             train, test = order[:n], order[n:]
-            fixed = {"params": params, "flops": flops, "zero-shot": zero_shot}
             for method in methods:
                 if (name, n, seed, method) in done:
                     continue
                 record = {"file": name, "kind": "tau", "shots": n, "seed": seed, "method": method,
                           "test": len(test)}
+                start = time.perf_counter()
                 if method in fixed:
                     record["tau"] = tau(fixed[method][test], acc[test])
                 elif method == "prior-alone":
-                    start = time.perf_counter()
-                    record["tau"] = tau(prior_alone(labels, transfer, acc, train, test, seed), acc[test])
+                    record["tau"] = tau(prior_alone(r.labels, r.transfer, acc, train, test, seed), acc[test])
+                    record["seconds"] = time.perf_counter() - start
+                elif method == "others":
+                    model = others_model(name, a, models).tuned([r.texts[i] for i in train], acc[train], seed)
+                    record["tau"] = tau(model.median([r.texts[i] for i in test]), acc[test])
                     record["seconds"] = time.perf_counter() - start
                 else:
-                    record.update(train_and_eval(table, rows[keep], train, test, seed, a,
+                    record.update(train_and_eval(r.table, r.rows, train, test, seed, a,
                                                  [*TRAINED[method], *extra], work / f"{name}-{n}-{seed}"))
                 append(results, done, record)
                 print(f"  {name} @{n} seed {seed} {method}: τ {record['tau']:.3f}"
@@ -168,6 +214,68 @@ def token_lengths(space_name: str, texts: list[str]) -> tuple[np.ndarray, int, o
     lengths = np.array([len(t) for t in base.lm.tokenizer.encode_batch(texts)])
     transfer = base.transfer.for_space(get_space(space_name)) if base.transfer is not None else None
     return lengths, base.lm.model.config.max_input_tokens, transfer
+
+
+# --- leave one space out ----------------------------------------------------------------------------------
+def quantiles(values: np.ndarray) -> np.ndarray:
+    """Each value's quantile among ``values`` (ties share their mean rank): the ``accuracy_rank`` of
+    pre-training, which puts every file's accuracies on one scale."""
+    return (rankdata(values) - 1) / (len(values) - 1)
+
+
+@dataclass
+class RankReader:
+    """The shipped base's language model fine-tuned to decode ``accuracy_rank`` (after reading the free
+    labels it reads first), alone: no prior."""
+
+    predictor: RLMPredictor
+    samples: int
+    threads: int
+    max_epochs: int | None = None  # the recipe's otherwise (a smoke run: fewer)
+
+    def fit(self, texts: list[str], acc: np.ndarray, seed: int) -> None:
+        from nasrlm.rlm.recipes import fine_tune_recipe
+
+        torch.set_num_threads(self.threads)
+        recipe = fine_tune_recipe(alone=True, blend=False)
+        # one decoder: the recipe's second from 300 rows would double a fit of the others' ~1,000 records
+        config = recipe.config(len(texts), progress=False, seed=seed, members=1)
+        if self.max_epochs is not None:
+            config.max_epochs = min(config.max_epochs, self.max_epochs)
+        self.predictor.fit(texts, quantiles(acc)[:, None], [ACCURACY_RANK.name], config,
+                           refit_normalizers=False, reads=self.predictor.lm.reads_first)
+
+    def tuned(self, texts: list[str], acc: np.ndarray, seed: int) -> RankReader:
+        """A copy fine-tuned further on ``texts``, this one unchanged."""
+        tuned = RankReader(self.predictor.clone(), self.samples, self.threads, self.max_epochs)
+        tuned.fit(texts, acc, seed)
+        return tuned
+
+    def median(self, texts: list[str]) -> np.ndarray:
+        samples = self.predictor.lm.sample(texts, (ACCURACY_RANK.name,), num_samples=self.samples, seed=0)
+        return np.median(samples[..., 0], axis=1)
+
+
+def others_model(name: str, a: argparse.Namespace, models: Path) -> RankReader:
+    """The first step of ``others`` for ``name``'s space: fitted once per space (saved in ``models``)."""
+    space_name = FILES[name][0]
+    path = models / space_name
+    epochs = 2 if a.smoke else None
+    if path.is_dir():
+        return RankReader(RLMPredictor.load(path), a.samples, a.threads, epochs)
+    texts, acc = [], []
+    for other, (other_space, _) in FILES.items():
+        if other_space != space_name:
+            r = read_records(other, a.data_dir, a.smoke)
+            texts += r.texts
+            acc.append(r.acc)
+    start = time.perf_counter()
+    reader = RankReader(RLMPredictor.zero_shot(space_name), a.samples, a.threads, epochs)
+    reader.fit(texts, np.concatenate([quantiles(v) for v in acc]), seed=0)
+    reader.predictor.save(path)
+    print(f"  others for {space_name}: {len(texts)} records of {len(acc)} files in "
+          f"{time.perf_counter() - start:.0f} s", flush=True)
+    return reader
 
 
 def nasrlm(args: list[str], threads: int) -> subprocess.CompletedProcess[str]:
@@ -237,7 +345,7 @@ def tau(predicted: np.ndarray, truth: np.ndarray) -> float:
 # --- results ----------------------------------------------------------------------------------------------
 def read_results(path: Path) -> dict:
     """Runs already in ``path``: (file, shots, seed, method) -> record, (file, "records") -> the records
-    read, and (file, "zero-shot") -> the shipped base's prediction of each."""
+    read, and (file, "zero-shot") and (file, "others-zero-shot") -> the prediction of each."""
     done: dict = {}
     if path.exists():
         for line in path.read_text().splitlines():
@@ -247,7 +355,7 @@ def read_results(path: Path) -> dict:
 
 
 def add(done: dict, record: dict) -> None:
-    key = ((record["file"], record["kind"]) if record["kind"] in ("records", "zero-shot") else
+    key = ((record["file"], record["kind"]) if record["kind"] != "tau" else
            (record["file"], record["shots"], record["seed"], record["method"]))
     done[key] = record
 

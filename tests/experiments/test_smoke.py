@@ -232,7 +232,8 @@ def check_nds_few_shot(out: str) -> None:
     [records] = table(out, "| file | records | left out")
     assert records[0] == "ResNeXt-A" and number(records[1]) == 20 and number(records[2]) == 0, records
     rows = table(out, "| method | ResNeXt-A | mean over files |")
-    assert [r[0] for r in rows] == ["params", "flops", "zero-shot", "prior-alone", "train"]
+    assert [r[0] for r in rows] == ["params", "flops", "zero-shot", "prior-alone", "train", "others",
+                                    "others-zero-shot"]
     for r in rows:
         assert tau(number(r[1])) and r[1].endswith("(1)") and number(r[2]) == number(r[1]), r
     assert "train @8: " in out and "the language model's share in `train`" in out
