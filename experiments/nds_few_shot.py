@@ -56,12 +56,14 @@ from pathlib import Path
 import numpy as np
 import torch
 from _common import machine
-from scipy.stats import kendalltau, rankdata
+from scipy.stats import kendalltau
 
 from nasrlm.data import BenchmarkTable, load_nds_json, load_table
 from nasrlm.free_labels import texts_and_free_labels
 from nasrlm.priors.transfer import ACCURACY_RANK
 from nasrlm.rlm.predictor import RLMPredictor
+from nasrlm.rlm.pretraining import quantiles
+from nasrlm.rlm.recipes import fine_tune_recipe
 from search_spaces import get_space
 
 #: file name (as the results say it) -> (space, file in nds_data/); the five <Space>_in.json files are what
@@ -208,8 +210,6 @@ def run_file(name: str, a: argparse.Namespace, shots: list[int], seeds: list[int
 def token_lengths(space_name: str, texts: list[str]) -> tuple[np.ndarray, int, object]:
     """Each text's tokens under the shipped base's tokenizer, the most its model reads, and its transfer
     forest for this space (what ``nasrlm train``'s prior reads beside the graph labels)."""
-    from nasrlm.rlm.predictor import RLMPredictor
-
     base = RLMPredictor.from_base("shipped", [], space=space_name)
     lengths = np.array([len(t) for t in base.lm.tokenizer.encode_batch(texts)])
     transfer = base.transfer.for_space(get_space(space_name)) if base.transfer is not None else None
@@ -217,12 +217,6 @@ def token_lengths(space_name: str, texts: list[str]) -> tuple[np.ndarray, int, o
 
 
 # --- leave one space out ----------------------------------------------------------------------------------
-def quantiles(values: np.ndarray) -> np.ndarray:
-    """Each value's quantile among ``values`` (ties share their mean rank): the ``accuracy_rank`` of
-    pre-training, which puts every file's accuracies on one scale."""
-    return (rankdata(values) - 1) / (len(values) - 1)
-
-
 @dataclass
 class RankReader:
     """The shipped base's language model fine-tuned to decode ``accuracy_rank`` (after reading the free
@@ -234,8 +228,8 @@ class RankReader:
     max_epochs: int | None = None  # the recipe's otherwise (a smoke run: fewer)
 
     def fit(self, texts: list[str], acc: np.ndarray, seed: int) -> None:
-        from nasrlm.rlm.recipes import fine_tune_recipe
-
+        """Fine-tune on ``texts`` to decode each one's quantile of ``acc`` among them (pre-training's
+        ``accuracy_rank``, which puts every file's accuracies on one scale)."""
         torch.set_num_threads(self.threads)
         recipe = fine_tune_recipe(alone=True, blend=False)
         # one decoder: the recipe's second from 300 rows would double a fit of the others' ~1,000 records

@@ -199,13 +199,13 @@ def collect_tasks(data_dir: str | os.PathLike[str] | None, *, exclude: Sequence[
         headline = [k for k, o in enumerate(table_objectives) if is_accuracy(o)]
         if headline:  # the cross-space accuracy rank, decoded last (see ACCURACY_RANK)
             names = (*names, ACCURACY_RANK.name)
-            labelled = np.hstack([labelled, _quantiles(labelled[:, headline[0]])[:, None]])
+            labelled = np.hstack([labelled, quantiles(labelled[:, headline[0]])[:, None]])
             objectives.setdefault(ACCURACY_RANK.name, ACCURACY_RANK)
         tasks.append(Task(space.name, texts, names, np.hstack([free, labelled])))
     return tasks, list(objectives.values())
 
 
-def _quantiles(values: np.ndarray) -> np.ndarray:
+def quantiles(values: np.ndarray) -> np.ndarray:
     """Each known value's quantile among the known ones (ties share their mean rank), NaN stays NaN."""
     out = np.full(len(values), np.nan)
     known = np.flatnonzero(~np.isnan(values))
