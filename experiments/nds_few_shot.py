@@ -166,10 +166,11 @@ def run_file(name: str, a: argparse.Namespace, shots: list[int], seeds: list[int
     append(results, done, {"file": name, "kind": "records", "records": len(r.ids) + r.left_out,
                            "left_out": r.left_out, "tokens": list(r.tokens), "limit": r.limit})
     acc, params, flops = r.values[:, 0], r.values[:, 1], r.values[:, 2]
-    models = results.parent / f"{results.stem}-others"  # the first steps of ``others``, kept for later runs
+    # the first step of ``others``, fitted (or read back from an earlier run) once for all the seeds
+    first_step = cache(lambda: others_model(name, a, results.parent / f"{results.stem}-others"))
     fixed = {"params": params, "flops": flops}
     for method, predict in (("zero-shot", lambda: predict_zero_shot(space_name, r.ids, a.samples, a.threads)),
-                            ("others-zero-shot", lambda: others_model(name, a, models).median(r.texts))):
+                            ("others-zero-shot", lambda: first_step().median(r.texts))):
         kept = done.get((name, method))
         if kept is not None and kept["ids"] == r.ids and kept["samples"] == a.samples:
             fixed[method] = np.array(kept["median"])  # an earlier run's: the same records, samples, seed
@@ -195,7 +196,7 @@ def run_file(name: str, a: argparse.Namespace, shots: list[int], seeds: list[int
                     record["tau"] = tau(prior_alone(r.labels, r.transfer, acc, train, test, seed), acc[test])
                     record["seconds"] = time.perf_counter() - start
                 elif method == "others":
-                    model = others_model(name, a, models).tuned([r.texts[i] for i in train], acc[train], seed)
+                    model = first_step().tuned([r.texts[i] for i in train], acc[train], seed)
                     record["tau"] = tau(model.median([r.texts[i] for i in test]), acc[test])
                     record["seconds"] = time.perf_counter() - start
                 else:
