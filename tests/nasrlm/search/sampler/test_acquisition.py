@@ -39,10 +39,10 @@ def test_when_nothing_is_expected_to_improve_the_picks_are_random_and_distinct()
 
 
 def test_a_draw_that_misses_a_constraint_improves_nothing_and_the_likelier_feasible_one_wins() -> None:
-    best = certain((95.0, 4.0))  # would improve most, but meets the constraints in one draw of four
-    likely = certain((85.0, 6.0))  # improves less, feasible in every draw
+    best = certain((95.0, 4.0), samples=8)  # improves most, but meets the constraints in one draw of 8
+    likely = certain((85.0, 6.0), samples=8)  # improves less, feasible in every draw
     samples = np.concatenate([best, likely])
-    feasible = np.array([[True, False, False, False], [True, True, True, True]])
+    feasible = np.array([[True] + [False] * 7, [True] * 8])
     assert greedy_ehvi(samples, OBSERVED, REFERENCE, MAXIMIZE, 1, np.random.default_rng(0)) == [0]
     assert greedy_ehvi(samples, OBSERVED, REFERENCE, MAXIMIZE, 1, np.random.default_rng(0),
                        feasible=feasible) == [1]
@@ -66,9 +66,9 @@ def test_with_no_feasible_draw_at_all_the_nearest_the_limit_that_would_improve_m
 
 
 def test_a_pick_likely_infeasible_is_not_believed_on_the_front() -> None:
-    # no candidate is likely feasible, so all compete: the first pick lies beyond the front in the one draw of
-    # four that is feasible; believed there, it would leave its twin nothing to improve and the third would
-    # follow; unbelieved, its twin follows
+    # every candidate is feasible in one draw of four: the first pick lies beyond the front in that draw;
+    # believed there, it would leave its twin nothing to improve and the third would follow; unbelieved, its
+    # twin follows
     samples = certain((95.0, 4.0), (94.9, 4.0), (72.0, 3.5))
     feasible = np.array([[True, False, False, False]] * 3)
     picked = greedy_ehvi(samples, OBSERVED, REFERENCE, MAXIMIZE, 2, np.random.default_rng(0),
@@ -80,13 +80,25 @@ def test_a_pick_likely_infeasible_is_not_believed_on_the_front() -> None:
 
 
 def test_likely_feasible_candidates_compete_first_and_long_shots_when_none_of_them_improves() -> None:
-    long_shot = certain((95.0, 4.0))  # feasible in one draw of four: a quarter of a large improvement
-    likely = certain((82.0, 7.5))  # feasible in three of four: a small one
-    sure_but_behind = certain((61.0, 9.9))  # always feasible, behind the front: improves nothing
+    long_shot = certain((95.0, 4.0), samples=8)  # feasible in one draw of 8: an eighth of a large gain
+    likely = certain((82.0, 7.5), samples=8)  # feasible in six of eight: a small one
+    sure_but_behind = certain((61.0, 9.9), samples=8)  # always feasible, behind the front: improves nothing
     samples = np.concatenate([long_shot, likely, sure_but_behind])
-    feasible = np.array([[True, False, False, False], [True, True, True, False], [True] * 4])
+    feasible = np.array([[True] + [False] * 7, [True] * 6 + [False] * 2, [True] * 8])
     assert greedy_ehvi(samples, OBSERVED, REFERENCE, MAXIMIZE, 3, np.random.default_rng(0),
                        feasible=feasible) == [1, 0, 2]
+
+
+def test_a_candidate_feasible_in_a_third_of_its_draws_competes_on_its_improvement() -> None:
+    """A class the model believes slower than it is still gets tried: under fpga's 20th percentile the best
+    cells were predicted to meet the limit in a third of their draws or less, and at half none was tried."""
+    better = certain((95.0, 4.0), samples=6)  # feasible in two draws of six
+    sure = certain((82.0, 7.5), samples=6)
+    feasible = np.array([[True] * 2 + [False] * 4, [True] * 6])
+    assert greedy_ehvi(np.concatenate([better, sure]), OBSERVED, REFERENCE, MAXIMIZE, 1,
+                       np.random.default_rng(0), feasible=feasible) == [0]
+    assert greedy_ehvi(np.concatenate([better, sure]), OBSERVED, REFERENCE, MAXIMIZE, 1,
+                       np.random.default_rng(0), feasible=feasible, min_feasible_share=0.5) == [1]
 
 
 def test_equally_unlikely_candidates_go_nearest_the_limit_first() -> None:
