@@ -11,8 +11,8 @@ from nasrlm.metrics import expected_hypervolume_improvement
 #: Share of a candidate's draws that must meet the constraints for it to compete on its improvement first:
 #: below, a candidate predicted far more accurate than anything feasible wins on its few feasible draws, each
 #: as accurate as the others, which a network that fast is not. At half, a class the model wrongly believes
-#: too slow is never tried: under fpga's 20th percentile six seeds of ten kept to cells of 1x1 convolutions
-#: (1.44-1.77 points short @50) and never evaluated the one-3x3 cells, 0.4 ms under the limit, where the best
+#: too slow is never tried: under fpga's 20th percentile two seeds traced (1.44, 1.77 points short @50) kept
+#: to cells of 1x1 convolutions and never evaluated a single-3x3 cell, 0.4 ms under the limit, where the best
 #: lie (experiments/README.md, "Under a latency budget").
 MIN_FEASIBLE_SHARE = 0.25
 
