@@ -346,7 +346,7 @@ class FeaturePrior(ScoresPrior):
     Gaussian process (on normal scores) from the inputs, read in the objective's normal scores.
 
     Inputs that are positive everywhere in the training rows are read as logs (latencies, MACs):
-    a forest does not care, a ridge becomes a power law. Counts a latency adds up are not (``summed_inputs``).
+    a forest does not care, a ridge becomes a power law.
     """
 
     objectives: list[NormalScores]
@@ -356,8 +356,7 @@ class FeaturePrior(ScoresPrior):
     @classmethod
     def fit(cls, inputs: np.ndarray, values: np.ndarray, *, kind: str, seed: int = 0,
             line_inputs: np.ndarray | None = None, free_inputs: np.ndarray | None = None,
-            signed: Sequence[bool] | None = None, summed_inputs: np.ndarray | None = None
-            ) -> tuple[FeaturePrior, np.ndarray]:
+            signed: Sequence[bool] | None = None) -> tuple[FeaturePrior, np.ndarray]:
         """From ``inputs`` (n, f; all known) and ``values`` (n, m; NaN = unknown): the prior and its
         out-of-sample mean scores for the training rows, (n, m) (NaN where the value is unknown).
         ``line_inputs``: the inputs (a mask) a line (``"auto"``'s, a ``"trend-forest"``'s) may follow; the
@@ -365,11 +364,7 @@ class FeaturePrior(ScoresPrior):
         mask), through the best of which ``"auto"`` tries a line first, simpler than a line through any
         (from 16 records of NDS' NASNet, a line through the best of a hundred labels followed one by chance).
         ``signed`` (m,): the objectives that may take either sign (a constraint's value), never read in logs
-        (:meth:`~nasrlm.priors.prior.NormalScores.fit`). ``summed_inputs``: inputs read as they are even where
-        positive everywhere (a mask; default: none): counts a latency adds up
-        (:data:`~nasrlm.free_labels.SUMMED_LABELS`; NB201's stem makes them positive, and in logs a line
-        through the 3x3 convolutions a cell runs put fpga's one-convolution cells 0.5 ms too slow, as they are
-        0.1: experiments/README.md, "Under a latency budget")."""
+        (:meth:`~nasrlm.priors.prior.NormalScores.fit`)."""
         if kind not in KINDS:
             raise ValueError(f"prior kind {kind!r}: expected one of {', '.join(KINDS)}")
         inputs, values = np.asarray(inputs, dtype=np.float64), np.asarray(values, dtype=np.float64)
@@ -377,8 +372,6 @@ class FeaturePrior(ScoresPrior):
             raise ValueError("the prior's inputs must be known (finite) for every row")
         signed = [False] * values.shape[1] if signed is None else list(signed)
         log = (inputs > 0).all(axis=0)
-        if summed_inputs is not None:
-            log &= ~np.asarray(summed_inputs, dtype=bool)
         x = _logged(inputs, log)
         objectives, models = [], []
         held_out = np.full(values.shape, np.nan)
