@@ -22,6 +22,11 @@ family is followed by a node of another, with no node of any family between them
 paths that meet no family at all). A path ``conv1 → conv3 → pool`` adds one to ``start_conv1``,
 ``conv1_conv3``, ``conv3_pool`` and ``pool_end``. Counts of operators per path say *what* a cell
 computes; these pairs say in which order, which is what path encodings of NAS-Bench-101 cells add.
+
+Last, per family, every node of the graph (``{family}_all``), live or not. Paths leave out a branch whose
+value no output depends on (in NB201, an operation into a node with no live edge out), but the network a
+device runs computes it, and published latencies count it: NB201's eyeriss and fpga latencies are a sum
+over every edge's operation, live or not (experiments/README.md, "Under a latency budget").
 """
 
 from __future__ import annotations
@@ -65,6 +70,7 @@ FEATURE_NAMES: tuple[str, ...] = (
     "blocks", "block_paths", *(f"block_paths_{family}" for family in (*FAMILIES, "compute")),
     "block_compute_min", "block_compute_max",
     *(f"block_pair_{a}_{b}" for a in ("start", *FAMILIES) for b in (*FAMILIES, "end")),
+    *(f"{family}_all" for family in FAMILIES),
 )
 
 
@@ -113,8 +119,10 @@ def graph_features(model: onnx.ModelProto, flat: FlatGraph | None = None) -> dic
     path made only of skips and pooling) without knowing where its cells are. Every value is finite;
     a family absent from the graph has zeros. ``flat``: the model already flattened, to read it once.
     """
-    out = _path_features(_Dag(flat if flat is not None else flatten(model)))
+    flat = flat if flat is not None else flatten(model)
+    out = _path_features(_Dag(flat))
     out.update(_block_features(model))
+    out.update(_all_counts(flat))
     return {name: float(out[name]) for name in FEATURE_NAMES}
 
 
@@ -152,6 +160,16 @@ def _path_features(dag: _Dag) -> dict[str, float]:
             out[f"segment_paths_{f}"] += paths - other
         begin = cut
     return out
+
+
+def _all_counts(flat: FlatGraph) -> dict[str, float]:
+    """Per family, every node of the graph, whether or not an output depends on it or reads it at all."""
+    counts = dict.fromkeys(FAMILIES, 0)
+    for node in flat.nodes:
+        fam = family(node)
+        if fam is not None:
+            counts[fam] += 1
+    return {f"{fam}_all": float(count) for fam, count in counts.items()}
 
 
 def _block_features(model: onnx.ModelProto) -> dict[str, float]:

@@ -33,8 +33,11 @@ from search_spaces import SearchSpace
 #: Bumped whenever a free label's or the canonical text's definition changes, so that caches of them
 #: (:mod:`nasrlm.label_cache`) can tell theirs is stale (2: MACs count only the nodes the output depends
 #: on; 3: the graph labels; 4: their block counts; 5: no path through a product with zero; 6: the order
-#: of families along a block's paths).
-FREE_LABELS_VERSION = 6
+#: of families along a block's paths; 7: each family's nodes, live or not).
+FREE_LABELS_VERSION = 7
+#: The oldest version whose labels all mean today what they meant then (later ones only added labels): what
+#: was fitted on them (a base's transfer forest, :mod:`nasrlm.priors.transfer`) reads today's by name.
+SAME_LABELS_SINCE = 6
 
 FREE_OBJECTIVES: tuple[Objective, ...] = (
     Objective("params_m", "M", "trainable parameters, counted on the exported ONNX graph",
@@ -51,6 +54,7 @@ _GRAPH_DESCRIPTIONS = {
     "log10_paths": "base-10 logarithm of the number of input-to-output paths",
     "compute_path": "convolutions and fully connected layers on an input-to-output path",
     "nodes": "live {family} nodes",
+    "all": "{family} nodes, live or not (a device computes them all)",
     "path_mean": "{family} nodes on an input-to-output path, mean over all paths",
     "path_min": "{family} nodes on an input-to-output path, fewest",
     "path_max": "{family} nodes on an input-to-output path, most",
@@ -94,6 +98,9 @@ def _graph_objective(name: str) -> Objective:
 GRAPH_OBJECTIVES: tuple[Objective, ...] = tuple(_graph_objective(n) for n in FEATURE_NAMES)
 #: Every free label, in column order of ``free_labels(..., graph=True)``.
 ALL_FREE_OBJECTIVES: tuple[Objective, ...] = (*FREE_OBJECTIVES, *GRAPH_OBJECTIVES)
+#: The labels a device's latency adds up (each family's nodes, live or not): a feature prior reads them as
+#: they are, never as logs, which would bend the sum (:meth:`~nasrlm.priors.feature_prior.FeaturePrior.fit`).
+SUMMED_LABELS = frozenset(o.name for o in GRAPH_OBJECTIVES if o.name.endswith("_all"))
 
 
 class ArchitectureBuildError(NasrlmError, RuntimeError):

@@ -78,7 +78,7 @@ def _scores(model: Model, scores: NormalScores, x: np.ndarray) -> np.ndarray:
     """A model's prediction in the objective's normal scores, the same on every processor (a ridge's and a
     Gaussian process's go through BLAS: :mod:`nasrlm.numerics`)."""
     predicted = model.predict(x)
-    if not isinstance(model, Line | TrendForest | GaussianProcess):  # those are fitted on the scores
+    if not isinstance(model, Line | TrendForest | GaussianProcess | SumForest):  # those predict scores
         predicted = scores.forward(np.exp(predicted) if isinstance(model, Ridge) and model.log_target
                                    else predicted)
     return kernel_independent(predicted)
@@ -95,6 +95,9 @@ def _model_dict(model: Model) -> dict:
     if isinstance(model, TrendForest):
         return {"kind": "trend-forest", "input": model.input, "slope": model.slope,
                 "intercept": model.intercept}
+    if isinstance(model, SumForest):
+        return {"kind": "sum-forest", "summed": model.summed.tolist(), "ridge": model.ridge.to_dict(),
+                "scores": model.scores.to_dict()}
     return {"kind": "forest"}
 
 
@@ -105,6 +108,11 @@ def _logged(inputs: np.ndarray, log: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         x = np.where(log, np.log(np.where(log, np.maximum(inputs, 1e-300), 1.0)), inputs)
     return kernel_independent(x)
+
+
+def _error(predicted: np.ndarray, z: np.ndarray) -> float:
+    """Mean squared error of out-of-sample scores, the same on every processor."""
+    return float(kernel_independent(np.mean((np.asarray(predicted) - z) ** 2)))
 
 
 def _line(x: np.ndarray, z: np.ndarray, eligible: np.ndarray | None, keep: np.ndarray) -> Line:
@@ -336,8 +344,41 @@ class TrendForest:
         return self.intercept + self.slope * x[:, self.input] + self.forest.predict(x)
 
 
+@dataclass(frozen=True)
+class SumForest:
+    """A constraint's value as a sum over the counts a device adds up (a ridge on them, in the value's own
+    units, read in its normal scores) plus a forest on what the sum leaves, from the other inputs.
+
+    A latency adds up its nodes' times, which a line through one input cannot: fitted on trials whose 3x3
+    convolutions all came beside other operations, a line through the convolutions took their excess for
+    the convolution's and put NB201's one-convolution cells over fpga's limit, where a sum of the counts
+    is exact (experiments/README.md, "Under a latency budget").
+    """
+
+    summed: np.ndarray  # (inputs,) bool: the columns the sum reads; the forest reads the others
+    ridge: Ridge
+    scores: NormalScores
+    forest: Forest
+
+    @classmethod
+    def fit(cls, x: np.ndarray, values: np.ndarray, scores: NormalScores, summed: np.ndarray, seed: int
+            ) -> tuple[SumForest, np.ndarray]:
+        """From inputs ``x`` and the values (their ``scores``): the model and its out-of-sample scores (the
+        sum's leave-one-out, the forest's out of bag)."""
+        ridge, held_out = Ridge.fit(x[:, summed], values)
+        trend = kernel_independent(scores.forward(ridge.predict(x[:, summed])))
+        forest, out_of_bag = Forest.fit(x[:, ~summed], scores.forward(values) - trend, seed)
+        return cls(summed, ridge, scores, forest), scores.forward(held_out) + out_of_bag
+
+    def trend(self, x: np.ndarray) -> np.ndarray:
+        return kernel_independent(self.scores.forward(self.ridge.predict(x[:, self.summed])))
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        return self.trend(x) + self.forest.predict(x[:, ~self.summed])
+
+
 #: One objective's model.
-Model = Line | Forest | Ridge | TrendForest | GaussianProcess
+Model = Line | Forest | Ridge | TrendForest | GaussianProcess | SumForest
 
 
 @dataclass(frozen=True)
@@ -346,17 +387,20 @@ class FeaturePrior(ScoresPrior):
     Gaussian process (on normal scores) from the inputs, read in the objective's normal scores.
 
     Inputs that are positive everywhere in the training rows are read as logs (latencies, MACs):
-    a forest does not care, a ridge becomes a power law.
+    a forest does not care, a ridge becomes a power law. Counts a latency adds up (``summed``) are read by a
+    constraint's :class:`SumForest` alone, as they are; every other model reads the other inputs.
     """
 
     objectives: list[NormalScores]
     log: np.ndarray  # (inputs,) bool
     models: list[Model]
+    summed: np.ndarray | None = None  # (inputs,) bool; None: none
 
     @classmethod
     def fit(cls, inputs: np.ndarray, values: np.ndarray, *, kind: str, seed: int = 0,
             line_inputs: np.ndarray | None = None, free_inputs: np.ndarray | None = None,
-            signed: Sequence[bool] | None = None) -> tuple[FeaturePrior, np.ndarray]:
+            signed: Sequence[bool] | None = None, summed_inputs: np.ndarray | None = None
+            ) -> tuple[FeaturePrior, np.ndarray]:
         """From ``inputs`` (n, f; all known) and ``values`` (n, m; NaN = unknown): the prior and its
         out-of-sample mean scores for the training rows, (n, m) (NaN where the value is unknown).
         ``line_inputs``: the inputs (a mask) a line (``"auto"``'s, a ``"trend-forest"``'s) may follow; the
@@ -364,15 +408,23 @@ class FeaturePrior(ScoresPrior):
         mask), through the best of which ``"auto"`` tries a line first, simpler than a line through any
         (from 16 records of NDS' NASNet, a line through the best of a hundred labels followed one by chance).
         ``signed`` (m,): the objectives that may take either sign (a constraint's value), never read in logs
-        (:meth:`~nasrlm.priors.prior.NormalScores.fit`)."""
+        (:meth:`~nasrlm.priors.prior.NormalScores.fit`). ``summed_inputs`` (a mask; default: none): counts a
+        latency adds up (:data:`~nasrlm.free_labels.SUMMED_LABELS`), which only a :class:`SumForest` reads:
+        with ``"trend-forest"``, a signed objective's model where it predicts the training rows out of sample
+        better than the trend forest does; the other models never see them."""
         if kind not in KINDS:
             raise ValueError(f"prior kind {kind!r}: expected one of {', '.join(KINDS)}")
         inputs, values = np.asarray(inputs, dtype=np.float64), np.asarray(values, dtype=np.float64)
         if not np.isfinite(inputs).all():
             raise ValueError("the prior's inputs must be known (finite) for every row")
         signed = [False] * values.shape[1] if signed is None else list(signed)
-        log = (inputs > 0).all(axis=0)
-        x = _logged(inputs, log)
+        summed = np.zeros(inputs.shape[1], dtype=bool) if summed_inputs is None else \
+            np.asarray(summed_inputs, dtype=bool)
+        log = (inputs > 0).all(axis=0) & ~summed
+        full = _logged(inputs, log)
+        x = full[:, ~summed]  # what every model but a sum reads
+        line_inputs = None if line_inputs is None else np.asarray(line_inputs, dtype=bool)[~summed]
+        free_inputs = None if free_inputs is None else np.asarray(free_inputs, dtype=bool)[~summed]
         objectives, models = [], []
         held_out = np.full(values.shape, np.nan)
         for k in range(values.shape[1]):
@@ -399,7 +451,12 @@ class FeaturePrior(ScoresPrior):
                 forest, out_of_bag = Forest.fit(x[known], values[known, k], seed)
                 candidates.append((forest, scores.forward(out_of_bag), None))
             if kind == "trend-forest" and forests:
-                candidates.append((*TrendForest.fit(x[known], z, seed, line_inputs), None))
+                trend = TrendForest.fit(x[known], z, seed, line_inputs)
+                if signed[k] and np.ptp(full[known][:, summed], axis=0).any():
+                    total = SumForest.fit(full[known], values[known, k], scores, summed, seed)
+                    if _error(total[1], z) < _error(trend[1], z):
+                        trend = total
+                candidates.append((*trend, None))
             if kind in ("auto", "gp"):
                 candidates.append((*GaussianProcess.fit_rows(x[known], z, seed),
                                    partial(_process, x[known], z)))
@@ -412,15 +469,18 @@ class FeaturePrior(ScoresPrior):
             objectives.append(scores)
             models.append(model)
             held_out[known, k] = predicted
-        return cls(objectives, log, models), held_out
+        return cls(objectives, log, models, summed if summed.any() else None), held_out
 
-    def _x(self, inputs: np.ndarray) -> np.ndarray:
-        return _logged(inputs, self.log)
+    def _x(self, inputs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The inputs as the models read them: all of them (a :class:`SumForest`'s) and all but the summed."""
+        full = _logged(inputs, self.log)
+        return full, full if self.summed is None else full[:, ~self.summed]
 
     def mean(self, inputs: np.ndarray) -> np.ndarray:
         """(n, m) prior mean scores of architectures with these inputs."""
-        x = self._x(inputs)
-        return np.stack([_scores(m, s, x) for s, m in zip(self.objectives, self.models, strict=True)], axis=1)
+        full, x = self._x(inputs)
+        return np.stack([_scores(m, s, full if isinstance(m, SumForest) else x)
+                         for s, m in zip(self.objectives, self.models, strict=True)], axis=1)
 
     def disagreement(self, inputs: np.ndarray) -> np.ndarray:
         """(n, m) how far the trees of each objective's forest disagree on each architecture: the
@@ -430,12 +490,12 @@ class FeaturePrior(ScoresPrior):
         Where the trials say little (a corner of the space they never reached) the bootstrapped trees
         split differently and disagree; it is the per-architecture uncertainty SMAC reads off a forest.
         """
-        x = self._x(inputs)
+        _, x = self._x(inputs)
         out = np.full((len(x), len(self.models)), np.nan)
         for k, (scores, model) in enumerate(zip(self.objectives, self.models, strict=True)):
             if isinstance(model, GaussianProcess):
                 out[:, k] = model.std(x)
-            elif isinstance(model, TrendForest):  # its trees predict scores already
+            elif isinstance(model, TrendForest | SumForest):  # its trees predict scores already
                 out[:, k] = model.forest.predict_trees(x).std(axis=1)
             elif isinstance(model, Forest):
                 out[:, k] = scores.forward(model.predict_trees(x)).std(axis=1)
@@ -443,21 +503,22 @@ class FeaturePrior(ScoresPrior):
 
     @property
     def kinds(self) -> list[str]:
-        """Per objective, the model chosen: ``"line"``, ``"forest"``, ``"ridge"``, ``"trend-forest"`` or
-        ``"gp"``."""
+        """Per objective, the model chosen: ``"line"``, ``"forest"``, ``"ridge"``, ``"trend-forest"``,
+        ``"sum-forest"`` or ``"gp"``."""
         return [_KIND_OF[type(m)] for m in self.models]
 
     def to_dict(self) -> dict:
         """JSON-ready metadata; the forests' node arrays are in :meth:`arrays`."""
         return {"kind": "feature", "objectives": [s.to_dict() for s in self.objectives],
-                "log": self.log.tolist(), "models": [_model_dict(m) for m in self.models]}
+                "log": self.log.tolist(), "models": [_model_dict(m) for m in self.models],
+                **({} if self.summed is None else {"summed": self.summed.tolist()})}
 
     def arrays(self) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
         for k, m in enumerate(self.models):
             if isinstance(m, GaussianProcess):
                 out.update(m.arrays(f"objective{k}"))
-            forest = m.forest if isinstance(m, TrendForest) else m
+            forest = m.forest if isinstance(m, TrendForest | SumForest) else m
             if isinstance(forest, Forest):
                 out.update(forest.arrays(f"objective{k}"))
         return out
@@ -474,15 +535,21 @@ class FeaturePrior(ScoresPrior):
                 models.append(Line(int(m["input"]), float(m["slope"]), float(m["intercept"])))
             elif m["kind"] == "forest":
                 models.append(Forest.from_arrays(arrays, f"objective{k}"))
+            elif m["kind"] == "sum-forest":
+                models.append(SumForest(np.asarray(m["summed"], dtype=bool), Ridge.from_dict(m["ridge"]),
+                                        NormalScores.from_dict(m["scores"]),
+                                        Forest.from_arrays(arrays, f"objective{k}")))
             else:
                 models.append(TrendForest(int(m["input"]), float(m["slope"]), float(m["intercept"]),
                                           Forest.from_arrays(arrays, f"objective{k}")))
+        summed = data.get("summed")
         return cls([NormalScores.from_dict(s) for s in data["objectives"]],
-                   np.asarray(data["log"], dtype=bool), models)
+                   np.asarray(data["log"], dtype=bool), models,
+                   None if summed is None else np.asarray(summed, dtype=bool))
 
 
 _KIND_OF = {Line: "line", Forest: "forest", Ridge: "ridge", TrendForest: "trend-forest",
-            GaussianProcess: "gp"}
+            GaussianProcess: "gp", SumForest: "sum-forest"}
 #: ``auto``'s candidates, simplest first: the one it takes unless a more flexible one ranks the training rows
 #: clearly better (:func:`~nasrlm.priors.prior.simplest_within_noise`).
-_SIMPLEST_FIRST = (Line, Ridge, GaussianProcess, TrendForest, Forest)
+_SIMPLEST_FIRST = (Line, Ridge, GaussianProcess, TrendForest, SumForest, Forest)

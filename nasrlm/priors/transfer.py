@@ -33,7 +33,7 @@ from safetensors.numpy import load_file, save_file
 from nasrlm._safetensors import sort_metadata
 from nasrlm.data import Objective
 from nasrlm.errors import NasrlmError
-from nasrlm.free_labels import ALL_FREE_OBJECTIVES, FREE_LABELS_VERSION, free_labels
+from nasrlm.free_labels import ALL_FREE_OBJECTIVES, FREE_LABELS_VERSION, SAME_LABELS_SINCE, free_labels
 from nasrlm.priors.feature_prior import Forest
 from nasrlm.priors.prior import NormalScores
 from search_spaces import SearchSpace
@@ -93,15 +93,21 @@ class SourceForest:
     tags: tuple[str, ...]  # the columns it was fitted on (``space:objective``)
     rows: int
     forest: Forest
-    profile: np.ndarray  # per label, the share of the space's rows where it is not zero
+    profile: np.ndarray  # per label it reads, the share of the space's rows where it is not zero
+    labels: tuple[str, ...] = _COLUMNS  # the free and graph labels it reads, by name (a file's may be fewer)
 
     def predict(self, labels: np.ndarray) -> np.ndarray:
-        return self.forest.predict(_checked(labels))
+        """Its score of rows of today's free and graph labels (n, len(ALL_FREE_OBJECTIVES))."""
+        return self.forest.predict(self._read(labels))
 
     def distance(self, labels: np.ndarray) -> float:
         """How unlike this space's graphs the rows ``labels`` are: the mean difference, over labels, of
         the share of rows where each is not zero (0: the same families and structures, 1: none shared)."""
-        return float(np.abs((_checked(labels) != 0).mean(axis=0) - self.profile).mean())
+        return float(np.abs((self._read(labels) != 0).mean(axis=0) - self.profile).mean())
+
+    def _read(self, labels: np.ndarray) -> np.ndarray:
+        labels = _checked(labels)
+        return labels if self.labels == _COLUMNS else labels[:, [_COLUMNS.index(c) for c in self.labels]]
 
 
 @dataclass(frozen=True)
@@ -109,6 +115,10 @@ class AccuracyTransfer:
     """One :class:`SourceForest` per space; :meth:`narrowed` picks the one for a new space's rows."""
 
     sources: tuple[SourceForest, ...]
+
+    def __post_init__(self) -> None:
+        if len({s.labels for s in self.sources}) > 1:  # a file names the labels once
+            raise ValueError("the source forests of one transfer must read the same labels")
 
     @classmethod
     def fit(cls, tables: Sequence[tuple[str, Sequence[str], np.ndarray, np.ndarray]], *, seed: int = 0
@@ -166,8 +176,9 @@ class AccuracyTransfer:
             arrays.update(s.forest.arrays(f"source{k}"))
             arrays[f"source{k}.profile"] = s.profile
             meta.append({"space": s.space, "tags": list(s.tags), "rows": s.rows})
+        columns = self.sources[0].labels if self.sources else _COLUMNS
         metadata = {"sources": json.dumps(meta), "free_labels_version": str(FREE_LABELS_VERSION),
-                    "columns": json.dumps(_COLUMNS)}
+                    "columns": json.dumps(columns)}
         save_file(arrays, str(path), metadata=metadata)
         sort_metadata(path)
 
@@ -185,17 +196,20 @@ class AccuracyTransfer:
             columns = tuple(json.loads(metadata["columns"]))
             sources = tuple(SourceForest(m["space"], tuple(m["tags"]), int(m["rows"]),
                                          Forest.from_arrays(arrays, f"source{k}"),
-                                         arrays[f"source{k}.profile"])
+                                         arrays[f"source{k}.profile"], columns)
                             for k, m in enumerate(json.loads(metadata["sources"])))
         except FileNotFoundError:
             raise TransferFileError(f"{path}: no such transfer file") from None
         except (SafetensorError, OSError, KeyError, ValueError, TypeError) as error:
             raise TransferFileError(f"{path}: not a transfer file ({error})") from None
-        if version != FREE_LABELS_VERSION or columns != _COLUMNS:
+        if not SAME_LABELS_SINCE <= version <= FREE_LABELS_VERSION or not set(columns) <= set(_COLUMNS):
             raise TransferFileError(f"{path}: made from graph labels of version {version}, these are "
                                     f"version {FREE_LABELS_VERSION}; pre-train the base again")
         if not sources:
             raise TransferFileError(f"{path}: not a transfer file (no source forest)")
+        if any(len(s.profile) != len(columns) for s in sources):
+            raise TransferFileError(f"{path}: not a transfer file ({len(columns)} columns named, "
+                                    f"{len(sources[0].profile)} profiled)")
         return cls(sources)
 
     @classmethod

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from nasrlm.free_labels import FREE_LABEL_NAMES
+from nasrlm.free_labels import FREE_LABEL_NAMES, SUMMED_LABELS
 from nasrlm.priors.feature_prior import FeaturePrior, check_prior_name
 from nasrlm.priors.prior import FreeLabelPrior, ScoresPrior, ranked_share, residual_weight, stratified_normal
 from nasrlm.priors.transfer import TRANSFER_LABEL
@@ -64,6 +64,7 @@ class PriorPart:
         prior, predicted, residuals = fit_prior(x, values, objectives, prior_from, kind, reference, original,
                                                 line_inputs=[f != TRANSFER_LABEL for f in inputs],
                                                 free_inputs=[f in FREE_LABEL_NAMES for f in inputs],
+                                                summed_inputs=[f in SUMMED_LABELS for f in inputs],
                                                 signed=signed)
         rows = residuals[original][:, [objectives.index(name) for name in predicted]]
         errors = {name: float(np.sqrt(np.nanmean(rows[:, j] ** 2))) for j, name in enumerate(predicted)}
@@ -130,13 +131,14 @@ def prior_matrix(values: np.ndarray, objectives: tuple[str, ...], prior_from: tu
 def fit_prior(x: np.ndarray, values: np.ndarray, objectives: tuple[str, ...],
                prior_from: tuple[str, ...], kind: str, reference: np.ndarray | None, original: np.ndarray,
                line_inputs: Sequence[bool], free_inputs: Sequence[bool] | None = None,
-               signed: Collection[str] = ()
+               signed: Collection[str] = (), summed_inputs: Sequence[bool] | None = None
                ) -> tuple[ScoresPrior, tuple[str, ...], np.ndarray]:
     """The prior (fitted on the ``original`` rows), the objectives it predicts, and ``values`` with
     those as residuals: for a feature prior, the training rows' out-of-sample residuals.
     ``line_inputs``: the inputs a line may follow (not the transfer forest's guess); ``free_inputs``: the
-    free labels among them (``FeaturePrior.fit``); ``signed``: objectives that may take either sign, never
-    read in logs (a constraint's value: :meth:`~nasrlm.priors.prior.NormalScores.fit`)."""
+    free labels among them and ``summed_inputs`` the counts a latency adds up (``FeaturePrior.fit``);
+    ``signed``: objectives that may take either sign, never read in logs (a constraint's value:
+    :meth:`~nasrlm.priors.prior.NormalScores.fit`)."""
     rest = [k for k in range(len(objectives)) if objectives[k] not in prior_from]
     either_sign = [objectives[k] in signed for k in rest]
     if not rest:
@@ -156,6 +158,8 @@ def fit_prior(x: np.ndarray, values: np.ndarray, objectives: tuple[str, ...],
                                            line_inputs=np.asarray(line_inputs, dtype=bool),
                                            free_inputs=None if free_inputs is None else
                                            np.asarray(free_inputs, dtype=bool),
+                                           summed_inputs=None if summed_inputs is None else
+                                           np.asarray(summed_inputs, dtype=bool),
                                            signed=either_sign)
         residuals = prior.residuals(x, values[:, rest])
         residuals[original] += prior.mean(x[original]) - held_out

@@ -49,9 +49,11 @@ def test_counts_on_a_residual_block() -> None:
     assert (f["segment_paths_conv1"], f["segment_paths_conv3"], f["segment_paths_compute"]) == (1, 1, 3)
 
 
-def test_dead_nodes_do_not_count_and_grouped_convolutions_are_their_own_family() -> None:
+def test_dead_nodes_count_only_among_all_nodes_and_grouped_convolutions_are_their_own_family() -> None:
     dead = helper.make_node("Conv", ["r", "w4"], ["unused"], kernel_shape=[3, 3])
-    assert graph_features(_residual_block([dead])) == graph_features(_residual_block())
+    with_dead, without = graph_features(_residual_block([dead])), graph_features(_residual_block())
+    assert with_dead == {**without, "conv3_all": without["conv3_all"] + 1}
+    assert [without[f"{family}_all"] for family in FAMILIES] == [1, 1, 0, 0, 1, 1]
     grouped = _model([helper.make_node("Conv", ["x", "w1"], ["c"], kernel_shape=[3, 3], group=4),
                       helper.make_node("Conv", ["c", "w2"], ["y"], kernel_shape=[7, 7])], ["w1", "w2"])
     f = graph_features(grouped)
@@ -65,6 +67,17 @@ def test_a_graph_whose_output_ignores_its_input_has_no_paths() -> None:
                      helper.make_node("Mul", ["x", "z"], ["m"]),
                      helper.make_node("Conv", ["m", "w1"], ["y"], kernel_shape=[3, 3])], ["w1"])
     assert graph_features(killed)["log10_paths"] == 0 and graph_features(killed)["conv3_nodes"] == 0
+    assert graph_features(killed)["conv3_all"] == 1  # the network still computes it
+
+
+def test_a_nb201_cell_counts_an_operation_no_output_depends_on_among_all_nodes() -> None:
+    space = get_space("nb201")
+    def read(arch_id: str) -> dict[str, float]:
+        return graph_features(materialize(space.build_onnx(space.parse(arch_id)), weights=False))
+    # a 3x3 convolution into node 1, which has no edge out: dead in every one of the 15 cells
+    dead = read("|nor_conv_3x3~0|+|none~0|none~1|+|skip_connect~0|none~1|none~2|")
+    skip = read("|none~0|+|none~0|none~1|+|skip_connect~0|none~1|none~2|")
+    assert dead["conv3_nodes"] == skip["conv3_nodes"] and dead["conv3_all"] == skip["conv3_all"] + 15
 
 
 @pytest.mark.parametrize("name", available_spaces())

@@ -139,7 +139,7 @@ class ProposalRounds:
             for line in self._warm.describe():
                 self.log(line)
             self._warm_params = self._warm.params(self._params_of)
-            self._evidence = EvidenceInputs(self._warm, self.cache.labels_of, self._seed)
+            self._evidence = EvidenceInputs(self._warm, self.cache.labels_of, self._seed, self.cache.columns)
         return self._warm
 
     def _propose(self, study: Study, complete: Sequence[FrozenTrial],

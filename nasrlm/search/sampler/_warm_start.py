@@ -29,7 +29,7 @@ from optuna.study import StudyDirection
 from optuna.trial import TrialState
 
 from nasrlm.data import BenchmarkTable, DataFileError, DataFileNotFoundError
-from nasrlm.free_labels import ALL_FREE_OBJECTIVES
+from nasrlm.free_labels import ALL_FREE_OBJECTIVES, SUMMED_LABELS
 from nasrlm.metrics import pareto_mask
 from nasrlm.priors.feature_prior import FeaturePrior
 from nasrlm.search.sampler._arch_cache import SpaceMismatchError
@@ -288,16 +288,20 @@ class EvidenceInputs:
     """Each evidence column as an input the prior reads for every architecture: the value a source measured
     where there is one, else a forest's estimate from the graph labels fitted on those measured. A prior on
     graph labels alone sees nothing of another device's latency or another dataset's accuracy; with this
-    input it reads them, as a new device's prior reads the seen devices (``nasrlm train --inputs``)."""
+    input it reads them, as a new device's prior reads the seen devices (``nasrlm train --inputs``).
+    ``label_names`` names the columns of ``labels_of``'s rows; the forest leaves out the counts a latency
+    adds up (:data:`~nasrlm.free_labels.SUMMED_LABELS`), read by a constraint's sum alone."""
 
-    def __init__(self, warm: WarmStart, labels_of: Callable[[Sequence[str]], np.ndarray], seed: int) -> None:
+    def __init__(self, warm: WarmStart, labels_of: Callable[[Sequence[str]], np.ndarray], seed: int,
+                 label_names: Sequence[str] = ()) -> None:
         measured = np.isfinite(warm.values[:, len(warm.known):]).sum(axis=0)
         columns = [len(warm.known) + j for j, count in enumerate(measured) if count >= MIN_EVIDENCE_ROWS]
         self.names = tuple(EVIDENCE_PREFIX + warm.evidence[j - len(warm.known)] for j in columns)
         evidence = warm.values[:, columns]
         self._measured = {arch_id: row for arch_id, row in zip(warm.arch_ids, evidence, strict=True)}
-        self._prior = FeaturePrior.fit(labels_of(list(warm.arch_ids)), evidence, kind="forest",
-                                       seed=seed)[0] if self.names else None
+        self._prior = FeaturePrior.fit(labels_of(list(warm.arch_ids)), evidence, kind="forest", seed=seed,
+                                       summed_inputs=[n in SUMMED_LABELS for n in label_names] or None
+                                       )[0] if self.names else None
 
     def of(self, arch_ids: Sequence[str], labels: np.ndarray) -> dict[str, np.ndarray]:
         """The inputs of ``arch_ids`` (whose free and graph labels are ``labels``), by :attr:`names`."""

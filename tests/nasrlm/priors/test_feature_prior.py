@@ -197,7 +197,7 @@ def test_the_gaussian_process_is_sure_near_its_rows_and_carries_its_line_past_th
     assert (gp.std(far) > 2 * gp.std(x).max()).all()
     prior, _ = FeaturePrior.fit(x, y[:, None], kind="gp")
     assert prior.kinds == ["gp"]
-    np.testing.assert_allclose(prior.disagreement(far)[:, 0], prior.models[0].std(prior._x(far)))
+    np.testing.assert_allclose(prior.disagreement(far)[:, 0], prior.models[0].std(prior._x(far)[1]))
     beyond = x.copy()
     beyond[:, 0] = 3.0  # three times the training range of the input the objective grows with
     assert (prior.mean(beyond)[:, 0] > held_out.max()).mean() > 0.9

@@ -10,12 +10,14 @@ from safetensors.numpy import load_file, save_file
 from scipy.stats import kendalltau
 
 from nasrlm.data import Objective
-from nasrlm.free_labels import ALL_FREE_OBJECTIVES
-from nasrlm.priors.transfer import AccuracyTransfer, TransferFileError, is_accuracy
+from nasrlm.free_labels import ALL_FREE_OBJECTIVES, SAME_LABELS_SINCE
+from nasrlm.priors.feature_prior import Forest
+from nasrlm.priors.transfer import AccuracyTransfer, SourceForest, TransferFileError, is_accuracy
 from nasrlm.rlm.pretraining import Task, fit_transfer
 from nasrlm.rlm.tuning import fine_tune, known_labels
 
 WIDTH = len(ALL_FREE_OBJECTIVES)
+NAMES = tuple(o.name for o in ALL_FREE_OBJECTIVES)
 
 
 def _space_rows(rng: np.random.Generator, n: int, low: float, high: float) -> tuple[np.ndarray, np.ndarray]:
@@ -89,9 +91,35 @@ def test_round_trips_through_safetensors_and_refuses_corrupt_or_stale_files(tmp_
     with pytest.raises(TransferFileError, match="version 1"):
         AccuracyTransfer.load(tmp_path / "old.safetensors")
     save_file(load_file(str(path)), str(tmp_path / "cols.safetensors"),
-              metadata={**metadata, "columns": json.dumps(["params_m"])})
+              metadata={**metadata, "columns": json.dumps(["params_m", "no_such_label"])})
     with pytest.raises(TransferFileError, match="pre-train the base again"):
         AccuracyTransfer.load(tmp_path / "cols.safetensors")
+    save_file(load_file(str(path)), str(tmp_path / "few.safetensors"),
+              metadata={**metadata, "columns": json.dumps(["params_m"])})
+    with pytest.raises(TransferFileError, match="few.safetensors: not a transfer file"):
+        AccuracyTransfer.load(tmp_path / "few.safetensors")
+
+
+def test_a_file_fitted_before_labels_were_added_reads_today_s_labels_by_name(tmp_path) -> None:
+    """Version 7 added labels and changed none (SAME_LABELS_SINCE): a base pre-trained on version 6's
+    labels keeps its transfer forest."""
+    rng = np.random.default_rng(5)
+    labels, accuracy = _space_rows(rng, 80, 0.0, 1.0)
+    older = [k for k, name in enumerate(NAMES) if not name.endswith("_all")]
+    forest, _ = Forest.fit(labels[:, older], accuracy, 0, trees=50)
+    source = SourceForest("s", ("s:acc",), 80, forest, (labels[:, older] != 0).mean(axis=0),
+                          tuple(NAMES[k] for k in older))
+    AccuracyTransfer((source,)).save(tmp_path / "v7.safetensors")
+    from safetensors import safe_open
+
+    with safe_open(str(tmp_path / "v7.safetensors"), framework="numpy") as f:
+        metadata = dict(f.metadata())
+    save_file(load_file(str(tmp_path / "v7.safetensors")), str(tmp_path / "v6.safetensors"),
+              metadata={**metadata, "free_labels_version": str(SAME_LABELS_SINCE)})
+    loaded = AccuracyTransfer.load(tmp_path / "v6.safetensors")
+    assert loaded.sources[0].labels == tuple(NAMES[k] for k in older)
+    np.testing.assert_array_equal(loaded.predict(labels), forest.predict(labels[:, older]))
+    assert loaded.sources[0].distance(labels) == 0.0
 
 
 def test_fit_transfer_reads_only_the_accuracy_columns_the_tasks_hold() -> None:
