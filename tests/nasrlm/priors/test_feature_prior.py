@@ -215,3 +215,40 @@ def test_a_gaussian_process_of_many_rows_fits_a_subset_and_predicts_the_rest(mon
     assert seen.sum() == 30
     np.testing.assert_allclose(held_out[~seen], gp.predict(x[~seen]))
     assert spearmanr(held_out, z)[0] > 0.8
+
+
+def _cells(n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows of three noise labels and three node counts (a stem's five 3x3 convolutions, then 15 a cell
+    edge), and a latency margin that adds up the counts, as NB201's fpga latency does; the counts' mask."""
+    rng = np.random.default_rng(seed)
+    edges = rng.integers(0, 3, size=(n, 3))
+    counts = np.array([5, 2, 2]) + 15 * edges
+    latency = 1.133 + edges @ np.array([1.258, 0.515, 0.410]) - 2.8
+    return np.hstack([rng.random((n, 3)) + 0.1, counts]), latency, np.array([False] * 3 + [True] * 3)
+
+
+def test_a_constraint_s_value_that_adds_up_the_counts_is_predicted_as_their_sum() -> None:
+    x, margin, summed = _cells(30, seed=0)
+    prior, _ = FeaturePrior.fit(x, margin[:, None], kind="trend-forest", signed=[True], summed_inputs=summed)
+    assert prior.kinds == ["sum-forest"]
+    unseen, truth, _ = _cells(200, seed=1)
+    predicted = prior.objectives[0].inverse(prior.mean(unseen)[:, 0])
+    assert np.abs(predicted - truth).max() < 0.05
+    assert ((predicted <= 0) == (truth <= 0)).mean() > 0.95
+    again = FeaturePrior.from_dict(json.loads(json.dumps(prior.to_dict())), prior.arrays())
+    np.testing.assert_array_equal(again.mean(unseen), prior.mean(unseen))
+    np.testing.assert_array_equal(again.disagreement(unseen), prior.disagreement(unseen))
+
+
+def test_no_other_model_reads_the_summed_counts() -> None:
+    x, margin, summed = _cells(30, seed=0)
+    rng = np.random.default_rng(2)
+    other = 3 * x[:, 0] + rng.normal(0, 0.05, len(x))  # follows a noise label, not the counts
+    values = np.column_stack([other, margin, other])
+    prior, held_out = FeaturePrior.fit(x, values, kind="trend-forest", signed=[False, False, True],
+                                       summed_inputs=summed)
+    assert prior.kinds == ["trend-forest", "trend-forest", "trend-forest"]  # unsigned; signed but no sum
+    without, held_out_without = FeaturePrior.fit(x[:, ~summed], values, kind="trend-forest",
+                                                 signed=[False, False, True])
+    np.testing.assert_array_equal(prior.mean(x), without.mean(x[:, ~summed]))
+    np.testing.assert_array_equal(held_out, held_out_without)
