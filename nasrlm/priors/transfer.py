@@ -34,7 +34,7 @@ from nasrlm._safetensors import sort_metadata
 from nasrlm.data import Objective
 from nasrlm.errors import NasrlmError
 from nasrlm.free_labels import ALL_FREE_OBJECTIVES, FREE_LABELS_VERSION, SAME_LABELS_SINCE, free_labels
-from nasrlm.priors.feature_prior import Forest
+from nasrlm.priors.models import Forest
 from nasrlm.priors.prior import NormalScores
 from search_spaces import SearchSpace
 

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-from nasrlm.priors.feature_prior import KINDS, NESTED_ROWS, FeaturePrior, Forest, Line, Ridge
+from nasrlm.priors.feature_prior import KINDS, FeaturePrior
 from nasrlm.priors.gaussian_process import GaussianProcess
+from nasrlm.priors.models import NESTED_ROWS, Forest, Line, Ridge
 
 
 def _data(n: int = 120, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -21,12 +22,12 @@ def _data(n: int = 120, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 def test_the_forest_as_arrays_predicts_what_scikit_learn_does() -> None:
     from sklearn.ensemble import RandomForestRegressor
 
-    from nasrlm.priors import feature_prior
+    from nasrlm.priors import models
 
     x, y = _data()
     forest, oob = Forest.fit(x, y, seed=3)
-    reference = RandomForestRegressor(n_estimators=feature_prior.TREES, max_features=0.5,
-                                      min_samples_leaf=feature_prior.MIN_LEAF, oob_score=True, random_state=3,
+    reference = RandomForestRegressor(n_estimators=models.TREES, max_features=0.5,
+                                      min_samples_leaf=models.MIN_LEAF, oob_score=True, random_state=3,
                                       n_jobs=1).fit(x.astype(np.float32), y)
     test = np.random.default_rng(1).random((40, 5))
     np.testing.assert_allclose(forest.predict(test), reference.predict(test.astype(np.float32)), atol=1e-12)
@@ -149,7 +150,7 @@ def test_the_trend_line_follows_only_the_inputs_it_may() -> None:
 def test_the_trees_disagree_more_far_from_the_training_rows() -> None:
     from sklearn.ensemble import RandomForestRegressor
 
-    from nasrlm.priors import feature_prior
+    from nasrlm.priors import models
 
     x, y = _data(150)
     values = np.column_stack([y, np.exp(y)])
@@ -162,8 +163,8 @@ def test_the_trees_disagree_more_far_from_the_training_rows() -> None:
     assert (d_out.mean(axis=0) > d_in.mean(axis=0)).all()
     # a plain forest's disagreement is the spread of scikit-learn's trees, in normal scores
     prior, _ = FeaturePrior.fit(x[:, :2], y[:, None], kind="forest", seed=2)
-    reference = RandomForestRegressor(n_estimators=feature_prior.TREES, max_features=0.5,
-                                      min_samples_leaf=feature_prior.MIN_LEAF, random_state=2,
+    reference = RandomForestRegressor(n_estimators=models.TREES, max_features=0.5,
+                                      min_samples_leaf=models.MIN_LEAF, random_state=2,
                                       n_jobs=1).fit(np.log(x[:, :2]).astype(np.float32), y)
     trees = np.stack([t.predict(np.log(inside).astype(np.float32)) for t in reference.estimators_], axis=1)
     expected = prior.objectives[0].forward(trees).std(axis=1)

@@ -11,7 +11,7 @@ from scipy.stats import kendalltau
 
 from nasrlm.data import Objective
 from nasrlm.free_labels import ALL_FREE_OBJECTIVES, SAME_LABELS_SINCE
-from nasrlm.priors.feature_prior import Forest
+from nasrlm.priors.models import Forest
 from nasrlm.priors.transfer import AccuracyTransfer, SourceForest, TransferFileError, is_accuracy
 from nasrlm.rlm.pretraining import Task, fit_transfer
 from nasrlm.rlm.tuning import fine_tune, known_labels
