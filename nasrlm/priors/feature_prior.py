@@ -150,8 +150,6 @@ def _judged_by(model: Model, predicted: np.ndarray, refit: Callable[[np.ndarray]
     return kernel_independent(nested)
 
 
-
-
 @dataclass(frozen=True)
 class FeaturePrior(ScoresPrior):
     """Per objective, a forest (on values), a ridge (on log values where positive), a trend forest or a
