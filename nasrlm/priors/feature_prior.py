@@ -157,7 +157,7 @@ class FeaturePrior(ScoresPrior):
 
     Inputs that are positive everywhere in the training rows are read as logs (latencies, MACs):
     a forest does not care, a ridge becomes a power law. Counts a latency adds up (``summed``) are read by a
-    constraint's :class:`SumForest` alone, as they are; every other model reads the other inputs.
+    cost's :class:`SumForest` alone, as they are; every other model reads the other inputs.
     """
 
     objectives: list[NormalScores]
@@ -168,8 +168,8 @@ class FeaturePrior(ScoresPrior):
     @classmethod
     def fit(cls, inputs: np.ndarray, values: np.ndarray, *, kind: str, seed: int = 0,
             line_inputs: np.ndarray | None = None, free_inputs: np.ndarray | None = None,
-            signed: Sequence[bool] | None = None, summed_inputs: np.ndarray | None = None
-            ) -> tuple[FeaturePrior, np.ndarray]:
+            signed: Sequence[bool] | None = None, summed_inputs: np.ndarray | None = None,
+            costs: Sequence[bool] | None = None) -> tuple[FeaturePrior, np.ndarray]:
         """From ``inputs`` (n, f; all known) and ``values`` (n, m; NaN = unknown): the prior and its
         out-of-sample mean scores for the training rows, (n, m) (NaN where the value is unknown).
         ``line_inputs``: the inputs (a mask) a line (``"auto"``'s, a ``"trend-forest"``'s) may follow; the
@@ -179,14 +179,16 @@ class FeaturePrior(ScoresPrior):
         ``signed`` (m,): the objectives that may take either sign (a constraint's value), never read in logs
         (:meth:`~nasrlm.priors.prior.NormalScores.fit`). ``summed_inputs`` (a mask; default: none): counts a
         latency adds up (:data:`~nasrlm.free_labels.SUMMED_LABELS`), which only a :class:`SumForest` reads:
-        with ``"trend-forest"``, a signed objective's model where it predicts the training rows out of sample
-        better than the trend forest does; the other models never see them."""
+        with ``"trend-forest"``, the model of a cost (``costs`` (m,), default none: what a device may add up
+        over what it computes, lower the better: a latency, a constraint's value) where it predicts the
+        training rows out of sample better than the trend forest does; the other models never see them."""
         if kind not in KINDS:
             raise ValueError(f"prior kind {kind!r}: expected one of {', '.join(KINDS)}")
         inputs, values = np.asarray(inputs, dtype=np.float64), np.asarray(values, dtype=np.float64)
         if not np.isfinite(inputs).all():
             raise ValueError("the prior's inputs must be known (finite) for every row")
         signed = [False] * values.shape[1] if signed is None else list(signed)
+        costs = [False] * values.shape[1] if costs is None else list(costs)
         summed = np.zeros(inputs.shape[1], dtype=bool) if summed_inputs is None else \
             np.asarray(summed_inputs, dtype=bool)
         log = (inputs > 0).all(axis=0) & ~summed
@@ -221,7 +223,7 @@ class FeaturePrior(ScoresPrior):
                 candidates.append((forest, scores.forward(out_of_bag), None))
             if kind == "trend-forest" and forests:
                 trend = TrendForest.fit(x[known], z, seed, line_inputs)
-                if signed[k] and np.ptp(full[known][:, summed], axis=0).any():
+                if costs[k] and np.ptp(full[known][:, summed], axis=0).any():
                     total = SumForest.fit(full[known], values[known, k], scores, summed, seed)
                     if _error(total[1], z) < _error(trend[1], z):
                         trend = total

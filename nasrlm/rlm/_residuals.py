@@ -55,7 +55,8 @@ class PriorPart:
     @classmethod
     def fit(cls, values: np.ndarray, objectives: tuple[str, ...], prior_from: tuple[str, ...],
             prior_inputs: Mapping[str, np.ndarray], *, kind: str, reference: np.ndarray | None, mode: str,
-            original: np.ndarray, signed: Collection[str] = ()) -> tuple[PriorPart, np.ndarray, np.ndarray]:
+            original: np.ndarray, signed: Collection[str] = (), costs: Collection[str] = ()
+            ) -> tuple[PriorPart, np.ndarray, np.ndarray]:
         """The prior of ``RLMPredictor.fit`` fitted on the ``original`` rows, what the model learns beside it
         (``values`` with the prior's objectives as residuals, or as they are blended) and the prior's inputs
         of every row (:func:`prior_matrix`)."""
@@ -65,7 +66,7 @@ class PriorPart:
                                                 line_inputs=[f != TRANSFER_LABEL for f in inputs],
                                                 free_inputs=[f in FREE_LABEL_NAMES for f in inputs],
                                                 summed_inputs=[f in SUMMED_LABELS for f in inputs],
-                                                signed=signed)
+                                                signed=signed, costs=costs)
         rows = residuals[original][:, [objectives.index(name) for name in predicted]]
         errors = {name: float(np.sqrt(np.nanmean(rows[:, j] ** 2))) for j, name in enumerate(predicted)}
         return cls(prior, inputs, predicted, mode, {}, errors), residuals, x
@@ -131,14 +132,16 @@ def prior_matrix(values: np.ndarray, objectives: tuple[str, ...], prior_from: tu
 def fit_prior(x: np.ndarray, values: np.ndarray, objectives: tuple[str, ...],
                prior_from: tuple[str, ...], kind: str, reference: np.ndarray | None, original: np.ndarray,
                line_inputs: Sequence[bool], free_inputs: Sequence[bool] | None = None,
-               signed: Collection[str] = (), summed_inputs: Sequence[bool] | None = None
+               signed: Collection[str] = (), summed_inputs: Sequence[bool] | None = None,
+               costs: Collection[str] = ()
                ) -> tuple[ScoresPrior, tuple[str, ...], np.ndarray]:
     """The prior (fitted on the ``original`` rows), the objectives it predicts, and ``values`` with
     those as residuals: for a feature prior, the training rows' out-of-sample residuals.
     ``line_inputs``: the inputs a line may follow (not the transfer forest's guess); ``free_inputs``: the
     free labels among them and ``summed_inputs`` the counts a latency adds up (``FeaturePrior.fit``);
     ``signed``: objectives that may take either sign, never read in logs (a constraint's value:
-    :meth:`~nasrlm.priors.prior.NormalScores.fit`)."""
+    :meth:`~nasrlm.priors.prior.NormalScores.fit`); ``costs``: objectives lower the better, which may be
+    sums over what the device computes."""
     rest = [k for k in range(len(objectives)) if objectives[k] not in prior_from]
     either_sign = [objectives[k] in signed for k in rest]
     if not rest:
@@ -160,7 +163,7 @@ def fit_prior(x: np.ndarray, values: np.ndarray, objectives: tuple[str, ...],
                                            np.asarray(free_inputs, dtype=bool),
                                            summed_inputs=None if summed_inputs is None else
                                            np.asarray(summed_inputs, dtype=bool),
-                                           signed=either_sign)
+                                           signed=either_sign, costs=[objectives[k] in costs for k in rest])
         residuals = prior.residuals(x, values[:, rest])
         residuals[original] += prior.mean(x[original]) - held_out
         values[:, rest] = residuals

@@ -125,7 +125,8 @@ class RLMPredictor:
             prior_inputs: Mapping[str, np.ndarray] | None = None,
             prior_reference: np.ndarray | None = None, prior_mode: str = "residual",
             derived_from: Sequence[int] | None = None, calibration_folds: int = 0,
-            reads: Sequence[str] = (), signed: Collection[str] = (), **renamed: str) -> TrainReport:
+            reads: Sequence[str] = (), signed: Collection[str] = (), costs: Collection[str] = (),
+            **renamed: str) -> TrainReport:
         """Train on ``values`` (n, len(objectives); NaN = unknown), decoding ``objectives`` in this order.
 
         The language model (``LanguageModel.fit``: ``refit_normalizers``, ``headroom``, ``reads``,
@@ -141,6 +142,8 @@ class RLMPredictor:
         the validation rows where there are :data:`MIN_VALIDATION_ROWS`, else on the cross-fits below, else
         none is kept. ``signed`` objectives may take either sign (a constraint's value): never taken in logs,
         however their values so far spread (all positive over a decade, no draw in logs could reach zero).
+        ``costs``: objectives lower the better (a latency, a constraint's value), which a feature prior may
+        model as a sum over what the device computes (``FeaturePrior.fit``).
 
         The fit ends by calibrating the spread of every objective it decodes (:attr:`spreads`) on rows it did
         not train on: the validation rows where there are enough, else ``calibration_folds`` cross-fits, each
@@ -166,14 +169,14 @@ class RLMPredictor:
         if inputs:  # validated before anything changes: a refused call leaves the predictor as it was
             part, residuals, x = PriorPart.fit(values, objectives, tuple(prior_from), prior_inputs,
                                                kind=prior, reference=prior_reference, mode=prior_mode,
-                                               original=original, signed=signed)
+                                               original=original, signed=signed, costs=costs)
         folds = min(calibration_folds, int(original.sum()) // 2)
         cross = None  # the cross-fits' spreads, in-sample widths and (blended) weights
         validated = validation_size(int(original.sum()), config.validation_fraction) >= MIN_VALIDATION_ROWS
         if folds >= 2 and not validated:
             options = {"refit_normalizers": refit_normalizers, "headroom": headroom, "reads": reads,
                        "prior": prior, "prior_reference": prior_reference, "prior_mode": prior_mode,
-                       "signed": signed}
+                       "signed": signed, "costs": costs}
             cross = cross_fitted_spreads(self.clone, texts, values, objectives, config, source, folds,
                                          held_out, options)
         self.prior_part, self.spreads = part, {}  # the samples calibrated on are as decoded

@@ -146,6 +146,8 @@ class RLMSurrogate:
         self.objectives = tuple(replace(o, name=o.name + OWN_TAG_SUFFIX) if o.name in FREE_NAMES else o
                                 for o in objectives)
         self.objective_names = tuple(o.name for o in self.objectives)
+        #: lower the better (a latency, a constraint's value): the prior may read them as sums
+        self.costs = tuple(o.name for o in self.objectives if not o.higher_is_better)
         self.prior = prior
         self.settings = settings
         self.base = base
@@ -240,7 +242,8 @@ class RLMSurrogate:
             prior = {"prior_from": FREE_NAMES, "prior_inputs": graph, "prior": self.prior}
         order = (*FREE_NAMES, *self.objective_names)
         self._predictor.fit(self.cache.texts_of(arch_ids), values, order, config,
-                            refit_normalizers=refit, headroom=s.headroom, signed=self.signed, **prior)
+                            refit_normalizers=refit, headroom=s.headroom, signed=self.signed,
+                            costs=self.costs, **prior)
         self.rounds += 1
 
     def sample(self, arch_ids: Sequence[str], *, num_samples: int, temperature: float, seed: int,
@@ -352,6 +355,7 @@ class PriorSurrogate:
         summed = [c in SUMMED_LABELS for c in self.cache.columns]  # then the evidence, none summed
         self._prior, held_out = FeaturePrior.fit(x, targets, kind=self.prior, seed=self.seed + self.rounds,
                                                  signed=[o.name in self.signed for o in self.objectives],
+                                                 costs=[not o.higher_is_better for o in self.objectives],
                                                  summed_inputs=np.pad(summed, (0, x.shape[1] - len(summed))))
         # a constraint a trial did not set is NaN there: its column's error is that of the others
         self._errors = np.sqrt(np.nanmean((self._prior.scores(targets) - held_out) ** 2, axis=0))

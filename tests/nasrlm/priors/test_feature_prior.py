@@ -230,7 +230,8 @@ def _cells(n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def test_a_constraint_s_value_that_adds_up_the_counts_is_predicted_as_their_sum() -> None:
     x, margin, summed = _cells(30, seed=0)
-    prior, _ = FeaturePrior.fit(x, margin[:, None], kind="trend-forest", signed=[True], summed_inputs=summed)
+    prior, _ = FeaturePrior.fit(x, margin[:, None], kind="trend-forest", signed=[True], summed_inputs=summed,
+                                costs=[True])
     assert prior.kinds == ["sum-forest"]
     unseen, truth, _ = _cells(200, seed=1)
     predicted = prior.objectives[0].inverse(prior.mean(unseen)[:, 0])
@@ -247,9 +248,20 @@ def test_no_other_model_reads_the_summed_counts() -> None:
     other = 3 * x[:, 0] + rng.normal(0, 0.05, len(x))  # follows a noise label, not the counts
     values = np.column_stack([other, margin, other])
     prior, held_out = FeaturePrior.fit(x, values, kind="trend-forest", signed=[False, False, True],
-                                       summed_inputs=summed)
-    assert prior.kinds == ["trend-forest", "trend-forest", "trend-forest"]  # unsigned; signed but no sum
+                                       summed_inputs=summed, costs=[False, False, True])
+    assert prior.kinds == ["trend-forest", "trend-forest", "trend-forest"]  # no cost; a cost but no sum
     without, held_out_without = FeaturePrior.fit(x[:, ~summed], values, kind="trend-forest",
                                                  signed=[False, False, True])
     np.testing.assert_array_equal(prior.mean(x), without.mean(x[:, ~summed]))
     np.testing.assert_array_equal(held_out, held_out_without)
+
+
+def test_a_latency_objective_that_adds_up_the_counts_is_predicted_as_their_sum() -> None:
+    x, margin, summed = _cells(30, seed=0)
+    latency = margin + 2.8  # positive: an objective, not a constraint's value
+    prior, _ = FeaturePrior.fit(x, latency[:, None], kind="trend-forest", summed_inputs=summed, costs=[True])
+    assert prior.kinds == ["sum-forest"]
+    unseen, truth, _ = _cells(200, seed=1)
+    assert spearmanr(prior.mean(unseen)[:, 0], truth)[0] > 0.95
+    assert FeaturePrior.fit(x, latency[:, None], kind="trend-forest", summed_inputs=summed)[0].kinds == \
+        ["trend-forest"]  # not said to be a cost: no sum
