@@ -8,11 +8,11 @@ flat arrays (no pickle) and evaluated with numpy; scikit-learn only grows its tr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from nasrlm.numerics import kernel_independent
+from nasrlm.numerics import kernel_independent, kernel_independent_vector
 from nasrlm.priors.gaussian_process import GaussianProcess
 from nasrlm.priors.prior import NormalScores
 
@@ -239,6 +239,9 @@ class SumForest:
         """From inputs ``x`` and the values (their ``scores``): the model and its out-of-sample scores (the
         sum's leave-one-out, the forest's out of bag)."""
         ridge, held_out = Ridge.fit(x[:, summed], values)
+        ridge = replace(ridge, centre=kernel_independent(ridge.centre),  # its SVD's last bits are BLAS's
+                        coef=kernel_independent_vector(ridge.coef),
+                        intercept=float(kernel_independent(ridge.intercept)))
         trend = kernel_independent(scores.forward(ridge.predict(x[:, summed])))
         forest, out_of_bag = Forest.fit(x[:, ~summed], scores.forward(values) - trend, seed)
         return cls(summed, ridge, scores, forest), scores.forward(held_out) + out_of_bag
