@@ -122,11 +122,10 @@ class RLMPredictor:
     def fit(self, texts: Sequence[str], values: np.ndarray, objectives: Sequence[str],
             config: TrainConfig | None = None, *, refit_normalizers: bool | Collection[str] = True,
             headroom: float = 0.0, prior: str | None = None, prior_from: Sequence[str] = (),
-            prior_inputs: Mapping[str, np.ndarray] | None = None,
-            prior_reference: np.ndarray | None = None, prior_mode: str = "residual",
-            derived_from: Sequence[int] | None = None, calibration_folds: int = 0,
-            reads: Sequence[str] = (), signed: Collection[str] = (), costs: Collection[str] = (),
-            **renamed: str) -> TrainReport:
+            prior_inputs: Mapping[str, np.ndarray] | None = None, prior_reference: np.ndarray | None = None,
+            prior_mode: str = "residual", derived_from: Sequence[int] | None = None,
+            calibration_folds: int = 0, reads: Sequence[str] = (), signed: Collection[str] = (),
+            costs: Collection[str] = (), **renamed: str) -> TrainReport:
         """Train on ``values`` (n, len(objectives); NaN = unknown), decoding ``objectives`` in this order.
 
         The language model (``LanguageModel.fit``: ``refit_normalizers``, ``headroom``, ``reads``,
@@ -142,8 +141,7 @@ class RLMPredictor:
         the validation rows where there are :data:`MIN_VALIDATION_ROWS`, else on the cross-fits below, else
         none is kept. ``signed`` objectives may take either sign (a constraint's value): never taken in logs,
         however their values so far spread (all positive over a decade, no draw in logs could reach zero).
-        ``costs``: objectives lower the better (a latency, a constraint's value), which a feature prior may
-        model as a sum over what the device computes (``FeaturePrior.fit``).
+        ``costs`` (lower the better) a feature prior may fit as sums over what the device computes.
 
         The fit ends by calibrating the spread of every objective it decodes (:attr:`spreads`) on rows it did
         not train on: the validation rows where there are enough, else ``calibration_folds`` cross-fits, each
