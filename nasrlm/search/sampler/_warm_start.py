@@ -290,7 +290,7 @@ class EvidenceInputs:
     graph labels alone sees nothing of another device's latency or another dataset's accuracy; with this
     input it reads them, as a new device's prior reads the seen devices (``nasrlm train --inputs``).
     ``label_names`` names the columns of ``labels_of``'s rows; the forest leaves out the counts a latency
-    adds up (:data:`~nasrlm.free_labels.SUMMED_LABELS`), read by a constraint's sum alone."""
+    adds up (:data:`~nasrlm.free_labels.SUMMED_LABELS`), read by a cost's sum alone."""
 
     def __init__(self, warm: WarmStart, labels_of: Callable[[Sequence[str]], np.ndarray], seed: int,
                  label_names: Sequence[str] = ()) -> None:
