@@ -131,6 +131,13 @@ class Ridge:
     def predict(self, x: np.ndarray) -> np.ndarray:
         return self.intercept + (x - self.centre) @ self.coef
 
+    def rounded(self) -> Ridge:
+        """The same ridge with the same numbers on every processor: its SVD's last bits are BLAS's, and a
+        coefficient on a direction the rows do not span is noise (:mod:`nasrlm.numerics`)."""
+        return replace(self, centre=kernel_independent(self.centre),
+                       coef=kernel_independent_vector(self.coef),
+                       intercept=float(kernel_independent(self.intercept)))
+
     def to_dict(self) -> dict:
         return {"centre": self.centre.tolist(), "coef": self.coef.tolist(), "intercept": self.intercept,
                 "alpha": self.alpha, "log_target": self.log_target}
@@ -239,9 +246,7 @@ class SumForest:
         """From inputs ``x`` and the values (their ``scores``): the model and its out-of-sample scores (the
         sum's leave-one-out, the forest's out of bag)."""
         ridge, held_out = Ridge.fit(x[:, summed], values)
-        ridge = replace(ridge, centre=kernel_independent(ridge.centre),  # its SVD's last bits are BLAS's
-                        coef=kernel_independent_vector(ridge.coef),
-                        intercept=float(kernel_independent(ridge.intercept)))
+        ridge = ridge.rounded()  # stored and read by the search: the same on every processor
         trend = kernel_independent(scores.forward(ridge.predict(x[:, summed])))
         forest, out_of_bag = Forest.fit(x[:, ~summed], scores.forward(values) - trend, seed)
         return cls(summed, ridge, scores, forest), scores.forward(held_out) + out_of_bag

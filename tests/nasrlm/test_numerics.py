@@ -1,4 +1,4 @@
-"""kernel_independent: values that differ only in the last bits of a float64 become one number."""
+"""kernel_independent(_vector): values that differ only in the last bits of a float64 become one number."""
 
 from __future__ import annotations
 
