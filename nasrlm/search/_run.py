@@ -273,6 +273,7 @@ def _run_trial(study: optuna.Study, objective: Callable[[optuna.Trial], list[flo
     fail_stale_trials(study)  # a dead worker's trial is failed and enqueued, so this ask re-runs it
     asked = Asked.before(study)
     trial: optuna.Trial | None = None
+    stopped = False
     try:  # from the ask to the tell: a ctrl-C anywhere (the sampler proposing, the beat starting, the tell)
         # leaves no trial running, which a resumed run would wait on until its heartbeat went stale
         with warnings.catch_warnings():  # "heartbeat ... is supposed to be used with Study.optimize"
@@ -310,9 +311,11 @@ def _run_trial(study: optuna.Study, objective: Callable[[optuna.Trial], list[flo
                         if not _taken_for_dead(study, trial, e, log):
                             raise
                     return
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # the trial is marked once this block has let go of the interrupt's traceback:
+        stopped = True  # its frames may hold a cursor mid-statement, and with it SQLite's write lock
+    if stopped:
         mark_interrupted(study, trial, asked, log)
-        raise
+        raise KeyboardInterrupt
 
 
 def _taken_for_dead(study: optuna.Study, trial: optuna.Trial, error: Exception,

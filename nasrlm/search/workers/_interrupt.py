@@ -47,11 +47,15 @@ def mark_interrupted(study: optuna.Study, trial: optuna.Trial | None, asked: Ask
     several workers on the study, one another worker took in that instant is among them: that worker, told
     so at its tell, goes on to its next trial, and the architecture is evaluated again.
 
-    A ctrl-C inside a database call can leave this thread's database session unusable (a transaction
-    half done, a connection still checked out), so a try that fails drops the session and tries again, the
-    last time with the study's connections closed, through a storage of its own. A trial left running all
-    the same is said through ``log``: a resumed run waits for its heartbeat to go stale.
+    A ctrl-C inside a database call can leave a write half done, its connection (and with it SQLite's write
+    lock) held by the frames of the interrupt's traceback: the caller calls this once it has let the
+    traceback go, and the reference cycles through its frames are collected first. It can also leave this
+    thread's database session unusable (a connection still checked out), so a try that fails drops the
+    session and tries again, the last time with the study's connections closed, through a storage of its
+    own. A trial left running all the same is said through ``log``: a resumed run waits for its heartbeat
+    to go stale.
     """
+    gc.collect()
     error: Exception | None = None
     for attempt in range(1, _MARK_ATTEMPTS + 1):
         last = attempt == _MARK_ATTEMPTS
@@ -77,20 +81,19 @@ def mark_interrupted(study: optuna.Study, trial: optuna.Trial | None, asked: Ask
             if last and isinstance(storage, optuna.storages.RDBStorage):
                 storage.engine.dispose()
     number = trial.number if trial is not None else f"#{asked.newest} or an enqueued one"
-    log(f"warning: trial {number}, stopped by ctrl-C, is still marked running ({error}); a resumed run "
+    cause = error.__cause__ or error if error is not None else None  # Optuna's says only "during the commit"
+    log(f"warning: trial {number}, stopped by ctrl-C, is still marked running ({cause}); a resumed run "
         f"waits for its heartbeat to go stale")
 
 
 def _drop_connections(study: optuna.Study, everything: bool) -> None:
-    """Drop this thread's database session; with ``everything``, close the study's pooled connections too,
-    after collecting what ctrl-C left unreferenced (a session still holding a checked-out connection)."""
+    """Drop this thread's database session; with ``everything``, close the study's pooled connections too."""
     backend = rdb_backend(study)
     if backend is None:
         return
     with suppress(Exception):
         backend.scoped_session.remove()
     if everything:
-        gc.collect()
         with suppress(Exception):
             backend.engine.dispose()
 
