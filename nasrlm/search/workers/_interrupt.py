@@ -81,7 +81,7 @@ def mark_interrupted(study: optuna.Study, trial: optuna.Trial | None, asked: Ask
             if last and isinstance(storage, optuna.storages.RDBStorage):
                 storage.engine.dispose()
     number = trial.number if trial is not None else f"#{asked.newest} or an enqueued one"
-    cause = error.__cause__ or error if error is not None else None  # Optuna's says only "during the commit"
+    cause = (error.__cause__ or error) if error is not None else None  # Optuna's says "during the commit"
     log(f"warning: trial {number}, stopped by ctrl-C, is still marked running ({cause}); a resumed run "
         f"waits for its heartbeat to go stale")
 
