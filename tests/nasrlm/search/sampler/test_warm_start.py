@@ -177,3 +177,41 @@ def test_optunas_samplers_evaluate_the_earlier_front_first_and_ours_reads_the_st
     result = run_search(SPACE, evaluator, optuna.samplers.TPESampler(seed=0), budget=len(front) + 2,
                         progress=False, enqueue=enqueue)
     assert sorted(result.arch_ids[: len(front)]) == sorted(front)
+
+
+def test_a_refining_round_measures_improvement_from_the_last_random_rounds_typical_architecture(
+        monkeypatch) -> None:
+    """The front's mutants are no typical architecture: their median tightens as the front improves, so a
+    warm start's refining rounds keep the reference point of its last round of random candidates."""
+    import nasrlm.search.sampler._rounds as rounds
+
+    references: list[tuple[int, np.ndarray]] = []
+    greedy = rounds.greedy_ehvi
+
+    def spy(drawn, observed, reference, *args, **kwargs):
+        references.append((len(drawn), np.array(reference)))
+        return greedy(drawn, observed, reference, *args, **kwargs)
+
+    monkeypatch.setattr(rounds, "greedy_ehvi", spy)
+    earlier = earlier_study(("acc", "lat_a"), trials=40)
+    sampler = RLMSampler(SPACE, seed=0, warm_start=[earlier],
+                         **sampler_keywords({**TINY, "surrogate": "prior", "refine": [[10, None]]}))
+    study = optuna.create_study(directions=["maximize", "minimize"], sampler=sampler)
+    study.set_metric_names(["acc", "lat_b"])
+    study.optimize(lambda t: tuple(toy(arch_of(t))[n] for n in ("acc", "lat_b")), n_trials=16)
+    assert len(references) >= 3
+    first, *refining = references[1:]  # from 7 trials a round of random candidates, from 10 the mutants
+    assert all(np.array_equal(r, first[1]) for _, r in refining)
+
+
+def test_a_source_sharing_no_objective_is_read_as_evidence_and_the_start_up_is_random() -> None:
+    earlier = earlier_study(("acc", "lat_a"), trials=40)
+    sampler = RLMSampler(SPACE, seed=0, warm_start=[earlier], **sampler_keywords(TINY))
+    lines: list[str] = []
+    sampler.log = lines.append
+    study = optuna.create_study(directions=["maximize", "minimize"], sampler=sampler)
+    study.set_metric_names(["cifar100_acc", "lat_b"])  # the same quantities, by other names: evidence
+    study.optimize(lambda t: tuple(toy(arch_of(t))[n] for n in ("acc", "lat_b")), n_trials=6)
+    assert "start-up at random: no source shares an objective with this study" in lines
+    evidence = tuple(sampler.predictor.prior_part.inputs[-2:])
+    assert evidence == (EVIDENCE_PREFIX + "acc", EVIDENCE_PREFIX + "lat_a")
