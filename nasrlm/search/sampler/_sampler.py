@@ -304,20 +304,15 @@ class RLMSampler(ProposalRounds, BaseSampler):
                       count: int) -> dict[str, Any]:
         """The first of ``count`` start-up trials spread along the warm start's fronts (the others handed
         out as proposals are): the earlier study's best networks, measured first for the new objectives.
-        Fewer where the fronts are smaller: the rest are random draws. Only the fronts of sources that share
-        an objective with the study: a front in other objectives alone (CIFAR-10 accuracy and one device's
-        latency, for CIFAR-100 accuracy and another's) is a sample of good networks there, from which the
-        model learns every architecture to be good here (a median prediction 5-14 points above the table's
-        median CIFAR-100 accuracy, 10-45 trials in, on one seed); random draws teach it a typical one."""
+        Fewer where the fronts are smaller: the rest are random draws."""
         warm = self._warm_start(study)
         taken = {self.arch_id_of(t.params) for t in study.get_trials(deepcopy=False) if t.params}
         picks = []
-        for arch_id in warm.front_ids(count, sharing=True):
+        for arch_id in warm.front_ids(count):
             params = {k: v for k, v in self._warm_params[arch_id].items() if k in search_space}
             if self.arch_id_of(params) not in taken and len(picks) < count:
                 picks.append((params, None))
-        self.log(f"start-up: {len(picks)} of the warm start's front first" if picks else
-                 "start-up at random: no source shares an objective with this study")
+        self.log(f"start-up: {len(picks)} of the warm start's front first")
         return self._workers.hand_out(study, trial, picks)
 
     def _params_of(self, arch_id: str) -> dict[str, Any]:

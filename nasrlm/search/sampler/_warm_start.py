@@ -10,10 +10,8 @@ Against the new study's objectives, a column of the same name is *known*: the mo
 new study had measured it (the accuracy of every network an earlier study trained). Every other column is
 *evidence* (another device's latency, another dataset's accuracy): an input the prior reads for every
 architecture, measured where a source measured it and estimated elsewhere (:class:`EvidenceInputs`). The
-earlier front is where the start-up trials begin (:meth:`WarmStart.front_ids`), where a source shares an
-objective with the new study; a front in other objectives only is no sample of this study's, and the start-up
-trials are random draws, as a cold start's. What the sampler reads is free: only the new study's own
-evaluations count toward its budget and its front.
+earlier front is where the start-up trials begin (:meth:`WarmStart.front_ids`). What the sampler reads
+is free: only the new study's own evaluations count toward its budget and its front.
 """
 
 from __future__ import annotations
@@ -271,16 +269,13 @@ class WarmStart:
         return {arch_id: list(row) for arch_id, row in zip(self.arch_ids, out, strict=True)
                 if np.isfinite(row).any()}
 
-    def front_ids(self, count: int | None = None, *, sharing: bool = False) -> list[str]:
+    def front_ids(self, count: int | None = None) -> list[str]:
         """At most ``count`` (``None``: all) architectures of the sources' fronts (:meth:`WarmSource.front`),
         each once, among those this warm start holds: evenly spread along the fronts, each ordered by its
-        first column, so that the first trials span the earlier front as Optuna users enqueue it.
-        ``sharing``: of the sources that share an objective with the study alone."""
+        first column, so that the first trials span the earlier front as Optuna users enqueue it."""
         held = set(self.arch_ids)
         ids: list[str] = []
         for s in self.sources:
-            if sharing and not set(s.columns) & set(self.known):
-                continue
             rows = sorted(s.front(), key=lambda k: s.values[k, 0] if np.isfinite(s.values[k, 0]) else np.inf)
             ids += [s.arch_ids[k] for k in rows if s.arch_ids[k] in held]
         ids = list(dict.fromkeys(ids))

@@ -203,15 +203,3 @@ def test_a_refining_round_measures_improvement_from_the_last_random_rounds_typic
     first, *refining = references[1:]  # from 7 trials a round of random candidates, from 10 the mutants
     assert all(np.array_equal(r, first[1]) for _, r in refining)
 
-
-def test_a_source_sharing_no_objective_is_read_as_evidence_and_the_start_up_is_random() -> None:
-    earlier = earlier_study(("acc", "lat_a"), trials=40)
-    sampler = RLMSampler(SPACE, seed=0, warm_start=[earlier], **sampler_keywords(TINY))
-    lines: list[str] = []
-    sampler.log = lines.append
-    study = optuna.create_study(directions=["maximize", "minimize"], sampler=sampler)
-    study.set_metric_names(["cifar100_acc", "lat_b"])  # the same quantities, by other names: evidence
-    study.optimize(lambda t: tuple(toy(arch_of(t))[n] for n in ("acc", "lat_b")), n_trials=6)
-    assert "start-up at random: no source shares an objective with this study" in lines
-    evidence = tuple(sampler.predictor.prior_part.inputs[-2:])
-    assert evidence == (EVIDENCE_PREFIX + "acc", EVIDENCE_PREFIX + "lat_a")
