@@ -203,3 +203,21 @@ def test_a_refining_round_measures_improvement_from_the_last_random_rounds_typic
     first, *refining = references[1:]  # from 7 trials a round of random candidates, from 10 the mutants
     assert all(np.array_equal(r, first[1]) for _, r in refining)
 
+
+
+def test_a_study_that_refines_from_its_first_round_measures_from_the_candidate_pool(monkeypatch) -> None:
+    """No random round before (a resumed study, or ``refine`` from the start): the pool's medians, once."""
+    import nasrlm.search.sampler._rounds as rounds
+
+    references: list[np.ndarray] = []
+    greedy = rounds.greedy_ehvi
+    monkeypatch.setattr(rounds, "greedy_ehvi", lambda drawn, observed, reference, *a, **k: (
+        references.append(np.array(reference)), greedy(drawn, observed, reference, *a, **k))[1])
+    earlier = earlier_study(("acc", "lat_a"), trials=40)
+    sampler = RLMSampler(SPACE, seed=0, warm_start=[earlier],
+                         **sampler_keywords({**TINY, "surrogate": "prior", "refine": [[4, None]]}))
+    study = optuna.create_study(directions=["maximize", "minimize"], sampler=sampler)
+    study.set_metric_names(["acc", "lat_b"])
+    study.optimize(lambda t: tuple(toy(arch_of(t))[n] for n in ("acc", "lat_b")), n_trials=10)
+    assert len(references) >= 2 and all(np.array_equal(r, references[0]) for r in references)
+    assert np.all(np.isfinite(references[0]))
