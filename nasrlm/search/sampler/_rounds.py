@@ -180,8 +180,7 @@ class ProposalRounds:
         known = self._known_by_class(study, complete, classes)[:, None, :]
         drawn = np.where(np.isnan(known), drawn, known)  # an equivalent's accuracy, measured
         if warm is not None:
-            known = warm.known_values(ids, objective_names(study))[:, None, :]
-            drawn = np.where(np.isnan(known), drawn, known)  # no doubt where a source measured it
+            drawn = self._as_measured(study, ids, drawn)  # no doubt where a source measured it
             reference = self._typical_reference(study, drawn, refine, seed, weights)
         if self._constraints:  # from the worst feasible trial (none yet: the worst trial): under a limit few
             # networks meet, those that do mostly lie below a typical network, which nothing feasible would
@@ -213,18 +212,23 @@ class ProposalRounds:
         """A warm start's reference point: its start-up trials are an earlier front, no typical architecture,
         so the candidates' predicted medians are, where the candidates are the random ones (``drawn``). A
         refining round's candidates are the front's mutants, whose median tightens as the front improves
-        until little can beat it (seed 1 of the results page's first task: [91.85 %, 3.89 ms] against the
-        table's [90.73 %, 5.12 ms], and no cell slower than 3.89 ms could improve the front): it keeps the
-        last random round's, or (a resumed study) the candidate pool's."""
+        until nothing slower than the front's middle can improve it: it keeps the last random round's, or
+        (a resumed study) the candidate pool's. Measured: experiments/README.md, "Warm start"."""
         if not refine:
             self._warm_reference = median_reference(np.median(drawn, axis=1))
         elif self._warm_reference is None:
-            pool, m = self.candidate_pool, len(study.directions)
-            samples = self.predict_samples(pool, seed=seed, residual_weight=weights)[..., :m]
-            known = self._warm.known_values(pool, objective_names(study))[:, None, :]
-            samples = np.where(np.isnan(known), samples, known)
+            pool = self.candidate_pool
+            samples, _ = self._feasible_draws(self.predict_samples(pool, seed=seed, residual_weight=weights),
+                                              len(study.directions))
+            samples = self._as_measured(study, pool, samples)
             self._warm_reference = median_reference(np.median(samples, axis=1))
         return self._warm_reference
+
+    def _as_measured(self, study: Study, arch_ids: Sequence[str], drawn: np.ndarray) -> np.ndarray:
+        """``drawn`` (len(arch_ids), samples, objectives) with every draw of what a warm start's source
+        measured set to that value."""
+        known = self._warm.known_values(arch_ids, objective_names(study))[:, None, :]
+        return np.where(np.isnan(known), drawn, known)
 
     def _known_by_class(self, study: Study, complete: Sequence[FrozenTrial], classes: Sequence[str]
                         ) -> np.ndarray:

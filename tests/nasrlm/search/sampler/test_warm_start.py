@@ -179,45 +179,40 @@ def test_optunas_samplers_evaluate_the_earlier_front_first_and_ours_reads_the_st
     assert sorted(result.arch_ids[: len(front)]) == sorted(front)
 
 
-def test_a_refining_round_measures_improvement_from_the_last_random_rounds_typical_architecture(
-        monkeypatch) -> None:
-    """The front's mutants are no typical architecture: their median tightens as the front improves, so a
-    warm start's refining rounds keep the reference point of its last round of random candidates."""
+
+def warm_references(monkeypatch, refine: list, n_trials: int) -> list[np.ndarray]:
+    """The reference point of each round of a warm study that refines over ``refine``."""
     import nasrlm.search.sampler._rounds as rounds
 
-    references: list[tuple[int, np.ndarray]] = []
+    references: list[np.ndarray] = []
     greedy = rounds.greedy_ehvi
 
     def spy(drawn, observed, reference, *args, **kwargs):
-        references.append((len(drawn), np.array(reference)))
+        references.append(np.array(reference))
         return greedy(drawn, observed, reference, *args, **kwargs)
 
     monkeypatch.setattr(rounds, "greedy_ehvi", spy)
     earlier = earlier_study(("acc", "lat_a"), trials=40)
     sampler = RLMSampler(SPACE, seed=0, warm_start=[earlier],
-                         **sampler_keywords({**TINY, "surrogate": "prior", "refine": [[10, None]]}))
+                         **sampler_keywords({**TINY, "surrogate": "prior", "refine": refine}))
     study = optuna.create_study(directions=["maximize", "minimize"], sampler=sampler)
     study.set_metric_names(["acc", "lat_b"])
-    study.optimize(lambda t: tuple(toy(arch_of(t))[n] for n in ("acc", "lat_b")), n_trials=16)
+    study.optimize(lambda t: tuple(toy(arch_of(t))[n] for n in ("acc", "lat_b")), n_trials=n_trials)
+    return references
+
+
+def test_a_refining_round_measures_improvement_from_the_last_random_rounds_typical_architecture(
+        monkeypatch) -> None:
+    """The front's mutants are no typical architecture: their median tightens as the front improves, so a
+    warm start's refining rounds keep the reference point of its last round of random candidates."""
+    references = warm_references(monkeypatch, [[10, None]], n_trials=16)
     assert len(references) >= 3
     first, *refining = references[1:]  # from 7 trials a round of random candidates, from 10 the mutants
-    assert all(np.array_equal(r, first[1]) for _, r in refining)
-
+    assert all(np.array_equal(r, first) for r in refining)
 
 
 def test_a_study_that_refines_from_its_first_round_measures_from_the_candidate_pool(monkeypatch) -> None:
     """No random round before (a resumed study, or ``refine`` from the start): the pool's medians, once."""
-    import nasrlm.search.sampler._rounds as rounds
-
-    references: list[np.ndarray] = []
-    greedy = rounds.greedy_ehvi
-    monkeypatch.setattr(rounds, "greedy_ehvi", lambda drawn, observed, reference, *a, **k: (
-        references.append(np.array(reference)), greedy(drawn, observed, reference, *a, **k))[1])
-    earlier = earlier_study(("acc", "lat_a"), trials=40)
-    sampler = RLMSampler(SPACE, seed=0, warm_start=[earlier],
-                         **sampler_keywords({**TINY, "surrogate": "prior", "refine": [[4, None]]}))
-    study = optuna.create_study(directions=["maximize", "minimize"], sampler=sampler)
-    study.set_metric_names(["acc", "lat_b"])
-    study.optimize(lambda t: tuple(toy(arch_of(t))[n] for n in ("acc", "lat_b")), n_trials=10)
+    references = warm_references(monkeypatch, [[4, None]], n_trials=10)
     assert len(references) >= 2 and all(np.array_equal(r, references[0]) for r in references)
     assert np.all(np.isfinite(references[0]))
