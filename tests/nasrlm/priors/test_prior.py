@@ -26,17 +26,34 @@ def test_normal_scores_round_trip_and_extend_straight_beyond_the_data() -> None:
     assert scores.forward(np.array([2.0]))[0] == pytest.approx(tied)
     beyond = scores.forward(np.array([-8.0, 0.5, 10.5, 19.0]))
     assert beyond[0] < beyond[1] < scores.scores[0] and scores.scores[-1] < beyond[2] < beyond[3]
-    # back within 10 % of the range (9) of the data: 0.5 and 10.5 are, -8 and 19 are clipped
-    np.testing.assert_allclose(scores.inverse(beyond), [0.1, 0.5, 10.5, 10.9])
+    # back within 10 % of the range (9) of the data: 0.5 and 10.5 are, -8 and 19 approach its ends
+    back = scores.inverse(beyond)
+    np.testing.assert_allclose(back[1:3], [0.5, 10.5])
+    assert 0.1 < back[0] < 0.19 and 10.81 < back[3] < 10.9
+
+
+def test_values_beyond_the_room_keep_their_order_short_of_its_end() -> None:
+    """Far predictions are not tied at the room's end (a ranking from few records lost their order there);
+    straight through the first nine tenths of the room, as before."""
+    scores = NormalScores.fit(np.array([1.0, 2.0, 10.0]))  # room 0.9 on either side
+    far = scores.forward(np.array([10.5, 10.81, 10.9, 12.0, 100.0, 1e6]))
+    back = scores.inverse(far)
+    assert back[0] == pytest.approx(10.5) and back[1] == pytest.approx(10.81)  # the knee: 10 + 0.9 * 0.9
+    assert back[2] == pytest.approx(10.855)  # a tenth of the room past the knee: half the last tenth
+    assert np.all(np.diff(back) > 0) and back[-1] < 10.9
+    assert scores.inverse(np.array([np.inf, -np.inf])).tolist() == pytest.approx([10.9, 0.1])
+    low = scores.inverse(scores.forward(np.array([-5.0, -1.0, 0.5])))
+    assert np.all(np.diff(low) > 0) and low[0] > 0.1 and low[-1] == pytest.approx(0.5)
 
 
 def test_positive_values_over_decades_keep_their_room_in_log_space() -> None:
     latencies = np.array([0.4, 9.0, 11.0, 20.0, 36.0])  # one chance-level cell beside the rest
     scores = NormalScores.fit(latencies)
     assert scores.log and not NormalScores.fit(latencies + 100).log
-    low, high = scores.inverse(np.array([-50.0, 50.0]))
+    low, high = scores.inverse(np.array([-np.inf, np.inf]))
     ratio = (36.0 / 0.4) ** 0.1  # 10 % of the log range on each side
     assert low == pytest.approx(0.4 / ratio) and high == pytest.approx(36.0 * ratio)
+    assert 0.4 / ratio < scores.inverse(np.array([-50.0]))[0] < 0.4
     assert NormalScores.from_dict(scores.to_dict()).log
     assert spans_decades(np.array([0.4, np.nan, 36.0])) and not spans_decades(np.array([-1.0, 36.0]))
     assert not spans_decades(np.array([np.nan]))
@@ -48,17 +65,19 @@ def test_a_signed_quantity_keeps_its_room_in_values_and_can_reach_zero() -> None
     missed = np.array([0.05, 2.25, 4.25, 8.35])
     assert NormalScores.fit(missed).inverse(np.array([-50.0]))[0] > 0
     signed = NormalScores.fit(missed, signed=True)
-    assert not signed.log and signed.inverse(np.array([-50.0]))[0] == pytest.approx(-0.1 * 8.3)
+    assert not signed.log and signed.inverse(np.array([-np.inf]))[0] == pytest.approx(-0.1 * 8.3)
+    assert signed.inverse(np.array([-50.0]))[0] < 0
 
 
 def test_a_signed_quantity_has_room_past_zero_however_far_its_values_lie_from_it() -> None:
     """No trial within 1.6 of the limit yet: the room still reaches past it (by a tenth of the range) on
     either side, so a candidate can be predicted to meet it; an unsigned quantity keeps its own room."""
     missed = np.array([1.6, 3.0, 9.1])
-    assert NormalScores.fit(missed, signed=True).inverse(np.array([-50.0]))[0] == pytest.approx(-0.75)
-    assert NormalScores.fit(missed).inverse(np.array([-50.0]))[0] == pytest.approx(1.6 - 0.75)
+    assert NormalScores.fit(missed, signed=True).inverse(np.array([-np.inf]))[0] == pytest.approx(-0.75)
+    assert NormalScores.fit(missed, signed=True).inverse(np.array([-50.0]))[0] < 0
+    assert NormalScores.fit(missed).inverse(np.array([-np.inf]))[0] == pytest.approx(1.6 - 0.75)
     met = NormalScores.fit(-missed, signed=True)
-    assert met.inverse(np.array([50.0]))[0] == pytest.approx(0.75)
+    assert met.inverse(np.array([np.inf]))[0] == pytest.approx(0.75)
     assert NormalScores.from_dict(met.to_dict()).signed  # kept in a checkpoint
 
 
