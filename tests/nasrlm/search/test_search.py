@@ -1171,7 +1171,7 @@ def test_with_the_trees_spread_candidates_the_trees_disagree_on_scatter_wider(mo
     sampler = tiny_sampler(prior="trend-forest", spread="trees")
     make_study(sampler).optimize(toy_objective, n_trials=12)  # refitted on 10: forests (8 rows or more)
     predictor = sampler.predictor
-    assert predictor.prior_part.prior.kinds == ["trend-forest", "sum-forest"]  # lat, a cost, adds up its ops
+    assert predictor.prior_part.prior.kinds == ["trend-forest", "sum"]  # lat, a cost, adds up its ops
     ids = SPACE.sample_ids(30, seed=3)
     asked = []
     sample = predictor.sample
