@@ -99,7 +99,7 @@ GRAPH_OBJECTIVES: tuple[Objective, ...] = tuple(_graph_objective(n) for n in FEA
 #: Every free label, in column order of ``free_labels(..., graph=True)``.
 ALL_FREE_OBJECTIVES: tuple[Objective, ...] = (*FREE_OBJECTIVES, *GRAPH_OBJECTIVES)
 #: The labels a device's latency adds up (each family's nodes, live or not): only a cost's sum reads them,
-#: as they are (:class:`~nasrlm.priors.models.Sum`); no other model of a feature prior sees them.
+#: as they are (:class:`~nasrlm.priors.models.SumForest`); no other model of a feature prior sees them.
 SUMMED_LABELS = frozenset(o.name for o in GRAPH_OBJECTIVES if o.name.endswith("_all"))
 
 

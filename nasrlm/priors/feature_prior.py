@@ -33,7 +33,7 @@ import numpy as np
 
 from nasrlm.numerics import kernel_independent
 from nasrlm.priors.gaussian_process import GaussianProcess
-from nasrlm.priors.models import NESTED_ROWS, Forest, Line, Model, Ridge, Sum, TrendForest
+from nasrlm.priors.models import NESTED_ROWS, Forest, Line, Model, Ridge, SumForest, TrendForest
 from nasrlm.priors.prior import NormalScores, ScoresPrior, pair_orders, simplest_within_noise
 
 #: The kinds of model a feature prior fits per objective; ``auto`` picks a :class:`Line` through one input, a
@@ -68,7 +68,7 @@ def _scores(model: Model, scores: NormalScores, x: np.ndarray) -> np.ndarray:
     """A model's prediction in the objective's normal scores, the same on every processor (a ridge's and a
     Gaussian process's go through BLAS: :mod:`nasrlm.numerics`)."""
     predicted = model.predict(x)
-    if not isinstance(model, Line | TrendForest | GaussianProcess | Sum):  # those predict scores
+    if not isinstance(model, Line | TrendForest | GaussianProcess | SumForest):  # those predict scores
         predicted = scores.forward(np.exp(predicted) if isinstance(model, Ridge) and model.log_target
                                    else predicted)
     return kernel_independent(predicted)
@@ -85,8 +85,8 @@ def _model_dict(model: Model) -> dict:
     if isinstance(model, TrendForest):
         return {"kind": "trend-forest", "input": model.input, "slope": model.slope,
                 "intercept": model.intercept}
-    if isinstance(model, Sum):
-        return {"kind": "sum", "summed": model.summed.tolist(), "ridge": model.ridge.to_dict(),
+    if isinstance(model, SumForest):
+        return {"kind": "sum-forest", "summed": model.summed.tolist(), "ridge": model.ridge.to_dict(),
                 "scores": model.scores.to_dict()}
     return {"kind": "forest"}
 
@@ -157,7 +157,7 @@ class FeaturePrior(ScoresPrior):
 
     Inputs that are positive everywhere in the training rows are read as logs (latencies, MACs):
     a forest does not care, a ridge becomes a power law. Counts a latency adds up (``summed``) are read by a
-    cost's :class:`Sum` alone, as they are; every other model reads the other inputs.
+    cost's :class:`SumForest` alone, as they are; every other model reads the other inputs.
     """
 
     objectives: list[NormalScores]
@@ -178,7 +178,7 @@ class FeaturePrior(ScoresPrior):
         (from 16 records of NDS' NASNet, a line through the best of a hundred labels followed one by chance).
         ``signed`` (m,): the objectives that may take either sign (a constraint's value), never read in logs
         (:meth:`~nasrlm.priors.prior.NormalScores.fit`). ``summed_inputs`` (a mask; default: none): counts a
-        latency adds up (:data:`~nasrlm.free_labels.SUMMED_LABELS`), which only a :class:`Sum` reads:
+        latency adds up (:data:`~nasrlm.free_labels.SUMMED_LABELS`), which only a :class:`SumForest` reads:
         with ``"trend-forest"``, the model of a cost (``costs`` (m,), default none: what a device may add up
         over what it computes, lower the better: a latency, a constraint's value) where it predicts the
         training rows out of sample better than the trend forest does; the other models never see them."""
@@ -224,7 +224,7 @@ class FeaturePrior(ScoresPrior):
             if kind == "trend-forest" and forests:
                 trend = TrendForest.fit(x[known], z, seed, line_inputs)
                 if costs[k] and np.ptp(full[known][:, summed], axis=0).any():
-                    total = Sum.fit(full[known], values[known, k], scores, summed)
+                    total = SumForest.fit(full[known], values[known, k], scores, summed, seed)
                     if _error(total[1], z) < _error(trend[1], z):
                         trend = total
                 candidates.append((*trend, None))
@@ -243,14 +243,14 @@ class FeaturePrior(ScoresPrior):
         return cls(objectives, log, models, summed if summed.any() else None), held_out
 
     def _x(self, inputs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The inputs as the models read them: all of them (a :class:`Sum`'s) and all but the summed."""
+        """The inputs as the models read them: all of them (a :class:`SumForest`'s) and all but the summed."""
         full = _logged(inputs, self.log)
         return full, full if self.summed is None else full[:, ~self.summed]
 
     def mean(self, inputs: np.ndarray) -> np.ndarray:
         """(n, m) prior mean scores of architectures with these inputs."""
         full, x = self._x(inputs)
-        return np.stack([_scores(m, s, full if isinstance(m, Sum) else x)
+        return np.stack([_scores(m, s, full if isinstance(m, SumForest) else x)
                          for s, m in zip(self.objectives, self.models, strict=True)], axis=1)
 
     def disagreement(self, inputs: np.ndarray) -> np.ndarray:
@@ -266,7 +266,7 @@ class FeaturePrior(ScoresPrior):
         for k, (scores, model) in enumerate(zip(self.objectives, self.models, strict=True)):
             if isinstance(model, GaussianProcess):
                 out[:, k] = model.std(x)
-            elif isinstance(model, TrendForest):  # its trees predict scores already
+            elif isinstance(model, TrendForest | SumForest):  # its trees predict scores already
                 out[:, k] = model.forest.predict_trees(x).std(axis=1)
             elif isinstance(model, Forest):
                 out[:, k] = scores.forward(model.predict_trees(x)).std(axis=1)
@@ -275,7 +275,7 @@ class FeaturePrior(ScoresPrior):
     @property
     def kinds(self) -> list[str]:
         """Per objective, the model chosen: ``"line"``, ``"forest"``, ``"ridge"``, ``"trend-forest"``,
-        ``"sum"`` or ``"gp"``."""
+        ``"sum-forest"`` or ``"gp"``."""
         return [_KIND_OF[type(m)] for m in self.models]
 
     def to_dict(self) -> dict:
@@ -289,7 +289,7 @@ class FeaturePrior(ScoresPrior):
         for k, m in enumerate(self.models):
             if isinstance(m, GaussianProcess):
                 out.update(m.arrays(f"objective{k}"))
-            forest = m.forest if isinstance(m, TrendForest) else m
+            forest = m.forest if isinstance(m, TrendForest | SumForest) else m
             if isinstance(forest, Forest):
                 out.update(forest.arrays(f"objective{k}"))
         return out
@@ -306,9 +306,10 @@ class FeaturePrior(ScoresPrior):
                 models.append(Line(int(m["input"]), float(m["slope"]), float(m["intercept"])))
             elif m["kind"] == "forest":
                 models.append(Forest.from_arrays(arrays, f"objective{k}"))
-            elif m["kind"] == "sum":
-                models.append(Sum(np.asarray(m["summed"], dtype=bool), Ridge.from_dict(m["ridge"]),
-                                  NormalScores.from_dict(m["scores"])))
+            elif m["kind"] == "sum-forest":
+                models.append(SumForest(np.asarray(m["summed"], dtype=bool), Ridge.from_dict(m["ridge"]),
+                                        NormalScores.from_dict(m["scores"]),
+                                        Forest.from_arrays(arrays, f"objective{k}")))
             else:
                 models.append(TrendForest(int(m["input"]), float(m["slope"]), float(m["intercept"]),
                                           Forest.from_arrays(arrays, f"objective{k}")))
@@ -319,7 +320,7 @@ class FeaturePrior(ScoresPrior):
 
 
 _KIND_OF = {Line: "line", Forest: "forest", Ridge: "ridge", TrendForest: "trend-forest",
-            GaussianProcess: "gp", Sum: "sum"}
+            GaussianProcess: "gp", SumForest: "sum-forest"}
 #: ``auto``'s candidates, simplest first: the one it takes unless a more flexible one ranks the training rows
 #: clearly better (:func:`~nasrlm.priors.prior.simplest_within_noise`).
-_SIMPLEST_FIRST = (Line, Ridge, Sum, GaussianProcess, TrendForest, Forest)
+_SIMPLEST_FIRST = (Line, Ridge, GaussianProcess, TrendForest, SumForest, Forest)

@@ -1,5 +1,5 @@
 """One objective's models for the feature prior: a forest, a ridge, a line through one input, a trend forest
-(a line plus a forest) and a sum (a cost as a sum over node counts).
+(a line plus a forest) and a sum forest (a constraint's value as a sum over node counts plus a forest).
 
 Each is an immutable value fitted by a ``fit`` class method and read by ``predict``;
 :class:`~nasrlm.priors.feature_prior.FeaturePrior` chooses among them per objective. The forest is kept as
@@ -222,32 +222,41 @@ class TrendForest:
 
 
 @dataclass(frozen=True)
-class Sum:
-    """A cost (a latency, a constraint's value) as a sum over the counts a device adds up: a ridge on them, in
-    the value's own units, read in its normal scores.
+class SumForest:
+    """A cost (a latency, a constraint's value) as a sum over the counts a device adds up (a ridge on them,
+    in the value's own units, read in its normal scores) plus a forest on what the sum leaves, from the
+    other inputs.
 
     A latency adds up its nodes' times, which a line through one input cannot: fitted on trials whose 3x3
     convolutions all came beside other operations, a line through the convolutions took their excess for
     the convolution's and put NB201's one-convolution cells over fpga's limit, where a sum of the counts
-    is exact (experiments/README.md, "Under a latency budget"). A forest on what the sum leaves, from the
-    other inputs, fitted the noise of a few dozen trials: without it the sum ranks NB201's latencies better
-    on 22 of 24 devices and sizes (gold_6226 from 10 trials at τ 0.88 against 0.75; "Warm start").
+    is exact (experiments/README.md, "Under a latency budget"); from 20 trials it ranks NB201's eyeriss,
+    gold_6226 and 1080ti_1 latencies at τ 0.96 / 0.89 / 0.86 where the trend forest ranks them at 0.61 /
+    0.70 / 0.64 ("Warm start").
     """
 
-    summed: np.ndarray  # (inputs,) bool: the columns the sum reads
+    summed: np.ndarray  # (inputs,) bool: the columns the sum reads; the forest reads the others
     ridge: Ridge
     scores: NormalScores
+    forest: Forest
 
     @classmethod
-    def fit(cls, x: np.ndarray, values: np.ndarray, scores: NormalScores, summed: np.ndarray
-            ) -> tuple[Sum, np.ndarray]:
-        """From inputs ``x`` and the values (their ``scores``): the model and its leave-one-out scores."""
+    def fit(cls, x: np.ndarray, values: np.ndarray, scores: NormalScores, summed: np.ndarray, seed: int
+            ) -> tuple[SumForest, np.ndarray]:
+        """From inputs ``x`` and the values (their ``scores``): the model and its out-of-sample scores (the
+        sum's leave-one-out, the forest's out of bag)."""
         ridge, held_out = Ridge.fit(x[:, summed], values)
-        return cls(summed, ridge.rounded(), scores), scores.forward(held_out)  # rounded: the same everywhere
+        ridge = ridge.rounded()  # stored and read by the search: the same on every processor
+        trend = kernel_independent(scores.forward(ridge.predict(x[:, summed])))
+        forest, out_of_bag = Forest.fit(x[:, ~summed], scores.forward(values) - trend, seed)
+        return cls(summed, ridge, scores, forest), scores.forward(held_out) + out_of_bag
+
+    def trend(self, x: np.ndarray) -> np.ndarray:
+        return kernel_independent(self.scores.forward(self.ridge.predict(x[:, self.summed])))
 
     def predict(self, x: np.ndarray) -> np.ndarray:
-        return kernel_independent(self.scores.forward(self.ridge.predict(x[:, self.summed])))
+        return self.trend(x) + self.forest.predict(x[:, ~self.summed])
 
 
 #: One objective's model.
-Model = Line | Forest | Ridge | TrendForest | GaussianProcess | Sum
+Model = Line | Forest | Ridge | TrendForest | GaussianProcess | SumForest

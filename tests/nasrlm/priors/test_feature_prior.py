@@ -232,7 +232,7 @@ def test_a_constraint_s_value_that_adds_up_the_counts_is_predicted_as_their_sum(
     x, margin, summed = _cells(30, seed=0)
     prior, _ = FeaturePrior.fit(x, margin[:, None], kind="trend-forest", signed=[True], summed_inputs=summed,
                                 costs=[True])
-    assert prior.kinds == ["sum"]
+    assert prior.kinds == ["sum-forest"]
     unseen, truth, _ = _cells(200, seed=1)
     predicted = prior.objectives[0].inverse(prior.mean(unseen)[:, 0])
     assert np.abs(predicted - truth).max() < 0.05
@@ -260,7 +260,7 @@ def test_a_latency_objective_that_adds_up_the_counts_is_predicted_as_their_sum()
     x, margin, summed = _cells(30, seed=0)
     latency = margin + 2.8  # positive: an objective, not a constraint's value
     prior, _ = FeaturePrior.fit(x, latency[:, None], kind="trend-forest", summed_inputs=summed, costs=[True])
-    assert prior.kinds == ["sum"]
+    assert prior.kinds == ["sum-forest"]
     unseen, truth, _ = _cells(200, seed=1)
     assert spearmanr(prior.mean(unseen)[:, 0], truth)[0] > 0.95
     assert FeaturePrior.fit(x, latency[:, None], kind="trend-forest", summed_inputs=summed)[0].kinds == \

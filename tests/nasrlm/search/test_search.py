@@ -1171,7 +1171,7 @@ def test_with_the_trees_spread_candidates_the_trees_disagree_on_scatter_wider(mo
     sampler = tiny_sampler(prior="trend-forest", spread="trees")
     make_study(sampler).optimize(toy_objective, n_trials=12)  # refitted on 10: forests (8 rows or more)
     predictor = sampler.predictor
-    assert predictor.prior_part.prior.kinds == ["trend-forest", "sum"]  # lat, a cost, adds up its ops
+    assert predictor.prior_part.prior.kinds == ["trend-forest", "sum-forest"]  # lat, a cost, adds up its ops
     ids = SPACE.sample_ids(30, seed=3)
     asked = []
     sample = predictor.sample
@@ -1182,19 +1182,16 @@ def test_with_the_trees_spread_candidates_the_trees_disagree_on_scatter_wider(mo
     disagreement = predictor.prior_part.prior.disagreement(labels)
     prior = predictor.prior_part.prior
     z = prior.residuals(np.repeat(labels, 16, axis=0), samples.reshape(-1, 2)).reshape(30, 16, 2)
-    # lat's sum has no trees: one spread, its error, for every candidate
-    assert np.isnan(disagreement[:, 1]).all()
-    np.testing.assert_allclose(asked[0]["lat"], predictor.prior_part.errors["lat"])
-    # acc's trend forest: each candidate's spread is the prior's error scaled by its trees' disagreement
-    # over the mean's
-    expected = predictor.prior_part.errors["acc"] * disagreement[:, 0] / disagreement[:, 0].mean()
-    np.testing.assert_allclose(asked[0]["acc"], expected)
-    # and the samples scatter so (ties blur), where they can: a sample past the range the normaliser
-    # covers is held short of its edge, so a candidate near an edge shows less spread than it was given
-    values = samples[:, :, 0]
-    edged = (values == values.min()).any(axis=1) | (values == values.max()).any(axis=1)
-    assert (~edged).sum() >= 15
-    assert spearmanr(z[~edged, :, 0].std(axis=1), expected[~edged])[0] > 0.5
+    for k, name in enumerate(("acc", "lat")):
+        # each candidate's spread is the prior's error scaled by its trees' disagreement over the mean's
+        expected = predictor.prior_part.errors[name] * disagreement[:, k] / disagreement[:, k].mean()
+        np.testing.assert_allclose(asked[0][name], expected)
+        # and the samples scatter so (ties blur), where they can: a sample past the range the normaliser
+        # covers is clipped to its edge, so a candidate near an edge shows less spread than it was given
+        values = samples[:, :, k]
+        clipped = (values == values.min()).any(axis=1) | (values == values.max()).any(axis=1)
+        assert (~clipped).sum() >= 15
+        assert spearmanr(z[~clipped, :, k].std(axis=1), expected[~clipped])[0] > 0.5
 
 
 
