@@ -36,7 +36,7 @@ def _approaching(values: np.ndarray, edge: float, bound: float) -> np.ndarray:
     their order there (NDS' ResNeXt-A from 16 records: up to 13 of 114 tied at one bound,
     experiments/README.md, "NDS ImageNet files from few records"). Plain arithmetic, no ``exp``: the same
     numbers on every processor."""
-    knee = SOFT_EDGE * (bound - edge)  # the last tenth of the room, of either sign
+    knee = SOFT_EDGE * (bound - edge)  # nine tenths of the room, of either sign
     if knee == 0:
         return values
     past = (values - edge - knee) / (bound - edge - knee)  # > 0: in the last tenth, in its units

@@ -179,7 +179,6 @@ def test_optunas_samplers_evaluate_the_earlier_front_first_and_ours_reads_the_st
     assert sorted(result.arch_ids[: len(front)]) == sorted(front)
 
 
-
 def warm_references(monkeypatch, refine: list, n_trials: int) -> list[np.ndarray]:
     """The reference point of each round of a warm study that refines over ``refine``."""
     import nasrlm.search.sampler._rounds as rounds
