@@ -197,26 +197,3 @@ def test_pairs_and_rows_are_judged_by_the_same_rule() -> None:
     assert simplest_within_noise(as_pairs, truth) == simplest_within_noise([simple, clearly], truth) == 1
     assert simplest_within_noise([as_pairs[0], clearly], truth) == 1  # rows beside pairs: read as pairs
     assert simplest_within_noise([as_pairs[1], simple], truth) == 0
-
-
-def _pairs(predicted: np.ndarray) -> np.ndarray:
-    return np.sign(predicted[:, None] - predicted[None, :])
-
-
-def test_left_pair_out_a_candidate_is_taken_when_its_difference_from_the_simpler_is_clear() -> None:
-    rng = np.random.default_rng(16)
-    truth = rng.normal(size=16)
-    simple = truth + rng.normal(size=16)
-    better = simple.copy()
-    fixed = rng.choice(16, 4, replace=False)
-    better[fixed] = truth[fixed]  # the simpler's errors, four put right: better on every pair it moves
-    assert kendalltau(better, truth).statistic - kendalltau(simple, truth).statistic < 0.2  # one τ's noise
-    assert simplest_within_noise([_pairs(simple), _pairs(better)], truth) == 1
-
-    rng = np.random.default_rng(4)
-    truth = rng.normal(size=16)
-    simple = truth + rng.normal(size=16)
-    rng.choice(16, 4, replace=False)  # the draws of the case above, kept in step
-    other = truth + 0.9 * rng.normal(size=16)  # errors of its own: ahead by 0.17 of τ, by chance as often
-    assert kendalltau(other, truth).statistic - kendalltau(simple, truth).statistic > 0.15
-    assert simplest_within_noise([_pairs(simple), _pairs(other)], truth) == 0
