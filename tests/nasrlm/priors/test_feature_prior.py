@@ -11,7 +11,6 @@ from scipy.stats import spearmanr
 from nasrlm.priors.feature_prior import KINDS, FeaturePrior
 from nasrlm.priors.gaussian_process import GaussianProcess
 from nasrlm.priors.models import NESTED_ROWS, Forest, Line, Ridge
-from nasrlm.priors.prior import NormalScores
 
 
 def _data(n: int = 120, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -102,27 +101,6 @@ def test_auto_follows_the_free_label_from_few_rows_among_many_inputs() -> None:
     assert spearmanr(prior.mean(test)[:, 0], test[:, 0])[0] == pytest.approx(1.0)
     again = FeaturePrior.from_dict(json.loads(json.dumps(prior.to_dict())), prior.arrays())
     np.testing.assert_array_equal(again.mean(test), prior.mean(test))
-
-
-def test_auto_judges_the_free_labels_line_with_its_input_fixed() -> None:
-    # two free labels alike: without some rows the other would be chosen, which judged the line by another
-    rng = np.random.default_rng(6)
-    truth = rng.normal(size=16)
-    alike = [truth + rng.normal(size=16), truth + rng.normal(size=16)]
-    x = np.column_stack([*alike, rng.normal(size=(16, 3))]) + 10
-    y = 70 + truth
-    free = np.array([True, True, False, False, False])
-    prior, held_out = FeaturePrior.fit(x, y[:, None], kind="auto", free_inputs=free)
-    assert prior.kinds == ["line"]
-    j = prior.models[0].input
-    z, logged = NormalScores.fit(y).forward(y), np.log(x)
-    flipped = 0
-    for i in range(16):
-        keep = np.arange(16) != i
-        slope, intercept = np.polyfit(logged[keep, j], z[keep], 1)
-        assert held_out[i, 0] == pytest.approx(intercept + slope * logged[i, j], abs=1e-6)
-        flipped += Line.through(logged[keep], z[keep], free).input != j
-    assert flipped >= 3  # re-chosen, the line would have been judged by the other label on these rows
 
 
 def test_bad_inputs_are_refused() -> None:
