@@ -176,10 +176,6 @@ class FeaturePrior(ScoresPrior):
         forest reads them all. Default: any. ``free_inputs``: the free labels among them (parameters, MACs, a
         mask), through the best of which ``"auto"`` tries a line first, simpler than a line through any
         (from 16 records of NDS' NASNet, a line through the best of a hundred labels followed one by chance).
-        That line is judged with its input fixed as all the rows choose it: a choice between two labels
-        flatters it little, and re-made without each pair of rows it let one influential record of NASNet
-        (seed 4) flip it from parameters to MACs, so that a ridge was taken and ranked the rest at τ 0.02
-        against the line's 0.46 (experiments/README.md, "NDS ImageNet files from few records").
         ``signed`` (m,): the objectives that may take either sign (a constraint's value), never read in logs
         (:meth:`~nasrlm.priors.prior.NormalScores.fit`). ``summed_inputs`` (a mask; default: none): counts a
         latency adds up (:data:`~nasrlm.free_labels.SUMMED_LABELS`), which only a :class:`SumForest` reads:
@@ -212,9 +208,8 @@ class FeaturePrior(ScoresPrior):
             forests = known.sum() >= MIN_FOREST_ROWS  # else a forest kind falls back to a ridge
             if kind == "auto":  # the free labels' line first (a stable sort keeps it first), then any's
                 if free_inputs is not None and np.any(free_inputs):
-                    chosen = np.zeros(x.shape[1], dtype=bool)  # its input fixed (free_inputs, above)
-                    chosen[Line.through(x[known], z, np.asarray(free_inputs, dtype=bool)).input] = True
-                    candidates.append((*Line.fit(x[known], z, chosen), partial(_line, x[known], z, chosen)))
+                    free = np.asarray(free_inputs, dtype=bool)
+                    candidates.append((*Line.fit(x[known], z, free), partial(_line, x[known], z, free)))
                 candidates.append((*Line.fit(x[known], z, line_inputs),
                                    partial(_line, x[known], z, line_inputs)))
             if kind in ("auto", "ridge") or (kind in ("forest", "trend-forest") and not forests):
