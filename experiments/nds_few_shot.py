@@ -21,7 +21,8 @@ epoch's top-1 error). Methods (``--methods``):
 - ``lm-alone``: the same with ``--prior none``, the language model alone;
 - ``prior-alone``: the prior ``nasrlm train`` blends, fitted alone on the same records
   (``FeaturePrior.fit(..., kind="auto")`` on the free and graph labels and the base's transfer forest's
-  guess, the inputs ``fine_tune`` gives it, the free labels marked for ``auto``'s simplest line);
+  guess, the inputs ``fine_tune`` gives it, marked as it marks them: the free labels for ``auto``'s
+  simplest line, the counts a latency adds up for a sum alone);
 - ``others``: leave one space out, as the RLM paper's Table 4 does, in two steps: the shipped base's
   decoder fine-tuned (``nasrlm train --prior none``'s recipe, :data:`~nasrlm.rlm.recipes.ALONE_TUNE`, one
   decoder) on every record that fits of the *other spaces'* files (DARTS and DARTS_fix-w-d are one space),
@@ -296,16 +297,18 @@ def prior_alone(labels: np.ndarray, transfer: object, acc: np.ndarray, train: np
                 seed: int) -> np.ndarray:
     """The ``auto`` feature prior on the free and graph labels (and the transfer forest's guess), fitted on
     ``train`` alone as ``nasrlm train`` fits it beside the model: its mean score for ``test``."""
-    from nasrlm.free_labels import ALL_FREE_OBJECTIVES, FREE_LABEL_NAMES
+    from nasrlm.free_labels import ALL_FREE_OBJECTIVES, FREE_LABEL_NAMES, SUMMED_LABELS
     from nasrlm.priors.feature_prior import DEFAULT_PRIOR, FeaturePrior
 
     x, line = labels, np.ones(labels.shape[1], dtype=bool)
     free = np.array([o.name in FREE_LABEL_NAMES for o in ALL_FREE_OBJECTIVES])
+    summed = np.array([o.name in SUMMED_LABELS for o in ALL_FREE_OBJECTIVES])  # read by a sum alone
     if transfer is not None:
         x = np.column_stack([labels, transfer.predict(labels)])  # type: ignore[attr-defined]
         line, free = np.append(line, False), np.append(free, False)  # no line follows the transfer's guess
+        summed = np.append(summed, False)
     prior, _ = FeaturePrior.fit(x[train], acc[train, None], kind=DEFAULT_PRIOR, seed=seed, line_inputs=line,
-                                free_inputs=free)
+                                free_inputs=free, summed_inputs=summed)
     return prior.mean(x[test])[:, 0]
 
 

@@ -6,7 +6,8 @@ model is blended with (``nasrlm train``) and the sampler's surrogate start from 
 Each seed's ``default_rng(seed).permutation`` of the space's table labels its first N rows and ranks the next
 ``--test`` (the split of ``transfer_benchmark.py``). Every prior (``--kinds``: ``FeaturePrior`` kinds) reads
 the free and graph labels of each architecture, and reads an objective lower the better (a cost) as the
-search's prior does: a ``trend-forest`` may fit it as a sum over what a device computes. With ``--transfer``
+search's prior does: a ``trend-forest`` may fit it as a sum over what a device computes. ``auto`` tries a line
+through the best free label first, as ``nasrlm train``'s does. With ``--transfer``
 each also reads, as one more input, the shipped base's transfer forest (what another space's published
 accuracy says of it), as ``nasrlm train``'s prior does. Prints Kendall τ over the test rows and among their
 best quarter of each objective (where a Pareto front lies), mean ± std over seeds, and each fit's seconds.
@@ -23,7 +24,7 @@ import numpy as np
 from scipy.stats import kendalltau
 
 from nasrlm.data import load_table
-from nasrlm.free_labels import ALL_FREE_OBJECTIVES, SUMMED_LABELS, texts_and_free_labels
+from nasrlm.free_labels import ALL_FREE_OBJECTIVES, FREE_LABEL_NAMES, SUMMED_LABELS, texts_and_free_labels
 from nasrlm.priors.feature_prior import KINDS, FeaturePrior
 from search_spaces import get_space
 
@@ -63,6 +64,7 @@ def main() -> None:
         inputs[" + transfer"] = np.column_stack([labels, transfer.predict(labels)])
     maximize = [o.higher_is_better for o in table.objectives]
     summed = [o.name in SUMMED_LABELS for o in ALL_FREE_OBJECTIVES]  # as the sampler's prior reads them
+    free = [o.name in FREE_LABEL_NAMES for o in ALL_FREE_OBJECTIVES]  # auto's simplest line, as train's
 
     results: dict[tuple, list[tuple[float, float, float]]] = defaultdict(list)
     for seed in seeds:
@@ -72,9 +74,12 @@ def main() -> None:
             for kind in kinds:
                 for label, x in inputs.items():
                     start = time.perf_counter()
+                    extra = x.shape[1] - len(summed)  # the transfer forest's guess: no line follows it
                     prior, _ = FeaturePrior.fit(x[train], values[train], kind=kind, seed=seed,
                                                 costs=[not m for m in maximize],
-                                                summed_inputs=np.pad(summed, (0, x.shape[1] - len(summed))))
+                                                summed_inputs=np.pad(summed, (0, extra)),
+                                                free_inputs=np.pad(free, (0, extra)),
+                                                line_inputs=np.arange(x.shape[1]) < len(summed))
                     seconds = time.perf_counter() - start
                     predicted = prior.mean(x[test])  # normal scores rise with each objective
                     for k, name in enumerate(names):
