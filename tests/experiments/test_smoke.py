@@ -154,6 +154,18 @@ def check_predictor_benchmark(out: str) -> None:
         assert 0 < number(r[1]) <= 1 and 0 < number(r[2]) <= 1, r
 
 
+def check_front_twins(out: str) -> None:
+    rows = table(out, "| cell | values | twins |")
+    assert len(rows) == 7, rows  # acc × samsung_a50: the true front's cells inside the reference box
+    for r in rows:
+        twins, as_good = int(r[2]), r[4].strip("[]").split(", ")
+        assert twins >= 1 and all(1 <= int(n) <= twins for n in as_good), r  # a cell is its own twin
+        assert fraction(number(r[5])), r
+    summary = next(line for line in out.splitlines() if line.startswith("HV shares only one cell holds"))
+    largest, three, every = (float(w.rstrip(",")) for w in summary.split() if w[0].isdigit())
+    assert 0 < largest <= three <= every <= 1, summary
+
+
 def check_sampler_probe(out: str) -> None:
     rows = table(out, "| trials | acc τ | acc in 50 % |")
     assert [r[0] for r in rows] == ["4", "8"]  # a refit after the start-up trials and after 4 proposals
@@ -264,6 +276,7 @@ SMOKES: dict[str, Smoke] = {
     "constraint_benchmark.py": Smoke(check_constraint_benchmark, [*DATA, "--percentile", "50"]),
     "calibration.py": Smoke(check_calibration, [*DATA, "--threads", "1"]),
     "export_benchmark.py": Smoke(check_export_benchmark),
+    "front_twins.py": Smoke(check_front_twins, DATA),
     "inference_speed.py": Smoke(check_inference_speed, ["--threads", "1"]),
     "label_speed.py": Smoke(check_label_speed),
     "base_reading.py": Smoke(check_base_reading, [*DATA, "--threads", "1"]),
