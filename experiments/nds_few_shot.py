@@ -297,18 +297,17 @@ def prior_alone(labels: np.ndarray, transfer: object, acc: np.ndarray, train: np
                 seed: int) -> np.ndarray:
     """The ``auto`` feature prior on the free and graph labels (and the transfer forest's guess), fitted on
     ``train`` alone as ``nasrlm train`` fits it beside the model: its mean score for ``test``."""
-    from nasrlm.free_labels import ALL_FREE_OBJECTIVES, FREE_LABEL_NAMES, SUMMED_LABELS
+    from nasrlm.free_labels import ALL_FREE_OBJECTIVES
     from nasrlm.priors.feature_prior import DEFAULT_PRIOR, FeaturePrior
+    from nasrlm.priors.inputs import InputRoles
+    from nasrlm.priors.transfer import TRANSFER_LABEL
 
-    x, line = labels, np.ones(labels.shape[1], dtype=bool)
-    free = np.array([o.name in FREE_LABEL_NAMES for o in ALL_FREE_OBJECTIVES])
-    summed = np.array([o.name in SUMMED_LABELS for o in ALL_FREE_OBJECTIVES])  # read by a sum alone
+    x, names = labels, [o.name for o in ALL_FREE_OBJECTIVES]
     if transfer is not None:
         x = np.column_stack([labels, transfer.predict(labels)])  # type: ignore[attr-defined]
-        line, free = np.append(line, False), np.append(free, False)  # no line follows the transfer's guess
-        summed = np.append(summed, False)
-    prior, _ = FeaturePrior.fit(x[train], acc[train, None], kind=DEFAULT_PRIOR, seed=seed, line_inputs=line,
-                                free_inputs=free, summed_inputs=summed)
+        names.append(TRANSFER_LABEL)
+    prior, _ = FeaturePrior.fit(x[train], acc[train, None], kind=DEFAULT_PRIOR, seed=seed,
+                                **InputRoles.of(names).keywords())
     return prior.mean(x[test])[:, 0]
 
 

@@ -24,8 +24,10 @@ import numpy as np
 from scipy.stats import kendalltau
 
 from nasrlm.data import load_table
-from nasrlm.free_labels import ALL_FREE_OBJECTIVES, FREE_LABEL_NAMES, SUMMED_LABELS, texts_and_free_labels
+from nasrlm.free_labels import ALL_FREE_OBJECTIVES, texts_and_free_labels
 from nasrlm.priors.feature_prior import KINDS, FeaturePrior
+from nasrlm.priors.inputs import InputRoles
+from nasrlm.priors.transfer import TRANSFER_LABEL
 from search_spaces import get_space
 
 
@@ -56,15 +58,15 @@ def main() -> None:
         rows = np.random.default_rng(0).permutation(rows)[: max(sizes) + a.test]
     ids, values = [table.ids[i] for i in rows], np.asarray(table.values, dtype=np.float64)[rows]
     _, labels = texts_and_free_labels(space, ids, graph=True, texts=False, progress=True)
-    inputs = {"": labels}
+    names = [o.name for o in ALL_FREE_OBJECTIVES]
+    inputs = {"": (labels, InputRoles.of(names))}
     if a.transfer:
         from nasrlm.rlm.predictor import RLMPredictor
 
         transfer = RLMPredictor.from_base("shipped", [], space=a.space).transfer.for_space(space)
-        inputs[" + transfer"] = np.column_stack([labels, transfer.predict(labels)])
+        inputs[" + transfer"] = (np.column_stack([labels, transfer.predict(labels)]),
+                                 InputRoles.of([*names, TRANSFER_LABEL]))  # no line follows its guess
     maximize = [o.higher_is_better for o in table.objectives]
-    summed = [o.name in SUMMED_LABELS for o in ALL_FREE_OBJECTIVES]  # as the sampler's prior reads them
-    free = [o.name in FREE_LABEL_NAMES for o in ALL_FREE_OBJECTIVES]  # auto's simplest line, as train's
 
     results: dict[tuple, list[tuple[float, float, float]]] = defaultdict(list)
     for seed in seeds:
@@ -72,14 +74,10 @@ def main() -> None:
         for n in sizes:
             train, test = order[:n], order[n : n + a.test]
             for kind in kinds:
-                for label, x in inputs.items():
+                for label, (x, roles) in inputs.items():
                     start = time.perf_counter()
-                    extra = x.shape[1] - len(summed)  # the transfer forest's guess: no line follows it
                     prior, _ = FeaturePrior.fit(x[train], values[train], kind=kind, seed=seed,
-                                                costs=[not m for m in maximize],
-                                                summed_inputs=np.pad(summed, (0, extra)),
-                                                free_inputs=np.pad(free, (0, extra)),
-                                                line_inputs=np.arange(x.shape[1]) < len(summed))
+                                                costs=[not m for m in maximize], **roles.keywords())
                     seconds = time.perf_counter() - start
                     predicted = prior.mean(x[test])  # normal scores rise with each objective
                     for k, name in enumerate(names):

@@ -18,10 +18,9 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from nasrlm.free_labels import FREE_LABEL_NAMES, SUMMED_LABELS
 from nasrlm.priors.feature_prior import FeaturePrior, check_prior_name
+from nasrlm.priors.inputs import InputRoles
 from nasrlm.priors.prior import FreeLabelPrior, ScoresPrior, ranked_share, residual_weight, stratified_normal
-from nasrlm.priors.transfer import TRANSFER_LABEL
 
 #: How a model stands beside its prior (module docstring).
 PRIOR_MODES = ("residual", "blend")
@@ -63,10 +62,7 @@ class PriorPart:
         inputs = (*prior_from, *prior_inputs)
         x = prior_matrix(values, objectives, prior_from, dict(prior_inputs))
         prior, predicted, residuals = fit_prior(x, values, objectives, prior_from, kind, reference, original,
-                                                line_inputs=[f != TRANSFER_LABEL for f in inputs],
-                                                free_inputs=[f in FREE_LABEL_NAMES for f in inputs],
-                                                summed_inputs=[f in SUMMED_LABELS for f in inputs],
-                                                signed=signed, costs=costs)
+                                                InputRoles.of(inputs), signed=signed, costs=costs)
         rows = residuals[original][:, [objectives.index(name) for name in predicted]]
         errors = {name: float(np.sqrt(np.nanmean(rows[:, j] ** 2))) for j, name in enumerate(predicted)}
         return cls(prior, inputs, predicted, mode, {}, errors), residuals, x
@@ -131,14 +127,11 @@ def prior_matrix(values: np.ndarray, objectives: tuple[str, ...], prior_from: tu
 
 def fit_prior(x: np.ndarray, values: np.ndarray, objectives: tuple[str, ...],
                prior_from: tuple[str, ...], kind: str, reference: np.ndarray | None, original: np.ndarray,
-               line_inputs: Sequence[bool], free_inputs: Sequence[bool] | None = None,
-               signed: Collection[str] = (), summed_inputs: Sequence[bool] | None = None,
-               costs: Collection[str] = ()
+               roles: InputRoles, signed: Collection[str] = (), costs: Collection[str] = ()
                ) -> tuple[ScoresPrior, tuple[str, ...], np.ndarray]:
     """The prior (fitted on the ``original`` rows), the objectives it predicts, and ``values`` with
     those as residuals: for a feature prior, the training rows' out-of-sample residuals.
-    ``line_inputs``: the inputs a line may follow (not the transfer forest's guess); ``free_inputs``: the
-    free labels among them and ``summed_inputs`` the counts a latency adds up (``FeaturePrior.fit``);
+    ``roles``: what each input is to a feature prior (:class:`~nasrlm.priors.inputs.InputRoles`);
     ``signed``: objectives that may take either sign, never read in logs (a constraint's value:
     :meth:`~nasrlm.priors.prior.NormalScores.fit`); ``costs``: objectives lower the better, which may be
     sums over what the device computes."""
@@ -158,12 +151,8 @@ def fit_prior(x: np.ndarray, values: np.ndarray, objectives: tuple[str, ...],
         if reference is not None:
             raise ValueError("prior_reference applies to the line prior (prior='line') only")
         prior, held_out = FeaturePrior.fit(x[original], values[original][:, rest], kind=kind,
-                                           line_inputs=np.asarray(line_inputs, dtype=bool),
-                                           free_inputs=None if free_inputs is None else
-                                           np.asarray(free_inputs, dtype=bool),
-                                           summed_inputs=None if summed_inputs is None else
-                                           np.asarray(summed_inputs, dtype=bool),
-                                           signed=either_sign, costs=[objectives[k] in costs for k in rest])
+                                           **roles.keywords(), signed=either_sign,
+                                           costs=[objectives[k] in costs for k in rest])
         residuals = prior.residuals(x, values[:, rest])
         residuals[original] += prior.mean(x[original]) - held_out
         values[:, rest] = residuals

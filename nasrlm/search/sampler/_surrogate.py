@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 
 from nasrlm.data import Objective
-from nasrlm.free_labels import SUMMED_LABELS
 from nasrlm.priors.feature_prior import KINDS, FeaturePrior
+from nasrlm.priors.inputs import InputRoles
 from nasrlm.priors.prior import residual_weight
 from nasrlm.rlm.recipes import REFIT, SIZES, TrainConfig
 from nasrlm.search.sampler._arch_cache import FREE_NAMES, ArchCache
@@ -352,11 +352,11 @@ class PriorSurrogate:
     def fit(self, arch_ids: Sequence[str], targets: np.ndarray) -> None:
         """Refit the prior on the trials (``targets`` in the study's order) and note its out-of-bag error."""
         x = self._inputs(arch_ids)
-        summed = [c in SUMMED_LABELS for c in self.cache.columns]  # then the evidence, none summed
+        names = [*self.cache.columns, *(self.evidence.names if self.evidence is not None else ())]
         self._prior, held_out = FeaturePrior.fit(x, targets, kind=self.prior, seed=self.seed + self.rounds,
                                                  signed=[o.name in self.signed for o in self.objectives],
                                                  costs=[not o.higher_is_better for o in self.objectives],
-                                                 summed_inputs=np.pad(summed, (0, x.shape[1] - len(summed))))
+                                                 **InputRoles.of(names).keywords())
         # a constraint a trial did not set is NaN there: its column's error is that of the others
         self._errors = np.sqrt(np.nanmean((self._prior.scores(targets) - held_out) ** 2, axis=0))
         self.rounds += 1

@@ -29,9 +29,10 @@ from optuna.study import StudyDirection
 from optuna.trial import TrialState
 
 from nasrlm.data import BenchmarkTable, DataFileError, DataFileNotFoundError
-from nasrlm.free_labels import ALL_FREE_OBJECTIVES, SUMMED_LABELS
+from nasrlm.free_labels import ALL_FREE_OBJECTIVES
 from nasrlm.metrics import pareto_mask
 from nasrlm.priors.feature_prior import FeaturePrior
+from nasrlm.priors.inputs import InputRoles
 from nasrlm.search.sampler._arch_cache import SpaceMismatchError
 from search_spaces import SearchSpace
 
@@ -299,9 +300,9 @@ class EvidenceInputs:
         self.names = tuple(EVIDENCE_PREFIX + warm.evidence[j - len(warm.known)] for j in columns)
         evidence = warm.values[:, columns]
         self._measured = {arch_id: row for arch_id, row in zip(warm.arch_ids, evidence, strict=True)}
+        roles = InputRoles.of(label_names).keywords() if label_names else {}
         self._prior = FeaturePrior.fit(labels_of(list(warm.arch_ids)), evidence, kind="forest", seed=seed,
-                                       summed_inputs=[n in SUMMED_LABELS for n in label_names] or None
-                                       )[0] if self.names else None
+                                       **roles)[0] if self.names else None
 
     def of(self, arch_ids: Sequence[str], labels: np.ndarray) -> dict[str, np.ndarray]:
         """The inputs of ``arch_ids`` (whose free and graph labels are ``labels``), by :attr:`names`."""

@@ -1,7 +1,11 @@
 import numpy as np
 import pytest
 
+from nasrlm.priors.inputs import InputRoles
 from nasrlm.rlm._residuals import PriorPart, blend_weights, fit_prior, out_of_sample_truth
+
+#: the names of three inputs that are no label: a line may follow any, none is free or summed
+UNNAMED = ("a", "b", "c")
 
 
 def _noisy_rows(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -15,7 +19,7 @@ def test_truths_sit_as_far_from_the_prior_as_its_out_of_sample_errors():
     x, raw = _noisy_rows(rng, 200)
     objectives = ("acc", "other")
     prior, predicted, values = fit_prior(x, raw[:, :1], ("acc",), (), "forest", None,
-                                         np.ones(len(x), dtype=bool), line_inputs=[True, True, True])
+                                         np.ones(len(x), dtype=bool), InputRoles.of(UNNAMED))
     values = np.column_stack([values, raw[:, 1]])
     rows = np.arange(150, 200)
     truth = out_of_sample_truth(prior, x, values, raw, objectives, predicted, rows)
@@ -33,7 +37,7 @@ def test_an_unknown_truth_stays_unknown():
     x, raw = _noisy_rows(rng, 60)
     raw[3, 0] = np.nan
     prior, predicted, values = fit_prior(x, raw[:, :1], ("acc",), (), "forest", None,
-                                         ~np.isnan(raw[:, 0]), line_inputs=[True, True, True])
+                                         ~np.isnan(raw[:, 0]), InputRoles.of(UNNAMED))
     truth = out_of_sample_truth(prior, x, values, raw[:, :1], ("acc",), predicted, np.arange(10))
     assert np.isnan(truth[3, 0]) and np.isfinite(np.delete(truth[:, 0], 3)).all()
 
@@ -48,7 +52,7 @@ def test_blend_weights_measure_the_model_from_the_prior_s_out_of_sample_predicti
     x, raw = _noisy_rows(rng, 80)
     raw = raw[:, :1]
     prior, _, residuals = fit_prior(x, raw, ("acc",), (), "forest", None, np.ones(len(x), dtype=bool),
-                                    line_inputs=[True, True, True])
+                                    InputRoles.of(UNNAMED))
     rows = np.arange(50, 80)
     texts = ["-"] * len(x)
     # the validation rows' out-of-sample prediction: the prior, fitted on them too, without their own labels
