@@ -6,7 +6,8 @@ line through the free label (parameters, MACs) that best explains the labels; :c
 forest or a ridge regression on the free and graph labels (its kinds: :data:`PRIOR_KINDS`); and
 :class:`AccuracyTransfer`, what other spaces' published accuracies say of an architecture, one more input
 of a feature prior (:data:`TRANSFER_LABEL`), kept beside a pre-trained base model. The labels they read
-are computed by :mod:`nasrlm.free_labels`.
+are computed by :mod:`nasrlm.free_labels`; what each named label is to a feature prior, by
+:class:`InputRoles`.
 
 The names below load when first used, as those of :mod:`nasrlm.rlm` do.
 """
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the names for type checkers and editors; at run time they load lazily
     from nasrlm.priors.feature_prior import DEFAULT_PRIOR, PRIOR_KINDS, FeaturePrior
+    from nasrlm.priors.inputs import InputRoles
     from nasrlm.priors.prior import (
         FreeLabelPrior,
         NormalScores,
@@ -43,6 +45,7 @@ __all__ = [
     "AccuracyTransfer",
     "FeaturePrior",
     "FreeLabelPrior",
+    "InputRoles",
     "NormalScores",
     "ScoresPrior",
     "TransferFileError",
@@ -61,6 +64,7 @@ _DEFINED_IN = {
     "AccuracyTransfer": "nasrlm.priors.transfer",
     "FeaturePrior": "nasrlm.priors.feature_prior",
     "FreeLabelPrior": "nasrlm.priors.prior",
+    "InputRoles": "nasrlm.priors.inputs",
     "NormalScores": "nasrlm.priors.prior",
     "ScoresPrior": "nasrlm.priors.prior",
     "TransferFileError": "nasrlm.priors.transfer",
