@@ -58,14 +58,14 @@ def main() -> None:
         rows = np.random.default_rng(0).permutation(rows)[: max(sizes) + a.test]
     ids, values = [table.ids[i] for i in rows], np.asarray(table.values, dtype=np.float64)[rows]
     _, labels = texts_and_free_labels(space, ids, graph=True, texts=False, progress=True)
-    names = [o.name for o in ALL_FREE_OBJECTIVES]
-    inputs = {"": (labels, InputRoles.of(names))}
+    label_names = [o.name for o in ALL_FREE_OBJECTIVES]
+    inputs = {"": (labels, InputRoles.of(label_names))}
     if a.transfer:
         from nasrlm.rlm.predictor import RLMPredictor
 
         transfer = RLMPredictor.from_base("shipped", [], space=a.space).transfer.for_space(space)
         inputs[" + transfer"] = (np.column_stack([labels, transfer.predict(labels)]),
-                                 InputRoles.of([*names, TRANSFER_LABEL]))  # no line follows its guess
+                                 InputRoles.of([*label_names, TRANSFER_LABEL]))  # no line follows its guess
     maximize = [o.higher_is_better for o in table.objectives]
 
     results: dict[tuple, list[tuple[float, float, float]]] = defaultdict(list)
