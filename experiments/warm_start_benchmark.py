@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from pathlib import Path
 
 import numpy as np
 import optuna
@@ -56,6 +57,7 @@ def main() -> None:
     p.add_argument("--report-at", default="50,100", help="budgets to report (≤ --budget)")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--rlm-options", default="{}", help='RLMSampler options as JSON: {"prior": "forest"}')
+    p.add_argument("--save-trials", help="write each run's architectures and values here (JSON), to trace it")
     p.add_argument("--smoke", action="store_true", help="12 evaluations of rlm-warm (tiny) and tpe-warm")
     a = p.parse_args()
     if a.smoke:
@@ -74,7 +76,7 @@ def main() -> None:
     print(f"# {space.name}: from {a.source} ({a.source_budget} TPE evaluations) to {a.target}; "
           f"true front {len(truth.front(target.maximize))} archs; "
           f"reference {np.round(reference, 4).tolist()}")
-    rows, per_seed = [], {}
+    rows, per_seed, saved = [], {}, {}
     for sampler in a.samplers.split(","):
         histories, seconds = [], []
         for seed in (int(s) for s in a.seeds.split(",")):
@@ -87,6 +89,7 @@ def main() -> None:
             seconds.append(time.perf_counter() - start)
             s = score(result, reference, truth)
             histories.append(s.history)
+            saved[f"{sampler} seed {seed}"] = {"arch_ids": result.arch_ids, "values": result.values.tolist()}
             print(f"{sampler} seed {seed}: HV ratio " + ", ".join(f"@{b} {s.history[b - 1]:.3f}" for b in at)
                   + f", {seconds[-1]:.0f} s", flush=True)
         h = np.array(histories)
@@ -98,6 +101,9 @@ def main() -> None:
     print("|---|" + "---|" * (len(at) + 1))
     print("\n".join(rows))
     print(f"\nper seed: {json.dumps(per_seed)}")
+    if a.save_trials:
+        Path(a.save_trials).write_text(json.dumps(saved, indent=0))
+        print(f"the trials of {len(saved)} runs written to {a.save_trials}")
     print(f"{len(a.seeds.split(','))} seeds; {machine()}, {torch.get_num_threads()} torch threads; "
           f"{time.strftime('%Y-%m-%d')}")
 

@@ -119,6 +119,7 @@ def check_warm_start_benchmark(out: str) -> None:
     assert [r[0] for r in rows] == ["rlm-warm", "tpe-warm"]
     assert all(fraction(number(cell)) for r in rows for cell in r[1:3]), rows
     assert "(20 TPE evaluations) to acc,eyeriss" in out
+    assert "the trials of 2 runs written to " in out  # --save-trials: one per sampler and seed
 
 
 def check_export_benchmark(out: str) -> None:
@@ -288,7 +289,7 @@ SMOKES: dict[str, Smoke] = {
     "sampler_overhead.py": Smoke(check_sampler_overhead, DATA),
     "sampler_probe.py": Smoke(check_sampler_probe, [*DATA, "--threads", "1"]),
     "tokenizer_stats.py": Smoke(check_tokenizer_stats),
-    "warm_start_benchmark.py": Smoke(check_warm_start_benchmark, DATA),
+    "warm_start_benchmark.py": Smoke(check_warm_start_benchmark, [*DATA, "--save-trials", "{tmp}/t.json"]),
     "train_defaults.py": Smoke(check_train_defaults, [*DATA, "--threads", "1"]),
     "train_ranking.py": Smoke(check_train_ranking, [*DATA, "--threads", "1"]),
 }
