@@ -54,9 +54,10 @@ def main() -> None:
     reference = reference_point([], truth)
     front = truth.front(maximize)
     total = hypervolume(values[front], reference, maximize)
+    keys = [twin_key(nb201, arch) for arch in truth.ids]
     twins: dict[tuple, list[int]] = defaultdict(list)
-    for i, arch in enumerate(truth.ids):
-        twins[twin_key(nb201, arch)].append(i)
+    for i, key in enumerate(keys):
+        twins[key].append(i)
     sign = np.where(maximize, 1.0, -1.0)
     inside = [i for i in front if (sign * (values[i] - reference) > 0).all()]
     print(f"# NB201 {a.target}: true front {len(front)} cells, {len(inside)} inside the reference box "
@@ -65,7 +66,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|")
     alone = {}
     for i in sorted(inside, key=lambda i: values[i, 1]):
-        group = twins[twin_key(nb201, truth.ids[i])]
+        group = twins[keys[i]]
         others = [j for j in front if j != i]
         alone[i] = 1 - hypervolume(values[others], reference, maximize) / total
         as_good = [int((sign[k] * values[group, k] >= sign[k] * values[i, k]).sum()) for k in range(2)]
